@@ -1,0 +1,85 @@
+# aws-k8s: one binary, every AWS platform component of a Kubernetes cluster.
+#   make                         build ./aws-k8s
+#   make test                    build and run every test (unit + integration)
+#   make SANITIZE=address,undefined test   the same under ASan+UBSan
+#   make bench                   run the benchmarks under tests/bench/
+#   make clean
+CC ?= cc
+PKGS := libcurl openssl libcjson yaml-0.1 libmicrohttpd libxml-2.0 grpc libprotobuf-c blkid mount
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS := $(shell pkg-config --libs $(PKGS))
+
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+GIT_DIRTY := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
+ifdef SANITIZE
+B := build/san
+BIN := $(B)/aws-k8s
+else
+B := build/default
+BIN := aws-k8s
+endif
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+	-Wwrite-strings -Wvla -Wno-unused-parameter -Wno-format-nonliteral
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=gnu17 $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -I$(B)/gen $(PKG_CFLAGS) \
+	-DAWSK8S_VERSION='"$(VERSION)"' -DAWSK8S_COMMIT='"$(GIT_COMMIT)$(GIT_DIRTY)"' -MMD -MP
+LDLIBS := $(PKG_LIBS) -lpthread -lm
+
+ifdef SANITIZE
+ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+PROTOS := $(shell find common modules -name '*.proto' 2>/dev/null)
+GEN_C := $(patsubst %.proto,$(B)/gen/%.pb-c.c,$(PROTOS))
+GEN_H := $(GEN_C:.c=.h)
+LIB_SRCS := $(shell find common modules -name '*.c' 2>/dev/null | sort)
+LIB_OBJS := $(patsubst %.c,$(B)/%.o,$(LIB_SRCS)) $(GEN_C:.c=.o)
+TEST_SRCS := $(wildcard tests/unit/*.c)
+TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS))
+UNIT := $(B)/unit-tests
+
+.PHONY: all test unit bench clean fmt lint
+all: $(BIN)
+
+$(BIN): $(B)/main.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(UNIT): $(TEST_OBJS) $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/gen/%.pb-c.c $(B)/gen/%.pb-c.h: %.proto
+	@mkdir -p $(dir $@)
+	protoc-c --proto_path=$(dir $<) --c_out=$(dir $@) $<
+
+$(B)/%.o: %.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(B)/gen/%.pb-c.o: $(B)/gen/%.pb-c.c
+	$(CC) $(filter-out -Wmissing-prototypes,$(ALL_CFLAGS)) -c -o $@ $<
+
+# The README's test command. tests/run prints the closing "N passed, N failed, N skipped" line.
+test: $(BIN) $(UNIT)
+	AWS_K8S=$(abspath $(BIN)) UNIT_TESTS=$(abspath $(UNIT)) tests/run
+
+unit: $(UNIT)
+	$(UNIT)
+
+bench: $(BIN)
+	AWS_K8S=$(abspath $(BIN)) tests/bench/run
+
+fmt:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+		-I. -D_GNU_SOURCE main.c common modules
+
+clean:
+	rm -rf build aws-k8s
+
+-include $(LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(B)/main.d

@@ -1,0 +1,16 @@
+/* Graceful stop: SIGTERM and SIGINT request a stop that every subcommand can wait on; a second
+ * one exits at once. SIGPIPE is ignored. Call signals_setup() before creating any thread. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+int signals_setup(void);
+bool stop_requested(void);
+/* Requests the stop from inside the program (e.g. a fatal error in one controller). */
+void stop_request(void);
+/* Sleeps up to timeout_ns (negative: forever); returns true when a stop was requested. */
+bool stop_wait(int64_t timeout_ns);
+/* A descriptor that becomes readable once a stop is requested (for poll loops). */
+int stop_fd(void);
+/* For tests: forget a requested stop. */
+void stop_reset(void);

@@ -1,0 +1,2 @@
+#pragma once
+int serve_main(int argc, char **argv);

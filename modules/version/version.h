@@ -1,0 +1,2 @@
+#pragma once
+int version_main(int argc, char **argv);

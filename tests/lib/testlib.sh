@@ -1,0 +1,59 @@
+# shellcheck shell=bash
+# Shared helpers for integration tests and benchmarks. Source it from a test script:
+#   . "$(dirname "$0")/../lib/testlib.sh"
+# Then use ok/fail/check/skip and end with t_summary, which prints the
+# "N passed, N failed, N skipped" line that tests/run sums up.
+set -u
+T_PASS=0 T_FAIL=0 T_SKIP=0
+T_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+AWS_K8S=${AWS_K8S:-$T_ROOT/aws-k8s}
+T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/awsk8s-test.XXXXXX")
+T_CLEANUP=()
+
+t_cleanup_add() { T_CLEANUP+=("$*"); }
+t_cleanup() {
+	local i
+	for ((i = ${#T_CLEANUP[@]} - 1; i >= 0; i--)); do eval "${T_CLEANUP[i]}" >/dev/null 2>&1 || true; done
+	T_CLEANUP=()
+	rm -rf "$T_TMP"
+}
+trap t_cleanup EXIT
+trap 'exit 130' INT TERM
+
+ok() { T_PASS=$((T_PASS + 1)); echo "ok - $1"; }
+fail() { T_FAIL=$((T_FAIL + 1)); echo "FAIL - $1${2:+: $2}"; }
+skip() { T_SKIP=$((T_SKIP + 1)); echo "skip - $1: $2"; }
+# check NAME CMD...: passes when CMD exits 0; output of a failing CMD is shown.
+check() {
+	local name=$1 out
+	shift
+	if out=$("$@" 2>&1); then ok "$name"; else fail "$name" "$(printf '%s' "$out" | tail -n 5)"; fi
+}
+t_summary() {
+	echo "$T_PASS passed, $T_FAIL failed, $T_SKIP skipped"
+	[ "$T_FAIL" -eq 0 ]
+	exit $?
+}
+
+# free_port: prints a TCP port on 127.0.0.1 that nothing listens on.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# wait_http URL [SECONDS]: waits until URL answers (any HTTP status), default 15 s.
+wait_http() {
+	local url=$1 limit=${2:-15} i=0
+	while ! curl -sk -o /dev/null --max-time 1 "$url"; do
+		i=$((i + 1))
+		[ $i -gt $((limit * 20)) ] && return 1
+		sleep 0.05
+	done
+}
+
+# bg NAME CMD...: starts CMD in the background, logs to $T_TMP/NAME.log, records its
+# pid in $T_TMP/NAME.pid and kills it at exit.
+bg() {
+	local name=$1
+	shift
+	"$@" >"$T_TMP/$name.log" 2>&1 &
+	echo $! >"$T_TMP/$name.pid"
+	t_cleanup_add "kill $! 2>/dev/null; sleep 0.1; kill -9 $! 2>/dev/null"
+}
