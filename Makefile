@@ -22,7 +22,7 @@ BIN := aws-k8s
 endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
-	-Wwrite-strings -Wvla -Wno-unused-parameter -Wno-format-nonliteral
+	-Wwrite-strings -Wvla -Wno-unused-parameter -Wno-format-nonliteral -Wno-missing-field-initializers
 CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=gnu17 $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -I$(B)/gen $(PKG_CFLAGS) \
 	-DAWSK8S_VERSION='"$(VERSION)"' -DAWSK8S_COMMIT='"$(GIT_COMMIT)$(GIT_DIRTY)"' -MMD -MP

@@ -30,6 +30,7 @@ struct metric *metric_histogram(const char *name, const char *help, const char *
 
 /* The label values follow, one per label of the family (none for an unlabelled one). */
 void metric_add(struct metric *m, double v, ...);
+/* Sets a gauge, or a counter that mirrors a count kept elsewhere (e.g. CPU time from /proc). */
 void metric_set(struct metric *m, double v, ...);
 void metric_observe(struct metric *m, double v, ...);
 #define metric_inc(m, ...) metric_add((m), 1.0, ##__VA_ARGS__)
