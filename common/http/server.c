@@ -149,6 +149,29 @@ const char *http_request_query(const struct http_server_request *req, const char
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+struct key_search {
+	const char *name;
+	bool found;
+};
+
+static enum MHD_Result key_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+				const char *value)
+{
+	struct key_search *ks = cls;
+	if (key && strcmp(key, ks->name) == 0) {
+		ks->found = true;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+bool http_request_has_query(const struct http_server_request *req, const char *name)
+{
+	struct key_search ks = { name, false };
+	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, key_iter, &ks);
+	return ks.found;
+}
+
 int http_reply_header(struct http_server_reply *rep, const char *name, const char *value)
 {
 	char *line;
@@ -376,7 +399,7 @@ static int health_handler(struct http_server *s, enum http_check_kind kind, cons
 			  const struct http_server_request *req, struct http_server_reply *rep)
 {
 	const char *only = req->path[strlen(base)] == '/' ? req->path + strlen(base) + 1 : NULL;
-	bool verbose = http_request_query(req, "verbose") != NULL;
+	bool verbose = http_request_has_query(req, "verbose");
 	bool failed = false, found = false;
 	struct buf detail;
 	struct check cs[MAX_CHECKS];
@@ -467,7 +490,6 @@ int http_server_start(struct http_server *s)
 	size_t n = 0;
 	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL };
 	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s };
-	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, s };
 	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, s->opts.max_connections, NULL };
 	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT,
 					    (intptr_t)(s->opts.connection_timeout_ns / NSEC_PER_SEC), NULL };
@@ -480,8 +502,8 @@ int http_server_start(struct http_server *s)
 			ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_TRUST, 0, s->ca };
 	}
 	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-	s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, ops,
-				     MHD_OPTION_END);
+	s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+				     on_mhd_log, s, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 	if (!s->daemon) {
 		close(s->listen_fd);
 		s->listen_fd = -1;

@@ -77,6 +77,8 @@ void http_server_free(struct http_server *s);
 /* Request helpers for handlers. */
 const char *http_request_header(const struct http_server_request *req, const char *name);
 const char *http_request_query(const struct http_server_request *req, const char *name);
+/* True when the query has the key, with or without a value ("?verbose"). */
+bool http_request_has_query(const struct http_server_request *req, const char *name);
 int http_reply_header(struct http_server_reply *rep, const char *name, const char *value);
 int http_reply_text(struct http_server_reply *rep, int status, const char *text);
 
