@@ -123,10 +123,11 @@ char *buf_steal(struct buf *b)
 {
 	char *p;
 
-	if (!b->data && buf_reserve(b, 0) < 0)
-		return NULL;
-	if (!b->data)
-		return NULL;
+	if (!b->data) {
+		if (buf_reserve(b, 0) < 0)
+			return NULL;
+		b->data[0] = 0;
+	}
 	p = b->data;
 	b->data = NULL;
 	b->len = b->cap = 0;

@@ -396,7 +396,14 @@ static int put_number(struct buf *out, double v)
 		return buf_puts(out, v > 0 ? "+Inf" : "-Inf");
 	if (v == floor(v) && fabs(v) < 1e15)
 		return buf_printf(out, "%.0f", v);
-	return buf_printf(out, "%.17g", v);
+	/* the shortest form that reads back as the same double */
+	char s[32];
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(s, sizeof(s), "%.*g", prec, v);
+		if (strtod(s, NULL) == v)
+			break;
+	}
+	return buf_puts(out, s);
 }
 
 static int put_labels(struct buf *out, const struct metric *m, const struct series *s,

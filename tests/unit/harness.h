@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/base/buf.h"
 #include "common/base/log.h"
 
 struct test_case {

@@ -1,0 +1,141 @@
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+
+#include "common/base/log.h"
+#include "tests/unit/harness.h"
+
+/* Runs fn with the log going to a temporary file and returns what was written. */
+static char *capture(void (*fn)(void))
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/log.txt", test_tmpdir());
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return NULL;
+	log_set_output(fd);
+	fn();
+	log_set_output(2);
+	close(fd);
+	return test_read_file(path, NULL);
+}
+
+static void emit_basic(void)
+{
+	log_info("initialized node", KV_S("node", "ip-10-0-0-1"), KV_I("count", 3), KV_B("ok", true));
+}
+
+TEST(log_text_is_klog_format)
+{
+	int v = log_verbosity;
+	log_format = LOG_FORMAT_TEXT;
+	_cleanup_free_ char *out = capture(emit_basic);
+	log_verbosity = v;
+	ASSERT_NOT_NULL(out);
+	ASSERT_EQ(out[0], 'I');
+	/* I1202 15:04:05.123456 <tid> test_log.c:NN] "initialized node" node="ip-10-0-0-1" ... */
+	ASSERT_TRUE(out[5] == ' ' && out[8] == ':' && out[11] == ':' && out[14] == '.');
+	ASSERT_CONTAINS(out, " test_log.c:");
+	ASSERT_CONTAINS(out, "] \"initialized node\" node=\"ip-10-0-0-1\" count=3 ok=true\n");
+}
+
+static void emit_json(void)
+{
+	log_error("failed", KV_E(-ENOENT), KV_S("quote", "a\"b\nc"));
+}
+
+TEST(log_json_format_is_valid_json)
+{
+	log_format = LOG_FORMAT_JSON;
+	_cleanup_free_ char *out = capture(emit_json);
+	log_format = LOG_FORMAT_TEXT;
+	ASSERT_NOT_NULL(out);
+	ASSERT_CONTAINS(out, "\"msg\":\"failed\"");
+	ASSERT_CONTAINS(out, "\"err\":\"No such file or directory (ENOENT)\"");
+	ASSERT_CONTAINS(out, "\"quote\":\"a\\\"b\\nc\"");
+	cJSON *j = cJSON_Parse(out);
+	ASSERT_NOT_NULL(j);
+	cJSON_Delete(j);
+}
+
+static int evaluated;
+static const char *side_effect(void)
+{
+	evaluated++;
+	return "x";
+}
+
+static void emit_verbose(void)
+{
+	log_v(4, "debug detail", KV_S("x", side_effect()));
+}
+
+TEST(log_v_does_not_evaluate_below_verbosity)
+{
+	int v = log_verbosity;
+	evaluated = 0;
+	log_verbosity = 2;
+	_cleanup_free_ char *out = capture(emit_verbose);
+	ASSERT_EQ(evaluated, 0);
+	ASSERT_STREQ(out, "");
+	log_verbosity = 4;
+	_cleanup_free_ char *out2 = capture(emit_verbose);
+	log_verbosity = v;
+	ASSERT_EQ(evaluated, 1);
+	ASSERT_CONTAINS(out2, "debug detail");
+}
+
+static void emit_secrets(void)
+{
+	log_info("request", KV_S("headers", "Authorization: AWS4-HMAC-SHA256 Credential=AKID/20240101/us-east-1/ec2/aws4_request, Signature=deadbeef\nHost: ec2"),
+		 KV_S("token", "s3cr3t-token"), KV_S("url", "https://x/?X-Amz-Security-Token=FQoG123&X-Amz-Signature=abcd&Action=Describe"),
+		 KV_S("body", "{\"SecretAccessKey\":\"wJalr\",\"AccessKeyId\":\"AKIA\"}"));
+	log_info("Bearer eyJhbGciOi.payload.sig used");
+}
+
+TEST(log_redacts_secrets_everywhere)
+{
+	_cleanup_free_ char *out = capture(emit_secrets);
+	ASSERT_NOT_NULL(out);
+	ASSERT_NOT_CONTAINS(out, "deadbeef");
+	ASSERT_NOT_CONTAINS(out, "s3cr3t-token");
+	ASSERT_NOT_CONTAINS(out, "FQoG123");
+	ASSERT_NOT_CONTAINS(out, "abcd&");
+	ASSERT_NOT_CONTAINS(out, "wJalr");
+	ASSERT_NOT_CONTAINS(out, "eyJhbGciOi");
+	ASSERT_CONTAINS(out, "Host: ec2");
+	ASSERT_CONTAINS(out, "Action=Describe");
+	ASSERT_CONTAINS(out, "AKIA");
+	ASSERT_CONTAINS(out, "<redacted>");
+}
+
+TEST(log_redact_leaves_plain_text)
+{
+	char out[256];
+	log_redact("token expired, refreshing; tokens=3 are fine?", out, sizeof(out));
+	ASSERT_STREQ(out, "token expired, refreshing; tokens=<redacted> are fine?");
+	log_redact("x-aws-ec2-metadata-token: AQAEAabc\r\nnext", out, sizeof(out));
+	ASSERT_STREQ(out, "x-aws-ec2-metadata-token: <redacted>\r\nnext");
+	log_redact("zone=us-east-1a node=a", out, sizeof(out));
+	ASSERT_STREQ(out, "zone=us-east-1a node=a");
+	log_redact("abcdef", out, 4);
+	ASSERT_STREQ(out, "abc");
+}
+
+TEST(log_key_is_secret_names)
+{
+	ASSERT_TRUE(log_key_is_secret("token"));
+	ASSERT_TRUE(log_key_is_secret("SecretAccessKey"));
+	ASSERT_TRUE(log_key_is_secret("X-Amz-Security-Token"));
+	ASSERT_FALSE(log_key_is_secret("token_file"));
+	ASSERT_FALSE(log_key_is_secret("node"));
+	ASSERT_FALSE(log_key_is_secret(NULL));
+}
+
+TEST(log_errno_name)
+{
+	ASSERT_STREQ(errno_name(-ENOENT), "ENOENT");
+	ASSERT_STREQ(errno_name(EAGAIN), "EAGAIN");
+	ASSERT_STREQ(errno_name(99999), "E?");
+}

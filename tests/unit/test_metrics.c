@@ -1,0 +1,118 @@
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "common/metrics/metrics.h"
+#include "tests/unit/harness.h"
+
+TEST(metrics_counter_gauge_text_format)
+{
+	metrics_reset();
+	struct metric *c = metric_counter("test_requests_total", "Requests.", (const char *[]){ "request", NULL });
+	struct metric *g = metric_gauge("test_nodes", "Nodes\nwith \\ escapes.", NULL);
+	ASSERT_NOT_NULL(c);
+	ASSERT_NOT_NULL(g);
+	metric_inc(c, "DescribeInstances");
+	metric_add(c, 2, "DescribeInstances");
+	metric_inc(c, "has \"quote\"\n");
+	metric_add(c, -1, "DescribeInstances"); /* counters never go down */
+	metric_set(g, 1.5);
+	ASSERT_TRUE(metric_value(c, "DescribeInstances") == 3);
+	_cleanup_buf_ struct buf out = BUF_INIT(0);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_CONTAINS(out.data, "# HELP test_requests_total Requests.\n# TYPE test_requests_total counter\n");
+	ASSERT_CONTAINS(out.data, "test_requests_total{request=\"DescribeInstances\"} 3\n");
+	ASSERT_CONTAINS(out.data, "test_requests_total{request=\"has \\\"quote\\\"\\n\"} 1\n");
+	ASSERT_CONTAINS(out.data, "# HELP test_nodes Nodes\\nwith \\\\ escapes.\n");
+	ASSERT_CONTAINS(out.data, "test_nodes 1.5\n");
+	metrics_reset();
+}
+
+TEST(metrics_histogram_buckets_cumulative)
+{
+	metrics_reset();
+	const double b[] = { 0.1, 1 };
+	struct metric *h = metric_histogram("test_duration_seconds", "D.", (const char *[]){ "op", NULL }, b, 2);
+	ASSERT_NOT_NULL(h);
+	metric_observe(h, 0.05, "a");
+	metric_observe(h, 0.5, "a");
+	metric_observe(h, 5, "a");
+	_cleanup_buf_ struct buf out = BUF_INIT(0);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_CONTAINS(out.data, "test_duration_seconds_bucket{op=\"a\",le=\"0.1\"} 1\n");
+	ASSERT_CONTAINS(out.data, "test_duration_seconds_bucket{op=\"a\",le=\"1\"} 2\n");
+	ASSERT_CONTAINS(out.data, "test_duration_seconds_bucket{op=\"a\",le=\"+Inf\"} 3\n");
+	ASSERT_CONTAINS(out.data, "test_duration_seconds_sum{op=\"a\"} 5.55");
+	ASSERT_CONTAINS(out.data, "test_duration_seconds_count{op=\"a\"} 3\n");
+	metrics_reset();
+}
+
+TEST(metrics_registration_rules)
+{
+	metrics_reset();
+	struct metric *a = metric_counter("test_x_total", "x", (const char *[]){ "l", NULL });
+	ASSERT_TRUE(a == metric_counter("test_x_total", "x", (const char *[]){ "l", NULL }));
+	ASSERT_NULL(metric_gauge("test_x_total", "x", (const char *[]){ "l", NULL }));
+	ASSERT_NULL(metric_counter("test_x_total", "x", (const char *[]){ "other", NULL }));
+	ASSERT_NULL(metric_counter("bad-name", "x", NULL));
+	ASSERT_NULL(metric_counter("test_y", "x", (const char *[]){ "le", NULL }));
+	ASSERT_NULL(metric_histogram("test_h", "x", NULL, (const double[]){ 2, 1 }, 2));
+	metrics_reset();
+}
+
+TEST(metrics_series_cap_and_remove)
+{
+	metrics_reset();
+	struct metric *d = metric_counter("aws_k8s_metrics_dropped_series_total", "d", NULL);
+	(void)d;
+	struct metric *g = metric_gauge("test_cap", "c", (const char *[]){ "node", NULL });
+	char name[32];
+	for (int i = 0; i < METRIC_MAX_SERIES + 5; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		metric_set(g, i, name);
+	}
+	ASSERT_TRUE(metric_value(g, "n0") == 0);
+	ASSERT_TRUE(metric_value(g, "n9999") == 9999);
+	ASSERT_TRUE(metric_value(g, "n10000") == 0); /* dropped */
+	metric_remove(g, "n5");
+	metric_set(g, 1, "new");
+	ASSERT_TRUE(metric_value(g, "new") == 1);
+	metrics_reset();
+}
+
+static struct metric *shared_counter;
+static void *hammer(void *arg)
+{
+	for (int i = 0; i < 10000; i++)
+		metric_inc(shared_counter, (i & 1) ? "a" : "b");
+	return NULL;
+}
+
+TEST(metrics_thread_safe_counts)
+{
+	metrics_reset();
+	shared_counter = metric_counter("test_threads_total", "t", (const char *[]){ "k", NULL });
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, hammer, NULL);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	ASSERT_TRUE(metric_value(shared_counter, "a") == 20000);
+	ASSERT_TRUE(metric_value(shared_counter, "b") == 20000);
+	metrics_reset();
+}
+
+TEST(metrics_process_collector)
+{
+	metrics_reset();
+	metrics_register_process();
+	_cleanup_buf_ struct buf out = BUF_INIT(0);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_CONTAINS(out.data, "# TYPE process_cpu_seconds_total counter\n");
+	ASSERT_CONTAINS(out.data, "process_resident_memory_bytes ");
+	ASSERT_CONTAINS(out.data, "process_open_fds ");
+	ASSERT_CONTAINS(out.data, "process_start_time_seconds ");
+	const char *p = strstr(out.data, "\nprocess_resident_memory_bytes ");
+	ASSERT_NOT_NULL(p);
+	ASSERT_GT(strtod(p + strlen("\nprocess_resident_memory_bytes "), NULL), 1e5);
+	metrics_reset();
+}
