@@ -41,7 +41,8 @@
 # tb_json URL [curl args...]
 #     curl -sf the URL and print the body (handy for the /_control/ endpoints).
 # tb_post URL JSON / tb_delete URL
-#     POST a JSON body / DELETE; print the answer; fail (exit 1) on a non-2xx answer.
+#     POST a JSON body / DELETE; print the answer (also the error body); non-zero exit on
+#     a non-2xx answer.
 #
 # Several instances: copy IMDS_URL (or FAULTPROXY_URL) after each *_start call.
 
@@ -212,9 +213,9 @@ tb_json() {
 }
 
 tb_post() {
-	curl -sf --max-time 10 -X POST -H 'Content-Type: application/json' --data-binary "$2" "$1"
+	curl -sS --fail-with-body --max-time 10 -X POST -H 'Content-Type: application/json' --data-binary "$2" "$1"
 }
 
 tb_delete() {
-	curl -sf --max-time 10 -X DELETE "$1"
+	curl -sS --fail-with-body --max-time 10 -X DELETE "$1"
 }
