@@ -111,6 +111,34 @@ static size_t request_len(const struct buf *in)
 }
 
 /* Answers one request; returns -1 to close the connection. */
+/* Writes a chunked 200 reply with copies of the script's chunks (the test's own copies may be
+ * gone once the client has given up on this reply). */
+static int stream_reply(struct tconn *c)
+{
+	struct tsrv *s = c->s;
+	_cleanup_strv_ char **chunks = NULL;
+	int delay = s->chunk_delay_ms;
+	bool hold = s->hold;
+
+	for (size_t i = 0; s->chunks && s->chunks[i]; i++)
+		if (strv_push(&chunks, s->chunks[i]) < 0)
+			return -1;
+	if (conn_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+			   "Transfer-Encoding: chunked\r\n\r\n") < 0)
+		return -1;
+	for (size_t i = 0; chunks && chunks[i]; i++) {
+		if (i > 0 && delay)
+			tsrv_sleep_ms(delay);
+		if (conn_printf(c, "%zx\r\n%s\r\n", strlen(chunks[i]), chunks[i]) < 0)
+			return -1;
+	}
+	if (!hold)
+		return conn_printf(c, "0\r\n\r\n");
+	wait_stop(s);
+	return -1;
+}
+
+/* Answers one request; returns -1 to close the connection. */
 static int handle(struct tconn *c, const char *req)
 {
 	struct tsrv *s = c->s;
@@ -124,21 +152,10 @@ static int handle(struct tconn *c, const char *req)
 				   "X-Test:   spaced value \t\r\nX-UPPER: V\r\n\r\n%.*s",
 				   line_len, c->index, (int)line_len, req);
 	if (str_has_prefix(path, "/reply"))
-		return conn_write(c, s->reply, strlen(s->reply));
-	if (str_has_prefix(path, "/stream")) {
-		if (conn_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-				   "Transfer-Encoding: chunked\r\n\r\n") < 0)
-			return -1;
-		for (size_t i = 0; s->chunks && s->chunks[i]; i++) {
-			if (i > 0 && s->chunk_delay_ms)
-				tsrv_sleep_ms(s->chunk_delay_ms);
-			if (conn_printf(c, "%zx\r\n%s\r\n", strlen(s->chunks[i]), s->chunks[i]) < 0)
-				return -1;
-		}
-		if (!s->hold)
-			return conn_printf(c, "0\r\n\r\n");
-	}
-	wait_stop(s); /* /hang, a held stream, or an unknown path */
+		return conn_printf(c, "%s", s->reply); /* a copy, for the same reason */
+	if (str_has_prefix(path, "/stream"))
+		return stream_reply(c);
+	wait_stop(s); /* /hang or an unknown path */
 	return -1;
 }
 
