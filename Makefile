@@ -24,8 +24,7 @@ endif
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
 	-Wwrite-strings -Wvla -Wno-unused-parameter -Wno-format-nonliteral -Wno-missing-field-initializers
 CFLAGS ?= -O2 -g
-ALL_CFLAGS := -std=gnu17 $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -I$(B)/gen $(PKG_CFLAGS) \
-	-DAWSK8S_VERSION='"$(VERSION)"' -DAWSK8S_COMMIT='"$(GIT_COMMIT)$(GIT_DIRTY)"' -MMD -MP
+ALL_CFLAGS := -std=gnu17 $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -I$(B)/gen $(PKG_CFLAGS) -MMD -MP
 LDLIBS := $(PKG_LIBS) -lpthread -lm
 
 ifdef SANITIZE
@@ -42,7 +41,7 @@ TEST_SRCS := $(wildcard tests/unit/*.c)
 TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS))
 UNIT := $(B)/unit-tests
 
-.PHONY: all test unit bench clean fmt lint
+.PHONY: all test unit bench clean fmt lint FORCE
 all: $(BIN)
 
 $(BIN): $(B)/main.o $(LIB_OBJS)
@@ -55,7 +54,16 @@ $(B)/gen/%.pb-c.c $(B)/gen/%.pb-c.h: %.proto
 	@mkdir -p $(dir $@)
 	protoc-c --proto_path=$(dir $<) --c_out=$(dir $@) $<
 
-$(B)/%.o: %.c | $(GEN_H)
+# The version header is rewritten only when the version or the commit changes.
+VERSION_H := $(B)/gen/awsk8s_version.h
+$(VERSION_H): FORCE
+	@mkdir -p $(dir $@)
+	@printf '#define AWSK8S_VERSION "%s"\n#define AWSK8S_COMMIT "%s"\n' '$(VERSION)' \
+		'$(GIT_COMMIT)$(GIT_DIRTY)' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+FORCE:
+
+$(B)/%.o: %.c | $(GEN_H) $(VERSION_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 

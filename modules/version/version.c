@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <yaml.h>
 
+#include "awsk8s_version.h"
 #include "common/base/flags.h"
 
 static const char version_usage[] =

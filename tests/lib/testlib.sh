@@ -6,8 +6,8 @@
 set -u
 T_PASS=0 T_FAIL=0 T_SKIP=0
 T_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-AWS_K8S=${AWS_K8S:-$T_ROOT/aws-k8s}
-T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/awsk8s-test.XXXXXX")
+export AWS_K8S=${AWS_K8S:-$T_ROOT/aws-k8s}
+export T_TMP; T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/awsk8s-test.XXXXXX")
 T_CLEANUP=()
 
 t_cleanup_add() { T_CLEANUP+=("$*"); }
