@@ -648,19 +648,17 @@ static int run(struct handle *h, struct xfer *x, CURLcode *ret_res)
 	return r;
 }
 
-static void set_error(struct http_response *resp, int r, CURLcode res, const char *errbuf,
-		      size_t max)
+/* resp->error: curl's own message when curl failed, ours otherwise; redacted in any case. */
+static void set_error(struct http_response *resp, int r, const char *curl_msg, size_t max)
 {
 	char msg[256];
 
 	if (r == -EMSGSIZE)
 		str_printf(msg, sizeof(msg), "reply or line over the limit of %zu bytes", max);
+	else if (curl_msg)
+		str_copy(msg, sizeof(msg), curl_msg);
 	else if (r == -ECANCELED)
 		str_copy(msg, sizeof(msg), "canceled");
-	else if (errbuf[0])
-		str_copy(msg, sizeof(msg), errbuf);
-	else if (res != CURLE_OK)
-		str_copy(msg, sizeof(msg), curl_easy_strerror(res));
 	else if (r == -ETIMEDOUT)
 		str_copy(msg, sizeof(msg), "no data within the idle timeout");
 	else
@@ -709,7 +707,10 @@ static int perform(struct http_client *c, const struct http_request *req,
 		r = buf_reserve(&resp->body, 0); /* body.data is never NULL on success */
 	curl_easy_getinfo(h->easy, CURLINFO_RESPONSE_CODE, &resp->status);
 	if (r < 0) {
-		set_error(resp, r, res, errbuf, so && x.streaming ? x.max_line : c->max_response);
+		const char *curl_msg = NULL;
+		if (res != CURLE_OK && !x.err)
+			curl_msg = errbuf[0] ? errbuf : curl_easy_strerror(res);
+		set_error(resp, r, curl_msg, so && x.streaming ? x.max_line : c->max_response);
 		buf_reset(&resp->body); /* never a partial success */
 	}
 	log_v(6, "http request", KV_S("method", req->method ? req->method : "GET"),
