@@ -164,7 +164,6 @@ int http_client_new(const struct http_client_opts *opts, struct http_client **re
 {
 	static const struct http_client_opts none;
 	struct http_client *c;
-	int r = 0;
 
 	if (!ret)
 		return -EINVAL;
@@ -186,28 +185,25 @@ int http_client_new(const struct http_client_opts *opts, struct http_client **re
 	c->timeout_ns = opts->timeout_ns ? opts->timeout_ns : DEFAULT_TIMEOUT_NS;
 	c->max_response = opts->max_response ? opts->max_response : DEFAULT_MAX_RESPONSE;
 	c->insecure = opts->insecure_skip_verify;
-	if (r >= 0)
-		r = dup_opt(opts->ca_file, &c->ca_file);
-	if (r >= 0)
-		r = dup_opt(opts->ca_pem, &c->ca_pem);
-	if (r >= 0)
-		r = dup_opt(opts->cert_file, &c->cert_file);
-	if (r >= 0)
-		r = dup_opt(opts->key_file, &c->key_file);
-	if (r >= 0)
-		r = dup_opt(opts->cert_pem, &c->cert_pem);
-	if (r >= 0)
-		r = dup_opt(opts->key_pem, &c->key_pem);
-	if (r >= 0)
-		r = dup_opt(opts->user_agent ? opts->user_agent : "aws-k8s/" AWSK8S_VERSION,
-			    &c->user_agent);
-	if (r >= 0)
-		r = dup_opt(opts->unix_socket, &c->unix_socket);
-	if (r >= 0 && opts->bearer_token && opts->bearer_token[0])
-		r = dup_opt(opts->bearer_token, &c->token);
-	if (r < 0) {
-		http_client_free(c);
-		return r;
+	const struct {
+		const char *src;
+		char **dst;
+	} strs[] = {
+		{ opts->ca_file, &c->ca_file },
+		{ opts->ca_pem, &c->ca_pem },
+		{ opts->cert_file, &c->cert_file },
+		{ opts->key_file, &c->key_file },
+		{ opts->cert_pem, &c->cert_pem },
+		{ opts->key_pem, &c->key_pem },
+		{ opts->user_agent ? opts->user_agent : "aws-k8s/" AWSK8S_VERSION, &c->user_agent },
+		{ opts->unix_socket, &c->unix_socket },
+		{ opts->bearer_token && opts->bearer_token[0] ? opts->bearer_token : NULL, &c->token },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
+		if (dup_opt(strs[i].src, strs[i].dst) < 0) {
+			http_client_free(c);
+			return -ENOMEM;
+		}
 	}
 	*ret = c;
 	return 0;
@@ -286,7 +282,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		return len;
 	}
 	colon = memchr(p, ':', len);
-	if (!colon || colon == p || resp->n_headers >= HTTP_MAX_RESP_HEADERS)
+	if (!colon || colon == p || isspace((unsigned char)p[0]) ||
+	    resp->n_headers >= HTTP_MAX_RESP_HEADERS)
 		return len; /* blank line, folded continuation, or over the cap: ignored */
 	nlen = (size_t)(colon - p);
 	while (nlen > 0 && isspace((unsigned char)p[nlen - 1]))
