@@ -59,11 +59,11 @@ struct xfer {
 	CURL *easy;
 	struct http_response *resp;
 	const struct http_stream_opts *so; /* NULL: collect the body */
-	bool decided;                      /* the first body byte arrived: stream or collect */
+	bool decided;			   /* the first body byte arrived: stream or collect */
 	bool streaming;
 	size_t max_line;
 	struct buf line; /* the partial line being assembled */
-	int err;         /* set by a callback that stopped the transfer */
+	int err;	 /* set by a callback that stopped the transfer */
 	int64_t last_rx_ns;
 };
 
@@ -180,8 +180,8 @@ int http_client_new(const struct http_client_opts *opts, struct http_client **re
 		free(c);
 		return -ENOMEM;
 	}
-	c->connect_timeout_ns = opts->connect_timeout_ns ? opts->connect_timeout_ns
-							 : DEFAULT_CONNECT_TIMEOUT_NS;
+	c->connect_timeout_ns =
+	    opts->connect_timeout_ns ? opts->connect_timeout_ns : DEFAULT_CONNECT_TIMEOUT_NS;
 	c->timeout_ns = opts->timeout_ns ? opts->timeout_ns : DEFAULT_TIMEOUT_NS;
 	c->max_response = opts->max_response ? opts->max_response : DEFAULT_MAX_RESPONSE;
 	c->insecure = opts->insecure_skip_verify;
@@ -189,15 +189,15 @@ int http_client_new(const struct http_client_opts *opts, struct http_client **re
 		const char *src;
 		char **dst;
 	} strs[] = {
-		{ opts->ca_file, &c->ca_file },
-		{ opts->ca_pem, &c->ca_pem },
-		{ opts->cert_file, &c->cert_file },
-		{ opts->key_file, &c->key_file },
-		{ opts->cert_pem, &c->cert_pem },
-		{ opts->key_pem, &c->key_pem },
-		{ opts->user_agent ? opts->user_agent : "aws-k8s/" AWSK8S_VERSION, &c->user_agent },
-		{ opts->unix_socket, &c->unix_socket },
-		{ opts->bearer_token && opts->bearer_token[0] ? opts->bearer_token : NULL, &c->token },
+	    {opts->ca_file, &c->ca_file},
+	    {opts->ca_pem, &c->ca_pem},
+	    {opts->cert_file, &c->cert_file},
+	    {opts->key_file, &c->key_file},
+	    {opts->cert_pem, &c->cert_pem},
+	    {opts->key_pem, &c->key_pem},
+	    {opts->user_agent ? opts->user_agent : "aws-k8s/" AWSK8S_VERSION, &c->user_agent},
+	    {opts->unix_socket, &c->unix_socket},
+	    {opts->bearer_token && opts->bearer_token[0] ? opts->bearer_token : NULL, &c->token},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
 		if (dup_opt(strs[i].src, strs[i].dst) < 0) {
@@ -446,8 +446,9 @@ static int build_headers(struct http_client *c, const struct http_request *req, 
 		if (!tok)
 			tok = c->token;
 		if (tok && tok[0])
-			r = header_value_ok(tok) ? buf_printf(&line, "Authorization: Bearer %s", tok)
-						 : -EINVAL;
+			r = header_value_ok(tok)
+				? buf_printf(&line, "Authorization: Bearer %s", tok)
+				: -EINVAL;
 		pthread_mutex_unlock(&c->lock);
 		if (r >= 0 && line.len)
 			r = slist_add(&l, line.data);
@@ -479,8 +480,8 @@ static int64_t ns_to_ms(int64_t ns)
 
 static int set_blob(CURL *e, CURLoption opt, const char *pem)
 {
-	struct curl_blob blob = { .data = (void *)pem, .len = strlen(pem),
-				  .flags = CURL_BLOB_NOCOPY };
+	struct curl_blob blob = {
+	    .data = (void *)pem, .len = strlen(pem), .flags = CURL_BLOB_NOCOPY};
 	/* NOCOPY: the client outlives every request that uses its handles */
 	return curl_easy_setopt(e, opt, &blob) == CURLE_OK ? 0 : -EINVAL;
 }
@@ -512,12 +513,12 @@ static int setup_tls(struct http_client *c, CURL *e)
 	return 0;
 }
 
-static int setup(struct http_client *c, CURL *e, const struct http_request *req,
-		 struct xfer *x, char *errbuf, struct curl_slist **hdrs)
+static int setup(struct http_client *c, CURL *e, const struct http_request *req, struct xfer *x,
+		 char *errbuf, struct curl_slist **hdrs)
 {
 	const char *m = req->method ? req->method : "GET";
-	bool has_body = req->body || strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 ||
-			strcmp(m, "PATCH") == 0;
+	bool has_body =
+	    req->body || strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 || strcmp(m, "PATCH") == 0;
 	int64_t timeout = req->timeout_ns > 0 ? req->timeout_ns : x->so ? 0 : c->timeout_ns;
 	int r;
 
@@ -666,7 +667,7 @@ static void set_error(struct http_response *resp, int r, const char *curl_msg, s
 static int perform(struct http_client *c, const struct http_request *req,
 		   const struct http_stream_opts *so, struct http_response *resp)
 {
-	struct xfer x = { .resp = resp, .so = so };
+	struct xfer x = {.resp = resp, .so = so};
 	struct curl_slist *hdrs = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	CURLcode res = CURLE_OK;

@@ -51,7 +51,7 @@ struct tsrv {
 	atomic_bool stop;
 	pthread_t acceptor;
 	pthread_mutex_t lock;
-	struct buf raw;  /* every request received, concatenated */
+	struct buf raw;	 /* every request received, concatenated */
 	struct buf last; /* the last request */
 	int n_req, n_conn;
 	char peer_cn[64]; /* TLS: CN of the client certificate, if one was presented */
@@ -218,7 +218,7 @@ static void *accept_main(void *arg)
 		pthread_mutex_lock(&s->lock);
 		struct tconn *c = s->n_conn < TSRV_MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
 		if (c) {
-			*c = (struct tconn){ .s = s, .fd = fd, .index = s->n_conn };
+			*c = (struct tconn){.s = s, .fd = fd, .index = s->n_conn};
 			if (pthread_create(&c->th, NULL, conn_main, c) == 0) {
 				s->conns[s->n_conn++] = c;
 				c = NULL;
@@ -247,14 +247,14 @@ static struct tsrv *tsrv_start(SSL_CTX *tls, const char *unix_path)
 	buf_init(&s->last, 16 << 20);
 	s->tls = tls;
 	if (unix_path) {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 		str_copy(s->path, sizeof(s->path), unix_path);
 		str_copy(sa.sun_path, sizeof(sa.sun_path), unix_path);
 		s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		r = bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa));
 		str_copy(s->base, sizeof(s->base), "http://localhost");
 	} else {
-		struct sockaddr_in sa = { .sin_family = AF_INET };
+		struct sockaddr_in sa = {.sin_family = AF_INET};
 		socklen_t sl = sizeof(sa);
 		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 		s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -349,15 +349,14 @@ static void check_get_post(struct tsrv *s)
 {
 	_cleanup_client_ struct http_client *c = NULL;
 	_cleanup_resp_ struct http_response resp;
-	const struct http_header hs[] = { { "Content-Type", "application/json" },
-					  { "X-A", "b c" },
-					  { "X-Empty", "" } };
+	const struct http_header hs[] = {
+	    {"Content-Type", "application/json"}, {"X-A", "b c"}, {"X-Empty", ""}};
 	char u[256];
 
 	http_response_init(&resp);
-	ASSERT_OK(http_client_new(&(struct http_client_opts){ .user_agent = "test-agent/1" }, &c));
+	ASSERT_OK(http_client_new(&(struct http_client_opts){.user_agent = "test-agent/1"}, &c));
 
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = url(s, "/echo/get?x=1", u, 256) },
+	ASSERT_OK(http_client_do(c, &(struct http_request){.url = url(s, "/echo/get?x=1", u, 256)},
 				 &resp));
 	ASSERT_EQ(resp.status, 200);
 	ASSERT_STREQ(resp.body.data, "GET /echo/get?x=1 HTTP/1.1");
@@ -382,12 +381,12 @@ static void check_get_post(struct tsrv *s)
 
 	const char body[] = "{\"k\":1,\"bin\":\"\x01\"}";
 	ASSERT_OK(http_client_do(c,
-				 &(struct http_request){ .method = "POST",
-							 .url = url(s, "/echo/post", u, 256),
-							 .headers = hs,
-							 .n_headers = ARRAY_SIZE(hs),
-							 .body = body,
-							 .body_len = sizeof(body) - 1 },
+				 &(struct http_request){.method = "POST",
+							.url = url(s, "/echo/post", u, 256),
+							.headers = hs,
+							.n_headers = ARRAY_SIZE(hs),
+							.body = body,
+							.body_len = sizeof(body) - 1},
 				 &resp));
 	ASSERT_EQ(resp.status, 200);
 	ASSERT_TRUE(str_has_prefix(s->last.data, "POST /echo/post HTTP/1.1\r\n"));
@@ -399,19 +398,17 @@ static void check_get_post(struct tsrv *s)
 	ASSERT_TRUE(str_has_suffix(s->last.data, "\r\n\r\n{\"k\":1,\"bin\":\"\x01\"}"));
 
 	/* a body without Content-Type goes without curl's form type; other methods */
-	ASSERT_OK(http_client_do(c,
-				 &(struct http_request){ .method = "PATCH",
-							 .url = url(s, "/echo/p", u, 256),
-							 .body = "x=1",
-							 .body_len = 3 },
-				 &resp));
+	ASSERT_OK(http_client_do(
+	    c,
+	    &(struct http_request){
+		.method = "PATCH", .url = url(s, "/echo/p", u, 256), .body = "x=1", .body_len = 3},
+	    &resp));
 	ASSERT_TRUE(str_has_prefix(s->last.data, "PATCH /echo/p HTTP/1.1\r\n"));
 	ASSERT_NOT_CONTAINS(s->last.data, "Content-Type");
 	ASSERT_TRUE(str_has_suffix(s->last.data, "\r\n\r\nx=1"));
-	ASSERT_OK(http_client_do(c,
-				 &(struct http_request){ .method = "DELETE",
-							 .url = url(s, "/echo/d", u, 256) },
-				 &resp));
+	ASSERT_OK(http_client_do(
+	    c, &(struct http_request){.method = "DELETE", .url = url(s, "/echo/d", u, 256)},
+	    &resp));
 	ASSERT_TRUE(str_has_prefix(s->last.data, "DELETE /echo/d HTTP/1.1\r\n"));
 	ASSERT_NOT_CONTAINS(s->last.data, "Content-Length");
 
@@ -422,10 +419,10 @@ static void check_get_post(struct tsrv *s)
 	for (size_t i = 0; i < big_len; i++)
 		big[i] = (char)('a' + i % 26);
 	ASSERT_OK(http_client_do(c,
-				 &(struct http_request){ .method = "PUT",
-							 .url = url(s, "/echo/big", u, 256),
-							 .body = big,
-							 .body_len = big_len },
+				 &(struct http_request){.method = "PUT",
+							.url = url(s, "/echo/big", u, 256),
+							.body = big,
+							.body_len = big_len},
 				 &resp));
 	ASSERT_EQ(resp.status, 200);
 	ASSERT_NOT_CONTAINS(s->last.data, "Expect");
@@ -434,10 +431,9 @@ static void check_get_post(struct tsrv *s)
 		    memcmp(s->last.data + s->last.len - big_len, big, big_len) == 0);
 
 	/* header injection is refused */
-	const struct http_header bad[] = { { "X-Bad", "a\r\nX-Evil: 1" } };
-	ASSERT_ERR(http_client_do(c,
-				  &(struct http_request){ .url = u, .headers = bad, .n_headers = 1 },
-				  &resp),
+	const struct http_header bad[] = {{"X-Bad", "a\r\nX-Evil: 1"}};
+	ASSERT_ERR(http_client_do(
+		       c, &(struct http_request){.url = u, .headers = bad, .n_headers = 1}, &resp),
 		   EINVAL);
 	ASSERT_EQ(tsrv_count(s, NULL), 5);
 }
@@ -461,8 +457,8 @@ static void check_headers_cap_redirect(struct tsrv *s)
 		ASSERT_OK(buf_printf(&reply, "X-H%d: %d\r\n", i, i));
 	ASSERT_OK(buf_puts(&reply, "Content-Length: 2\r\n\r\nno"));
 	s->reply = reply.data;
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = url(s, "/reply", u, 256) },
-				 &resp));
+	ASSERT_OK(
+	    http_client_do(c, &(struct http_request){.url = url(s, "/reply", u, 256)}, &resp));
 	ASSERT_EQ(resp.status, 404);
 	ASSERT_STREQ(resp.body.data, "no");
 	ASSERT_EQ(resp.n_headers, HTTP_MAX_RESP_HEADERS);
@@ -471,7 +467,7 @@ static void check_headers_cap_redirect(struct tsrv *s)
 
 	/* redirects are not followed */
 	s->reply = "HTTP/1.1 302 Found\r\nLocation: /echo/elsewhere\r\nContent-Length: 0\r\n\r\n";
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = u }, &resp));
+	ASSERT_OK(http_client_do(c, &(struct http_request){.url = u}, &resp));
 	ASSERT_EQ(resp.status, 302);
 	ASSERT_STREQ(resp.body.data, "");
 	ASSERT_STREQ(http_response_header(&resp, "location"), "/echo/elsewhere");
@@ -490,29 +486,29 @@ static void check_token(struct tsrv *s)
 	char u[256];
 
 	http_response_init(&resp);
-	ASSERT_OK(http_client_new(&(struct http_client_opts){ .bearer_token = "tok-one" }, &c));
+	ASSERT_OK(http_client_new(&(struct http_client_opts){.bearer_token = "tok-one"}, &c));
 	url(s, "/echo/t", u, sizeof(u));
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = u }, &resp));
+	ASSERT_OK(http_client_do(c, &(struct http_request){.url = u}, &resp));
 	ASSERT_CONTAINS(s->last.data, "\r\nAuthorization: Bearer tok-one\r\n");
 
 	ASSERT_OK(http_client_set_token(c, "tok-two"));
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = u }, &resp));
+	ASSERT_OK(http_client_do(c, &(struct http_request){.url = u}, &resp));
 	ASSERT_CONTAINS(s->last.data, "\r\nAuthorization: Bearer tok-two\r\n");
 	ASSERT_NOT_CONTAINS(s->last.data, "tok-one");
 
 	/* a per-request token wins; a caller's own Authorization header is kept as is */
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = u, .bearer_token = "tok-req" },
-				 &resp));
+	ASSERT_OK(
+	    http_client_do(c, &(struct http_request){.url = u, .bearer_token = "tok-req"}, &resp));
 	ASSERT_CONTAINS(s->last.data, "\r\nAuthorization: Bearer tok-req\r\n");
 	ASSERT_NOT_CONTAINS(s->last.data, "tok-two");
-	const struct http_header h[] = { { "Authorization", "Basic eA==" } };
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = u, .headers = h, .n_headers = 1 },
+	const struct http_header h[] = {{"Authorization", "Basic eA=="}};
+	ASSERT_OK(http_client_do(c, &(struct http_request){.url = u, .headers = h, .n_headers = 1},
 				 &resp));
 	ASSERT_CONTAINS(s->last.data, "\r\nAuthorization: Basic eA==\r\n");
 	ASSERT_NOT_CONTAINS(s->last.data, "Bearer");
 
 	ASSERT_OK(http_client_set_token(c, NULL));
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = u }, &resp));
+	ASSERT_OK(http_client_do(c, &(struct http_request){.url = u}, &resp));
 	ASSERT_NOT_CONTAINS(s->last.data, "Authorization");
 	ASSERT_ERR(http_client_set_token(NULL, "x"), EINVAL);
 }
@@ -532,13 +528,13 @@ static void check_cap(struct tsrv *s)
 	http_response_init(&resp);
 	memset(body, 'x', 1000);
 	body[1000] = 0;
-	ASSERT_OK(http_client_new(&(struct http_client_opts){ .max_response = 100 }, &c));
+	ASSERT_OK(http_client_new(&(struct http_client_opts){.max_response = 100}, &c));
 	url(s, "/reply", u, sizeof(u));
 
 	/* announced by Content-Length */
 	ASSERT_OK(buf_printf(&reply, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n%s", body));
 	s->reply = reply.data;
-	ASSERT_ERR(http_client_do(c, &(struct http_request){ .url = u }, &resp), EMSGSIZE);
+	ASSERT_ERR(http_client_do(c, &(struct http_request){.url = u}, &resp), EMSGSIZE);
 	ASSERT_EQ(resp.body.len, 0);
 	ASSERT_TRUE(resp.error[0] != 0);
 
@@ -548,13 +544,13 @@ static void check_cap(struct tsrv *s)
 			     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 			     "50\r\n%.80s\r\n50\r\n%.80s\r\n0\r\n\r\n",
 			     body, body));
-	ASSERT_ERR(http_client_do(c, &(struct http_request){ .url = u }, &resp), EMSGSIZE);
+	ASSERT_ERR(http_client_do(c, &(struct http_request){.url = u}, &resp), EMSGSIZE);
 	ASSERT_EQ(resp.body.len, 0);
 
 	/* exactly at the cap is fine */
 	buf_reset(&reply);
 	ASSERT_OK(buf_printf(&reply, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n%.100s", body));
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = u }, &resp));
+	ASSERT_OK(http_client_do(c, &(struct http_request){.url = u}, &resp));
 	ASSERT_EQ(resp.body.len, 100);
 }
 
@@ -567,7 +563,7 @@ TEST(http_client_connect_refused)
 {
 	_cleanup_client_ struct http_client *c = NULL;
 	_cleanup_resp_ struct http_response resp;
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t sl = sizeof(sa);
 	char u[128];
 	int fd, r;
@@ -580,19 +576,19 @@ TEST(http_client_connect_refused)
 	if (r == 0)
 		r = getsockname(fd, (struct sockaddr *)&sa, &sl);
 	http_response_init(&resp);
-	ASSERT_OK(http_client_new(&(struct http_client_opts){ .bearer_token = "secret-tok" }, &c));
+	ASSERT_OK(http_client_new(&(struct http_client_opts){.bearer_token = "secret-tok"}, &c));
 	str_printf(u, sizeof(u), "http://127.0.0.1:%d/x", ntohs(sa.sin_port));
 	if (r == 0)
-		r = http_client_do(c, &(struct http_request){ .url = u }, &resp);
+		r = http_client_do(c, &(struct http_request){.url = u}, &resp);
 	close(fd);
 	ASSERT_ERR(r, ECONNREFUSED);
 	ASSERT_TRUE(resp.error[0] != 0);
 	ASSERT_NOT_CONTAINS(resp.error, "secret-tok");
 	ASSERT_EQ(resp.status, 0);
 
-	ASSERT_ERR(http_client_do(c, &(struct http_request){ .url = "ftp://127.0.0.1/x" }, &resp),
+	ASSERT_ERR(http_client_do(c, &(struct http_request){.url = "ftp://127.0.0.1/x"}, &resp),
 		   EINVAL);
-	ASSERT_ERR(http_client_do(c, &(struct http_request){ .url = NULL }, &resp), EINVAL);
+	ASSERT_ERR(http_client_do(c, &(struct http_request){.url = NULL}, &resp), EINVAL);
 }
 
 /* A listener whose accept queue is full drops new SYNs: the connect hangs. */
@@ -600,9 +596,9 @@ TEST(http_client_connect_timeout)
 {
 	_cleanup_client_ struct http_client *c = NULL;
 	_cleanup_resp_ struct http_response resp;
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t sl = sizeof(sa);
-	int lfd, fill[2] = { -1, -1 }, r = -EIO;
+	int lfd, fill[2] = {-1, -1}, r = -EIO;
 	int64_t t0 = 0, ms = 0;
 	char u[128];
 
@@ -618,13 +614,13 @@ TEST(http_client_connect_timeout)
 		}
 		tsrv_sleep_ms(50);
 		str_printf(u, sizeof(u), "http://127.0.0.1:%d/x", ntohs(sa.sin_port));
-		r = http_client_new(&(struct http_client_opts){ .connect_timeout_ns =
-									200 * NSEC_PER_MSEC,
-								.timeout_ns = 10 * NSEC_PER_SEC },
-				    &c);
+		r = http_client_new(
+		    &(struct http_client_opts){.connect_timeout_ns = 200 * NSEC_PER_MSEC,
+					       .timeout_ns = 10 * NSEC_PER_SEC},
+		    &c);
 		t0 = now_mono_ns();
 		if (r == 0)
-			r = http_client_do(c, &(struct http_request){ .url = u }, &resp);
+			r = http_client_do(c, &(struct http_request){.url = u}, &resp);
 		ms = ms_since(t0);
 	}
 	for (int i = 0; i < 2; i++)
@@ -645,11 +641,10 @@ static void check_timeout(struct tsrv *s)
 	int64_t t0;
 
 	http_response_init(&resp);
-	ASSERT_OK(http_client_new(&(struct http_client_opts){ .timeout_ns = 300 * NSEC_PER_MSEC },
-				  &c));
+	ASSERT_OK(
+	    http_client_new(&(struct http_client_opts){.timeout_ns = 300 * NSEC_PER_MSEC}, &c));
 	t0 = now_mono_ns();
-	ASSERT_ERR(http_client_do(c, &(struct http_request){ .url = url(s, "/hang", u, 256) },
-				  &resp),
+	ASSERT_ERR(http_client_do(c, &(struct http_request){.url = url(s, "/hang", u, 256)}, &resp),
 		   ETIMEDOUT);
 	ASSERT_GE(ms_since(t0), 250);
 	ASSERT_LT(ms_since(t0), 1500);
@@ -657,11 +652,10 @@ static void check_timeout(struct tsrv *s)
 
 	/* the request's own timeout wins */
 	t0 = now_mono_ns();
-	ASSERT_ERR(http_client_do(c,
-				  &(struct http_request){ .url = u,
-							  .timeout_ns = 150 * NSEC_PER_MSEC },
-				  &resp),
-		   ETIMEDOUT);
+	ASSERT_ERR(
+	    http_client_do(c, &(struct http_request){.url = u, .timeout_ns = 150 * NSEC_PER_MSEC},
+			   &resp),
+	    ETIMEDOUT);
 	ASSERT_LT(ms_since(t0), 1000);
 }
 
@@ -680,7 +674,7 @@ static void check_reuse(struct tsrv *s)
 	http_response_init(&resp);
 	ASSERT_OK(http_client_new(NULL, &c));
 	for (int i = 0; i < 3; i++) {
-		ASSERT_OK(http_client_do(c, &(struct http_request){ .url = url(s, "/echo", u, 256) },
+		ASSERT_OK(http_client_do(c, &(struct http_request){.url = url(s, "/echo", u, 256)},
 					 &resp));
 		ASSERT_STREQ(http_response_header(&resp, "x-conn"), "0");
 	}
@@ -700,9 +694,9 @@ static void check_unix(struct tsrv *s)
 	char u[256];
 
 	http_response_init(&resp);
-	ASSERT_OK(http_client_new(&(struct http_client_opts){ .unix_socket = s->path }, &c));
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = url(s, "/echo/unix", u, 256) },
-				 &resp));
+	ASSERT_OK(http_client_new(&(struct http_client_opts){.unix_socket = s->path}, &c));
+	ASSERT_OK(
+	    http_client_do(c, &(struct http_request){.url = url(s, "/echo/unix", u, 256)}, &resp));
 	ASSERT_EQ(resp.status, 200);
 	ASSERT_STREQ(resp.body.data, "GET /echo/unix HTTP/1.1");
 	ASSERT_CONTAINS(s->last.data, "\r\nHost: localhost\r\n");
@@ -739,7 +733,7 @@ static void *hammer_main(void *arg)
 		str_printf(path, sizeof(path), "/echo/%d/%d", h->id, i);
 		url(h->s, path, u, sizeof(u));
 		str_printf(want, sizeof(want), "GET %s HTTP/1.1", path);
-		if (http_client_do(h->c, &(struct http_request){ .url = u }, &resp) == 0 &&
+		if (http_client_do(h->c, &(struct http_request){.url = u}, &resp) == 0 &&
 		    resp.status == 200 && strcmp(resp.body.data, want) == 0)
 			h->ok++;
 	}
@@ -754,9 +748,9 @@ static void check_threads(struct tsrv *s)
 	pthread_t th[HAMMER_THREADS];
 	int started = 0, ok = 0, conns;
 
-	ASSERT_OK(http_client_new(&(struct http_client_opts){ .bearer_token = "t0" }, &c));
+	ASSERT_OK(http_client_new(&(struct http_client_opts){.bearer_token = "t0"}, &c));
 	for (int i = 0; i < HAMMER_THREADS; i++) {
-		hs[i] = (struct hammer){ .c = c, .s = s, .id = i };
+		hs[i] = (struct hammer){.c = c, .s = s, .id = i};
 		if (pthread_create(&th[i], NULL, hammer_main, &hs[i]) == 0)
 			started++;
 	}
@@ -790,7 +784,7 @@ struct lines {
 	char **v;
 	size_t n;
 	bool unterminated; /* a line was handed over without its NUL */
-	int fail_at;       /* on_line returns -EBADMSG at this line number (1-based) */
+	int fail_at;	   /* on_line returns -EBADMSG at this line number (1-based) */
 };
 
 static int on_line(void *ud, const char *line, size_t len)
@@ -808,17 +802,18 @@ static void check_stream_split(struct tsrv *s)
 {
 	_cleanup_client_ struct http_client *c = NULL;
 	_cleanup_resp_ struct http_response resp;
-	const char *chunks[] = { "{\"a\"", ":1}\r", "\n{\"b\":2}\n\n\r\n{\"c", "\":3}\r\n", "\n", "\r",
-			   "\n{\"d\":4}", NULL };
-	struct lines l = { 0 };
+	const char *chunks[] = {"{\"a\"",      ":1}\r", "\n{\"b\":2}\n\n\r\n{\"c",
+				"\":3}\r\n",   "\n",	"\r",
+				"\n{\"d\":4}", NULL};
+	struct lines l = {0};
 	char u[256];
 
 	http_response_init(&resp);
 	ASSERT_OK(http_client_new(NULL, &c));
 	s->chunks = (const char *const *)chunks;
 	s->chunk_delay_ms = 20;
-	int r = http_client_stream(c, &(struct http_request){ .url = url(s, "/stream", u, 256) },
-				   &(struct http_stream_opts){ .on_line = on_line, .ud = &l }, &resp);
+	int r = http_client_stream(c, &(struct http_request){.url = url(s, "/stream", u, 256)},
+				   &(struct http_stream_opts){.on_line = on_line, .ud = &l}, &resp);
 	_cleanup_strv_ char **v = l.v;
 	ASSERT_OK(r);
 	ASSERT_EQ(resp.status, 200);
@@ -843,19 +838,22 @@ static void check_stream_many(struct tsrv *s)
 	_cleanup_resp_ struct http_response resp;
 	_cleanup_buf_ struct buf body = BUF_INIT(0);
 	_cleanup_strv_ char **chunks = NULL;
-	struct lines l = { 0 };
+	struct lines l = {0};
 	uint32_t seed = 12345;
 	char u[256];
 
 	http_response_init(&resp);
 	ASSERT_OK(http_client_new(NULL, &c));
 	for (int i = 0; i < 300; i++) {
-		ASSERT_OK(buf_printf(&body, "{\"i\":%d,\"pad\":\"%.*s\"}%s", i, (i * 37) % 200,
-				     "................................................................"
-				     "................................................................"
-				     "................................................................"
-				     "........",
-				     i % 3 == 0 ? "\r\n" : i % 7 == 0 ? "\n\n" : "\n"));
+		ASSERT_OK(
+		    buf_printf(&body, "{\"i\":%d,\"pad\":\"%.*s\"}%s", i, (i * 37) % 200,
+			       "................................................................"
+			       "................................................................"
+			       "................................................................"
+			       "........",
+			       i % 3 == 0   ? "\r\n"
+			       : i % 7 == 0 ? "\n\n"
+					    : "\n"));
 	}
 	for (size_t off = 0; off < body.len;) {
 		seed = seed * 1103515245u + 12345u;
@@ -868,8 +866,8 @@ static void check_stream_many(struct tsrv *s)
 		off += n;
 	}
 	s->chunks = (const char *const *)chunks;
-	int r = http_client_stream(c, &(struct http_request){ .url = url(s, "/stream", u, 256) },
-				   &(struct http_stream_opts){ .on_line = on_line, .ud = &l }, &resp);
+	int r = http_client_stream(c, &(struct http_request){.url = url(s, "/stream", u, 256)},
+				   &(struct http_stream_opts){.on_line = on_line, .ud = &l}, &resp);
 	_cleanup_strv_ char **v = l.v;
 	ASSERT_OK(r);
 	ASSERT_EQ(l.n, 300);
@@ -891,18 +889,18 @@ static void check_stream_line_cap(struct tsrv *s)
 {
 	_cleanup_client_ struct http_client *c = NULL;
 	_cleanup_resp_ struct http_response resp;
-	const char *chunks[] = { "short\n0123456789abcdef\r\n0123", "456789abcdef", "X\n", "next\n", NULL };
-	struct lines l = { 0 };
+	const char *chunks[] = {"short\n0123456789abcdef\r\n0123", "456789abcdef", "X\n", "next\n",
+				NULL};
+	struct lines l = {0};
 	char u[256];
 
 	http_response_init(&resp);
 	ASSERT_OK(http_client_new(NULL, &c));
 	s->chunks = (const char *const *)chunks;
 	s->chunk_delay_ms = 10;
-	int r = http_client_stream(c, &(struct http_request){ .url = url(s, "/stream", u, 256) },
-				   &(struct http_stream_opts){ .on_line = on_line, .ud = &l,
-							       .max_line = 16 },
-				   &resp);
+	int r = http_client_stream(
+	    c, &(struct http_request){.url = url(s, "/stream", u, 256)},
+	    &(struct http_stream_opts){.on_line = on_line, .ud = &l, .max_line = 16}, &resp);
 	_cleanup_strv_ char **v = l.v;
 	ASSERT_ERR(r, EMSGSIZE);
 	ASSERT_EQ(l.n, 2);
@@ -920,15 +918,15 @@ static void check_stream_callback_error(struct tsrv *s)
 {
 	_cleanup_client_ struct http_client *c = NULL;
 	_cleanup_resp_ struct http_response resp;
-	const char *chunks[] = { "a\nb\nc\n", NULL };
-	struct lines l = { .fail_at = 2 };
+	const char *chunks[] = {"a\nb\nc\n", NULL};
+	struct lines l = {.fail_at = 2};
 	char u[256];
 
 	http_response_init(&resp);
 	ASSERT_OK(http_client_new(NULL, &c));
 	s->chunks = (const char *const *)chunks;
-	int r = http_client_stream(c, &(struct http_request){ .url = url(s, "/stream", u, 256) },
-				   &(struct http_stream_opts){ .on_line = on_line, .ud = &l }, &resp);
+	int r = http_client_stream(c, &(struct http_request){.url = url(s, "/stream", u, 256)},
+				   &(struct http_stream_opts){.on_line = on_line, .ud = &l}, &resp);
 	_cleanup_strv_ char **v = l.v;
 	ASSERT_ERR(r, EBADMSG);
 	ASSERT_EQ(l.n, 2);
@@ -959,9 +957,9 @@ static void check_stream_cancel(struct tsrv *s)
 {
 	_cleanup_client_ struct http_client *c = NULL;
 	_cleanup_resp_ struct http_response resp;
-	const char *chunks[] = { "{\"first\":1}\n", NULL };
-	struct canceller k = { .flag = false };
-	struct lines l = { 0 };
+	const char *chunks[] = {"{\"first\":1}\n", NULL};
+	struct canceller k = {.flag = false};
+	struct lines l = {0};
 	pthread_t th;
 	char u[256];
 	int64_t t0, done;
@@ -973,11 +971,9 @@ static void check_stream_cancel(struct tsrv *s)
 	s->hold = true;
 	ASSERT_EQ(pthread_create(&th, NULL, cancel_main, &k), 0);
 	t0 = now_mono_ns();
-	r = http_client_stream(c, &(struct http_request){ .url = url(s, "/stream", u, 256) },
-			       &(struct http_stream_opts){ .on_line = on_line,
-							   .ud = &l,
-							   .cancel = &k.flag },
-			       &resp);
+	r = http_client_stream(
+	    c, &(struct http_request){.url = url(s, "/stream", u, 256)},
+	    &(struct http_stream_opts){.on_line = on_line, .ud = &l, .cancel = &k.flag}, &resp);
 	done = now_mono_ns();
 	pthread_join(th, NULL);
 	_cleanup_strv_ char **v = l.v;
@@ -989,8 +985,8 @@ static void check_stream_cancel(struct tsrv *s)
 	ASSERT_STREQ(resp.error, "canceled");
 
 	/* the client is fine afterwards (a new connection: the canceled one is closed) */
-	ASSERT_OK(http_client_do(c, &(struct http_request){ .url = url(s, "/echo/after", u, 256) },
-				 &resp));
+	ASSERT_OK(
+	    http_client_do(c, &(struct http_request){.url = url(s, "/echo/after", u, 256)}, &resp));
 	ASSERT_STREQ(resp.body.data, "GET /echo/after HTTP/1.1");
 }
 
@@ -1003,8 +999,8 @@ static void check_stream_idle(struct tsrv *s)
 {
 	_cleanup_client_ struct http_client *c = NULL;
 	_cleanup_resp_ struct http_response resp;
-	const char *chunks[] = { "{\"first\":1}\n", "{\"second\":2}\n", NULL };
-	struct lines l = { 0 };
+	const char *chunks[] = {"{\"first\":1}\n", "{\"second\":2}\n", NULL};
+	struct lines l = {0};
 	char u[256];
 	int64_t t0;
 	int r;
@@ -1015,10 +1011,10 @@ static void check_stream_idle(struct tsrv *s)
 	s->chunk_delay_ms = 150; /* under the idle timeout: not an idle stream */
 	s->hold = true;
 	t0 = now_mono_ns();
-	r = http_client_stream(c, &(struct http_request){ .url = url(s, "/stream", u, 256) },
-			       &(struct http_stream_opts){ .on_line = on_line,
-							   .ud = &l,
-							   .idle_timeout_ns = 300 * NSEC_PER_MSEC },
+	r = http_client_stream(c, &(struct http_request){.url = url(s, "/stream", u, 256)},
+			       &(struct http_stream_opts){.on_line = on_line,
+							  .ud = &l,
+							  .idle_timeout_ns = 300 * NSEC_PER_MSEC},
 			       &resp);
 	_cleanup_strv_ char **v = l.v;
 	ASSERT_ERR(r, ETIMEDOUT);
@@ -1029,11 +1025,11 @@ static void check_stream_idle(struct tsrv *s)
 	(void)v;
 
 	/* the request's total timeout also ends a stream */
-	struct lines l2 = { 0 };
+	struct lines l2 = {0};
 	t0 = now_mono_ns();
 	r = http_client_stream(c,
-			       &(struct http_request){ .url = u, .timeout_ns = 250 * NSEC_PER_MSEC },
-			       &(struct http_stream_opts){ .on_line = on_line, .ud = &l2 }, &resp);
+			       &(struct http_request){.url = u, .timeout_ns = 250 * NSEC_PER_MSEC},
+			       &(struct http_stream_opts){.on_line = on_line, .ud = &l2}, &resp);
 	_cleanup_strv_ char **v2 = l2.v;
 	ASSERT_ERR(r, ETIMEDOUT);
 	ASSERT_LT(ms_since(t0), 1200);
@@ -1049,15 +1045,16 @@ static void check_stream_error_reply(struct tsrv *s)
 {
 	_cleanup_client_ struct http_client *c = NULL;
 	_cleanup_resp_ struct http_response resp;
-	struct lines l = { 0 };
+	struct lines l = {0};
 	char u[256];
 
 	http_response_init(&resp);
 	ASSERT_OK(http_client_new(NULL, &c));
-	s->reply = "HTTP/1.1 410 Gone\r\nContent-Type: application/json\r\nContent-Length: 44\r\n\r\n"
-		   "{\"kind\":\"Status\",\"code\":410,\"reason\":\"Gone\"}";
-	int r = http_client_stream(c, &(struct http_request){ .url = url(s, "/reply", u, 256) },
-				   &(struct http_stream_opts){ .on_line = on_line, .ud = &l }, &resp);
+	s->reply =
+	    "HTTP/1.1 410 Gone\r\nContent-Type: application/json\r\nContent-Length: 44\r\n\r\n"
+	    "{\"kind\":\"Status\",\"code\":410,\"reason\":\"Gone\"}";
+	int r = http_client_stream(c, &(struct http_request){.url = url(s, "/reply", u, 256)},
+				   &(struct http_stream_opts){.on_line = on_line, .ud = &l}, &resp);
 	_cleanup_strv_ char **v = l.v;
 	ASSERT_OK(r);
 	ASSERT_EQ(resp.status, 410);
@@ -1108,7 +1105,8 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *is
 	if (!x)
 		return NULL;
 	X509_set_version(x, 2);
-	ASN1_INTEGER_set(X509_get_serialNumber(x), __atomic_add_fetch(&serial, 1, __ATOMIC_SEQ_CST));
+	ASN1_INTEGER_set(X509_get_serialNumber(x),
+			 __atomic_add_fetch(&serial, 1, __ATOMIC_SEQ_CST));
 	X509_gmtime_adj(X509_getm_notBefore(x), -60);
 	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
 	X509_set_pubkey(x, key);
@@ -1140,7 +1138,8 @@ static char *pem_of(X509 *x, EVP_PKEY *k)
 
 	if (!b)
 		return NULL;
-	if (x ? PEM_write_bio_X509(b, x) : PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL, NULL)) {
+	if (x ? PEM_write_bio_X509(b, x)
+	      : PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL, NULL)) {
 		n = BIO_get_mem_data(b, &data);
 		out = n > 0 ? strndup(data, (size_t)n) : NULL;
 	}
@@ -1210,7 +1209,8 @@ static SSL_CTX *server_ctx(struct pki *p)
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 	if (!ctx)
 		return NULL;
-	if (SSL_CTX_use_certificate(ctx, p->srv) != 1 || SSL_CTX_use_PrivateKey(ctx, p->srv_key) != 1 ||
+	if (SSL_CTX_use_certificate(ctx, p->srv) != 1 ||
+	    SSL_CTX_use_PrivateKey(ctx, p->srv_key) != 1 ||
 	    X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), p->ca) != 1) {
 		SSL_CTX_free(ctx);
 		return NULL;
@@ -1226,7 +1226,7 @@ static int tls_get(struct tsrv *s, const struct http_client_opts *o, struct http
 	int r = http_client_new(o, &c);
 	if (r < 0)
 		return r;
-	return http_client_do(c, &(struct http_request){ .url = url(s, "/echo/tls", u, 256) }, resp);
+	return http_client_do(c, &(struct http_request){.url = url(s, "/echo/tls", u, 256)}, resp);
 }
 
 static struct pki *cur_pki;
@@ -1240,9 +1240,9 @@ static void check_tls(struct tsrv *s)
 	http_response_init(&resp);
 	/* CA, certificate and key in memory */
 	ASSERT_OK(tls_get(s,
-			  &(struct http_client_opts){ .ca_pem = p->ca_pem,
-						      .cert_pem = p->cli_pem,
-						      .key_pem = p->cli_key_pem },
+			  &(struct http_client_opts){.ca_pem = p->ca_pem,
+						     .cert_pem = p->cli_pem,
+						     .key_pem = p->cli_key_pem},
 			  &resp));
 	ASSERT_EQ(resp.status, 200);
 	ASSERT_STREQ(resp.body.data, "GET /echo/tls HTTP/1.1");
@@ -1254,39 +1254,38 @@ static void check_tls(struct tsrv *s)
 
 	/* the same from files */
 	ASSERT_OK(tls_get(s,
-			  &(struct http_client_opts){ .ca_file = p->ca_file,
-						      .cert_file = p->cli_file,
-						      .key_file = p->cli_key_file },
+			  &(struct http_client_opts){.ca_file = p->ca_file,
+						     .cert_file = p->cli_file,
+						     .key_file = p->cli_key_file},
 			  &resp));
 	ASSERT_EQ(resp.status, 200);
 
 	/* the system CAs do not know our CA; nor does another CA */
-	ASSERT_ERR(tls_get(s,
-			   &(struct http_client_opts){ .cert_pem = p->cli_pem,
-						       .key_pem = p->cli_key_pem },
-			   &resp),
-		   EPROTO);
+	ASSERT_ERR(
+	    tls_get(s,
+		    &(struct http_client_opts){.cert_pem = p->cli_pem, .key_pem = p->cli_key_pem},
+		    &resp),
+	    EPROTO);
 	ASSERT_TRUE(resp.error[0] != 0);
 	char *other = pem_of(p->other, NULL);
 	ASSERT_NOT_NULL(other);
 	r = tls_get(s,
-		    &(struct http_client_opts){ .ca_pem = other,
-						.cert_pem = p->cli_pem,
-						.key_pem = p->cli_key_pem },
+		    &(struct http_client_opts){
+			.ca_pem = other, .cert_pem = p->cli_pem, .key_pem = p->cli_key_pem},
 		    &resp);
 	free(other);
 	ASSERT_ERR(r, EPROTO);
 
 	/* insecure mode skips the check */
 	ASSERT_OK(tls_get(s,
-			  &(struct http_client_opts){ .insecure_skip_verify = true,
-						      .cert_pem = p->cli_pem,
-						      .key_pem = p->cli_key_pem },
+			  &(struct http_client_opts){.insecure_skip_verify = true,
+						     .cert_pem = p->cli_pem,
+						     .key_pem = p->cli_key_pem},
 			  &resp));
 	ASSERT_EQ(resp.status, 200);
 
 	/* no client certificate: the server refuses (in TLS 1.3 the client learns it on read) */
-	r = tls_get(s, &(struct http_client_opts){ .ca_pem = p->ca_pem }, &resp);
+	r = tls_get(s, &(struct http_client_opts){.ca_pem = p->ca_pem}, &resp);
 	ASSERT_TRUE(r == -EPROTO || r == -ECONNRESET);
 }
 
@@ -1335,7 +1334,7 @@ TEST(http_client_new_free)
 	http_client_free(NULL);
 	http_response_release(NULL);
 	ASSERT_ERR(http_client_new(NULL, NULL), EINVAL);
-	ASSERT_ERR(http_client_new(&(struct http_client_opts){ .timeout_ns = -1 }, &c), EINVAL);
+	ASSERT_ERR(http_client_new(&(struct http_client_opts){.timeout_ns = -1}, &c), EINVAL);
 	ASSERT_NULL(c);
 	ASSERT_OK(http_client_new(NULL, &c));
 	ASSERT_NOT_NULL(c);
