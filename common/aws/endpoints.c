@@ -1,0 +1,211 @@
+/* Services and endpoints (see endpoints.h). */
+#include "common/aws/endpoints.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/base/buf.h"
+
+static const struct aws_service_info services[AWS_SVC__MAX] = {
+	[AWS_SVC_EC2] = { AWS_SVC_EC2, "ec2", "ec2", "ec2", "EC2", AWS_PROTO_QUERY, "2016-11-15",
+			  NULL, NULL, "Amazon EC2" },
+	[AWS_SVC_ELB] = { AWS_SVC_ELB, "elb", "elasticloadbalancing", "elasticloadbalancing",
+			  "ELASTIC_LOAD_BALANCING", AWS_PROTO_QUERY, "2012-06-01", NULL, NULL,
+			  "Elastic Load Balancing (classic)" },
+	[AWS_SVC_ELBV2] = { AWS_SVC_ELBV2, "elbv2", "elasticloadbalancing",
+			    "elasticloadbalancing", "ELASTIC_LOAD_BALANCING_V2", AWS_PROTO_QUERY,
+			    "2015-12-01", NULL, NULL, "Elastic Load Balancing v2 (NLB/ALB)" },
+	[AWS_SVC_AUTOSCALING] = { AWS_SVC_AUTOSCALING, "autoscaling", "autoscaling",
+				  "autoscaling", "AUTO_SCALING", AWS_PROTO_QUERY, "2011-01-01",
+				  NULL, NULL, "EC2 Auto Scaling" },
+	[AWS_SVC_STS] = { AWS_SVC_STS, "sts", "sts", "sts", "STS", AWS_PROTO_QUERY, "2011-06-15",
+			  NULL, NULL, "AWS Security Token Service" },
+	[AWS_SVC_SQS] = { AWS_SVC_SQS, "sqs", "sqs", "sqs", "SQS", AWS_PROTO_JSON, "2012-11-05",
+			  "AmazonSQS", "application/x-amz-json-1.0", "Amazon SQS" },
+	[AWS_SVC_EVENTS] = { AWS_SVC_EVENTS, "events", "events", "events", "EVENTBRIDGE",
+			     AWS_PROTO_JSON, "2015-10-07", "AWSEvents",
+			     "application/x-amz-json-1.1", "Amazon EventBridge" },
+	[AWS_SVC_EBS] = { AWS_SVC_EBS, "ebs", "ebs", "ebs", "EBS", AWS_PROTO_REST, "2019-11-02",
+			  NULL, NULL, "EBS direct APIs" },
+};
+
+const struct aws_service_info *aws_service_info(enum aws_service s)
+{
+	if ((int)s < 0 || s >= AWS_SVC__MAX)
+		return NULL;
+	return &services[s];
+}
+
+const struct aws_service_info *aws_service_by_name(const char *name)
+{
+	if (!name)
+		return NULL;
+	for (size_t i = 0; i < AWS_SVC__MAX; i++)
+		if (strcasecmp(services[i].name, name) == 0)
+			return &services[i];
+	if (strcasecmp(name, "elasticloadbalancing") == 0)
+		return &services[AWS_SVC_ELB];
+	if (strcasecmp(name, "elasticloadbalancingv2") == 0)
+		return &services[AWS_SVC_ELBV2];
+	if (strcasecmp(name, "eventbridge") == 0)
+		return &services[AWS_SVC_EVENTS];
+	return NULL;
+}
+
+bool aws_region_valid(const char *region)
+{
+	size_t l = region ? strlen(region) : 0;
+
+	if (l == 0 || l > 32 || region[0] == '-' || region[l - 1] == '-')
+		return false;
+	for (size_t i = 0; i < l; i++)
+		if (!(islower((unsigned char)region[i]) || isdigit((unsigned char)region[i]) ||
+		      region[i] == '-'))
+			return false;
+	return true;
+}
+
+const char *aws_partition(const char *region)
+{
+	if (!region)
+		return "aws";
+	if (str_has_prefix(region, "cn-"))
+		return "aws-cn";
+	if (str_has_prefix(region, "us-gov-"))
+		return "aws-us-gov";
+	if (str_has_prefix(region, "us-isob-"))
+		return "aws-iso-b";
+	if (str_has_prefix(region, "us-iso-"))
+		return "aws-iso";
+	return "aws";
+}
+
+const char *aws_partition_dns_suffix(const char *region)
+{
+	const char *p = aws_partition(region);
+
+	if (strcmp(p, "aws-cn") == 0)
+		return "amazonaws.com.cn";
+	if (strcmp(p, "aws-iso") == 0)
+		return "c2s.ic.gov";
+	if (strcmp(p, "aws-iso-b") == 0)
+		return "sc2s.sgov.gov";
+	return "amazonaws.com";
+}
+
+void aws_endpoints_init(struct aws_endpoints *e)
+{
+	memset(e, 0, sizeof(*e));
+}
+
+void aws_endpoints_release(struct aws_endpoints *e)
+{
+	if (!e)
+		return;
+	for (size_t i = 0; i < AWS_SVC__MAX; i++) {
+		free(e->over[i].url);
+		free(e->over[i].signing_region);
+		free(e->over[i].signing_name);
+	}
+	free(e->all_url);
+	aws_endpoints_init(e);
+}
+
+static int dup_opt(char **dst, const char *src)
+{
+	char *c = NULL;
+
+	if (src && *src && !(c = strdup(src)))
+		return -ENOMEM;
+	free(*dst);
+	*dst = c;
+	return 0;
+}
+
+static bool url_ok(const char *u)
+{
+	return u && (str_has_prefix(u, "http://") || str_has_prefix(u, "https://")) &&
+	       strlen(u) > 8 && strlen(u) < 500 && !strpbrk(u, " \t\r\n");
+}
+
+int aws_endpoints_set_override(struct aws_endpoints *e, enum aws_service s, const char *url,
+			       const char *signing_region, const char *signing_name)
+{
+	int r;
+
+	if (!e || (int)s < 0 || s >= AWS_SVC__MAX || (url && *url && !url_ok(url)) ||
+	    (signing_region && *signing_region && !aws_region_valid(signing_region)))
+		return -EINVAL;
+	if ((r = dup_opt(&e->over[s].url, url)) < 0 ||
+	    (r = dup_opt(&e->over[s].signing_region, signing_region)) < 0 ||
+	    (r = dup_opt(&e->over[s].signing_name, signing_name)) < 0)
+		return r;
+	return 0;
+}
+
+int aws_endpoints_set_all(struct aws_endpoints *e, const char *url)
+{
+	if (!e || (url && *url && !url_ok(url)))
+		return -EINVAL;
+	return dup_opt(&e->all_url, url);
+}
+
+static int set_url(struct aws_endpoint *ret, const char *url)
+{
+	size_t l;
+	int r;
+
+	if (!url_ok(url))
+		return -EINVAL;
+	if ((r = str_copy(ret->url, sizeof(ret->url), url)) < 0)
+		return r;
+	l = strlen(ret->url);
+	while (l > 0 && ret->url[l - 1] == '/')
+		ret->url[--l] = 0;
+	ret->custom = true;
+	return 0;
+}
+
+int aws_endpoint_resolve(const struct aws_endpoints *e, enum aws_service s, const char *region,
+			 struct aws_endpoint *ret)
+{
+	const struct aws_service_info *si = aws_service_info(s);
+	struct aws_endpoint ep = { 0 };
+	const struct aws_endpoint_override *o = e ? &e->over[s] : NULL;
+	const char *ignore = getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
+	bool use_env = !(ignore && strcasecmp(ignore, "true") == 0);
+	char envname[96];
+	const char *v;
+	int r;
+
+	if (!si || !region || !aws_region_valid(region))
+		return -EINVAL;
+	if ((r = str_copy(ep.signing_region, sizeof(ep.signing_region), region)) < 0 ||
+	    (r = str_copy(ep.signing_name, sizeof(ep.signing_name), si->signing_name)) < 0)
+		return r;
+	str_printf(envname, sizeof(envname), "AWS_ENDPOINT_URL_%s", si->env_name);
+	if (o && o->url)
+		r = set_url(&ep, o->url);
+	else if (e && e->all_url)
+		r = set_url(&ep, e->all_url);
+	else if (use_env && (v = getenv(envname)) && *v)
+		r = set_url(&ep, v);
+	else if (use_env && (v = getenv("AWS_ENDPOINT_URL")) && *v)
+		r = set_url(&ep, v);
+	else
+		r = str_printf(ep.url, sizeof(ep.url), "https://%s.%s.%s", si->endpoint_prefix,
+			       region, aws_partition_dns_suffix(region));
+	if (r < 0)
+		return r;
+	if (o && o->signing_region &&
+	    (r = str_copy(ep.signing_region, sizeof(ep.signing_region), o->signing_region)) < 0)
+		return r;
+	if (o && o->signing_name &&
+	    (r = str_copy(ep.signing_name, sizeof(ep.signing_name), o->signing_name)) < 0)
+		return r;
+	*ret = ep;
+	return 0;
+}
