@@ -50,7 +50,7 @@ bool log_key_is_secret(const char *key)
 
 	if (!key)
 		return false;
-	for (; key[n] && n < sizeof(low) - 1; n++)
+	for (; n < sizeof(low) - 1 && key[n]; n++)
 		low[n] = (char)tolower((unsigned char)key[n]);
 	low[n] = 0;
 	for (int i = 0; harmless[i]; i++)

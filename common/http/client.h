@@ -10,7 +10,8 @@
  * negative errno for transport failures: -ETIMEDOUT (connect or total timeout), -ECONNREFUSED,
  * -EHOSTUNREACH (resolve/connect failures), -EMSGSIZE (reply over max_response),
  * -EPROTO (TLS or protocol error), -ECONNRESET (peer closed early), -ECANCELED (callback
- * asked to stop), -ENOMEM. A short description of the last failure is in resp->error. */
+ * asked to stop), -ENOMEM, -EINVAL (bad arguments, a header holding CR/LF, a URL that is not
+ * http or https). A short description of the last failure is in resp->error. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -83,7 +84,8 @@ int http_client_do(struct http_client *c, const struct http_request *req, struct
  * negative errno to stop (returned by http_client_stream). The stream ends when the peer ends
  * the reply (0), on timeout_ns of the request (-ETIMEDOUT; 0 means no total limit), when no byte
  * arrives for idle_timeout_ns (-ETIMEDOUT; 0 = none), or when *cancel becomes true (-ECANCELED,
- * checked at least every 200 ms). A partial last line without '\n' is delivered at the end. */
+ * checked at least every 200 ms). A partial last line without '\n' is delivered at the end.
+ * The line handed to on_line is always NUL-terminated. A non-2xx body is cut at the cap. */
 struct http_stream_opts {
 	size_t max_line;          /* 0: 16 MiB */
 	int64_t idle_timeout_ns;
@@ -94,5 +96,6 @@ struct http_stream_opts {
 int http_client_stream(struct http_client *c, const struct http_request *req,
 		       const struct http_stream_opts *so, struct http_response *resp);
 
-/* Joins a base URL and a path, with exactly one '/' between them. */
+/* Joins a base URL and a path, with exactly one '/' between them, replacing what out held;
+ * out is untouched on failure. */
 int http_url_join(const char *base, const char *path, struct buf *out);
