@@ -112,7 +112,7 @@ int64_t rpc_call_time_left_ns(const struct rpc_call *c);
  * and return ABORTED or DEADLINE_EXCEEDED. */
 bool rpc_call_stopping(const struct rpc_call *c);
 /* Adds key=value to the call's log line (e.g. the id of the volume created, a device path);
- * copies both; at most 8 per call. */
+ * copies both; at most 12 per call, the ids the server finds in the request included. */
 void rpc_call_log_kv(struct rpc_call *c, const char *key, const char *value);
 
 /* Arena allocations, zeroed, freed after the reply is encoded; NULL when out of memory. */

@@ -1,0 +1,88 @@
+/* What csi-controller and csi-node share: the driver name, the topology keys, the flags both
+ * take (with the upstream names), the Identity service and the serving loop.
+ *
+ *   static const struct flag node_flags[] = {
+ *           CSI_COMMON_FLAGS,
+ *           { "volume-attach-limit", FLAG_INT, &limit, "-1", NULL, "..." },
+ *           LOG_FLAGS,
+ *           { NULL },
+ *   };
+ *   n = flags_parse("csi-node", usage, node_flags, argc, argv);
+ *   ...
+ *   struct csi_identity id = { .controller = false };          // name/version from the flags
+ *   return csi_serve("csi-node", &id, csi_node_methods, node);  // until SIGTERM; exit code
+ */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/base/flags.h"
+#include "common/grpc/server.h"
+#include "modules/csi/csi.pb-c.h"
+
+#define CSI_DRIVER_NAME_DEFAULT "ebs.csi.aws.com"
+#define CSI_ENDPOINT_DEFAULT "unix:///csi/csi.sock"
+
+/* Topology keys. The node reports all three; volumes carry only the well-known zone key. */
+#define CSI_TOPOLOGY_ZONE_KEY "topology.ebs.csi.aws.com/zone"
+#define CSI_WELL_KNOWN_ZONE_KEY "topology.kubernetes.io/zone"
+#define CSI_ZONE_ID_KEY "topology.k8s.aws/zone-id"
+#define CSI_OS_KEY "kubernetes.io/os"
+#define CSI_OUTPOST_KEY "topology.ebs.csi.aws.com/outpost-id"
+
+/* Keys of the volume context and publish context. */
+#define CSI_CTX_DEVICE_PATH "devicePath"
+
+struct csi_common_flags {
+	char *endpoint;        /* --endpoint / $CSI_ENDPOINT */
+	char *http_endpoint;   /* --http-endpoint: metrics (and health) server, "" = off */
+	char *metrics_cert;    /* --metrics-cert-file */
+	char *metrics_key;     /* --metrics-key-file */
+	long long health_port; /* --health-port: /healthz as the livenessprobe sidecar serves; 0 = off */
+	char *driver_name;     /* --driver-name */
+	bool otel;             /* --enable-otel-tracing (accepted, no effect) */
+};
+extern struct csi_common_flags csi_flags;
+
+#define CSI_COMMON_FLAGS                                                                           \
+	{ "endpoint", FLAG_STRING, &csi_flags.endpoint, CSI_ENDPOINT_DEFAULT, "CSI_ENDPOINT",       \
+	  "CSI endpoint (unix:///path/csi.sock, or tcp://host:port)." },                          \
+	{ "http-endpoint", FLAG_STRING, &csi_flags.http_endpoint, "", NULL,                        \
+	  "The TCP network address where the HTTP server for metrics (and /healthz) will listen "  \
+	  "(example: `:8080`). The default is empty string, which means the server is disabled." }, \
+	{ "metrics-cert-file", FLAG_STRING, &csi_flags.metrics_cert, "", NULL,                     \
+	  "The path to a certificate to use for serving the metrics server over HTTPS." },        \
+	{ "metrics-key-file", FLAG_STRING, &csi_flags.metrics_key, "", NULL,                       \
+	  "The path to a key to use for serving the metrics server over HTTPS." },                \
+	{ "health-port", FLAG_INT, &csi_flags.health_port, "0", NULL,                              \
+	  "Serve /healthz (a CSI Probe) on this port, as the livenessprobe sidecar does; 0 turns " \
+	  "it off.", 0, 65535 },                                                                   \
+	{ "driver-name", FLAG_STRING, &csi_flags.driver_name, CSI_DRIVER_NAME_DEFAULT,            \
+	  "CSI_DRIVER_NAME", "The CSI driver name reported by GetPluginInfo." },                  \
+	{ "enable-otel-tracing", FLAG_BOOL, &csi_flags.otel, "false", NULL,                       \
+	  "Accepted for compatibility; tracing is not implemented." }
+
+/* The Identity service. */
+struct csi_identity {
+	const char *name;    /* default: --driver-name */
+	const char *version; /* default: the binary's version */
+	bool controller;     /* report CONTROLLER_SERVICE */
+	/* Probe: 0 ready, or -errno with a reason (FAILED_PRECONDITION). NULL: always ready. */
+	int (*probe)(void *ud, char *why, size_t n);
+	void *probe_ud;
+};
+extern const struct rpc_method csi_identity_methods[];
+
+/* Serves the Identity service plus `methods` (userdata `ud`) on --endpoint, and the HTTP
+ * endpoints asked for, until SIGTERM/SIGINT; then stops gracefully. Returns the exit code. */
+int csi_serve(const char *component, struct csi_identity *id, const struct rpc_method *methods,
+	      void *ud);
+
+/* Helpers for handlers. */
+/* The access type of a capability: true for block. */
+bool csi_cap_is_block(const Csi__V1__VolumeCapability *cap);
+/* Access modes this driver supports (SINGLE_NODE_* and, for block only,
+ * MULTI_NODE_MULTI_WRITER when multi_attach is allowed). */
+bool csi_cap_supported(const Csi__V1__VolumeCapability *cap, bool allow_multi_attach);
+/* Parses a Kubernetes quantity ("10Gi", "500M", "1073741824") into bytes. */
+int csi_parse_size(const char *s, long long *ret);
