@@ -1,0 +1,590 @@
+/* The AWS request pipeline (see client.h). */
+#include "common/aws/client.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "common/aws/sigv4.h"
+#include "common/aws/xml.h"
+#include "common/base/json.h"
+#include "common/base/log.h"
+#include "common/base/signals.h"
+#include "common/base/timeutil.h"
+#include "common/http/client.h"
+#include "common/metrics/metrics.h"
+
+#if __has_include("awsk8s_version.h")
+#include "awsk8s_version.h"
+#endif
+#ifndef AWSK8S_VERSION
+#define AWSK8S_VERSION "0.0.0"
+#endif
+
+#define FORM_CONTENT_TYPE "application/x-www-form-urlencoded; charset=utf-8"
+
+struct aws_client {
+	struct http_client *http;
+	struct aws_imds *imds;
+	struct aws_creds *creds;
+	int max_attempts;
+	int64_t timeout_ns;
+	int64_t retry_base_ns;
+	int64_t throttle_base_ns;
+	int64_t max_backoff_ns;
+
+	pthread_mutex_t lock; /* guards the fields below */
+	char region[64];
+	bool region_tried_imds;
+	struct aws_endpoints endpoints;
+	struct aws_retry_bucket bucket;
+	_Atomic int64_t clock_skew_ns;
+};
+
+/* --- metrics ------------------------------------------------------------------------------ */
+
+static struct metric *m_duration, *m_errors, *m_throttled, *m_retries, *m_quota;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void metrics_init(void)
+{
+	m_duration = metric_histogram("cloudprovider_aws_api_request_duration_seconds",
+				      "Latency of AWS API calls", (const char *[]){ "request", NULL },
+				      NULL, 0);
+	m_errors = metric_counter("cloudprovider_aws_api_request_errors", "AWS API errors",
+				  (const char *[]){ "request", NULL });
+	m_throttled = metric_counter("cloudprovider_aws_api_throttled_requests_total",
+				     "AWS API throttled requests",
+				     (const char *[]){ "operation_name", NULL });
+	m_retries = metric_counter("aws_k8s_aws_api_retries_total",
+				   "AWS API attempts that were retries",
+				   (const char *[]){ "request", NULL });
+	m_quota = metric_counter("aws_k8s_aws_api_retry_quota_exhausted_total",
+				 "AWS API retries refused because the client's retry token bucket "
+				 "was empty",
+				 (const char *[]){ NULL });
+}
+
+/* --- retry policy ------------------------------------------------------------------------- */
+
+bool aws_retry_bucket_take(struct aws_retry_bucket *b, bool timeout, unsigned *ret_cost)
+{
+	unsigned cost = timeout ? AWS_RETRY_TIMEOUT_COST : AWS_RETRY_COST;
+
+	if (b->tokens < cost)
+		return false;
+	b->tokens -= cost;
+	*ret_cost += cost;
+	return true;
+}
+
+void aws_retry_bucket_refund(struct aws_retry_bucket *b, unsigned cost)
+{
+	b->tokens += cost ? cost : 1;
+	if (b->tokens > AWS_RETRY_TOKENS)
+		b->tokens = AWS_RETRY_TOKENS;
+}
+
+int64_t aws_retry_delay(int retry, int64_t base_ns, int64_t max_ns)
+{
+	int64_t cap = base_ns;
+
+	if (retry < 1 || base_ns <= 0)
+		return 0;
+	for (int i = 1; i < retry && cap < max_ns; i++)
+		cap *= 2;
+	if (cap > max_ns)
+		cap = max_ns;
+	return cap > 0 ? (int64_t)random_below((uint64_t)cap) : 0;
+}
+
+/* --- client ------------------------------------------------------------------------------- */
+
+int aws_client_new(const struct aws_client_opts *o, struct aws_client **ret)
+{
+	struct aws_client_opts dflt = { 0 };
+	struct http_client_opts ho = { 0 };
+	struct aws_client *c;
+	char ua[256];
+	const char *v;
+	int r;
+
+	if (!o)
+		o = &dflt;
+	pthread_once(&metrics_once, metrics_init);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->lock, NULL);
+	aws_endpoints_init(&c->endpoints);
+	c->bucket.tokens = AWS_RETRY_TOKENS;
+	c->max_attempts = o->max_attempts;
+	if (c->max_attempts <= 0 && (v = getenv("AWS_MAX_ATTEMPTS")) && *v) {
+		long long n;
+		if (str_to_ll(v, 1, 20, &n) == 0)
+			c->max_attempts = (int)n;
+	}
+	if (c->max_attempts <= 0)
+		c->max_attempts = 3;
+	c->timeout_ns = o->timeout_ns > 0 ? o->timeout_ns : 30 * NSEC_PER_SEC;
+	c->retry_base_ns = o->retry_base_ns > 0 ? o->retry_base_ns : 100 * NSEC_PER_MSEC;
+	c->throttle_base_ns = o->throttle_base_ns > 0 ? o->throttle_base_ns : NSEC_PER_SEC;
+	c->max_backoff_ns = o->max_backoff_ns > 0 ? o->max_backoff_ns : 20 * NSEC_PER_SEC;
+
+	str_printf(ua, sizeof(ua), "aws-k8s/%s%s%s", AWSK8S_VERSION,
+		   o->user_agent && *o->user_agent ? " " : "", o->user_agent ? o->user_agent : "");
+	ho.connect_timeout_ns = o->connect_timeout_ns > 0 ? o->connect_timeout_ns : 5 * NSEC_PER_SEC;
+	ho.timeout_ns = c->timeout_ns;
+	ho.user_agent = ua;
+	ho.max_response = o->max_response ? o->max_response : (size_t)256 << 20;
+	ho.ca_file = o->ca_file && *o->ca_file ? o->ca_file : getenv("AWS_CA_BUNDLE");
+	if (ho.ca_file && !*ho.ca_file)
+		ho.ca_file = NULL;
+	if ((r = http_client_new(&ho, &c->http)) < 0)
+		goto fail;
+	if ((r = aws_imds_new(&o->imds, &c->imds)) < 0)
+		goto fail;
+	if (o->endpoint_url && *o->endpoint_url &&
+	    (r = aws_endpoints_set_all(&c->endpoints, o->endpoint_url)) < 0)
+		goto fail;
+
+	/* the region: option, environment, profile; the metadata service later if needed */
+	v = o->region && *o->region ? o->region : getenv("AWS_REGION");
+	if (!v || !*v)
+		v = getenv("AWS_DEFAULT_REGION");
+	if (v && *v) {
+		if (!aws_region_valid(v)) {
+			r = -EINVAL;
+			goto fail;
+		}
+		str_copy(c->region, sizeof(c->region), v);
+	} else {
+		_cleanup_free_ char *pr = NULL;
+		if (aws_profile_get(o->creds.profile, "region", &pr) == 0 && aws_region_valid(pr))
+			str_copy(c->region, sizeof(c->region), pr);
+	}
+	if ((r = aws_creds_new(c, &o->creds, &c->creds)) < 0)
+		goto fail;
+	*ret = c;
+	return 0;
+fail:
+	aws_client_free(c);
+	return r;
+}
+
+void aws_client_free(struct aws_client *c)
+{
+	if (!c)
+		return;
+	aws_creds_free(c->creds);
+	aws_imds_free(c->imds);
+	http_client_free(c->http);
+	aws_endpoints_release(&c->endpoints);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+struct aws_imds *aws_client_imds(struct aws_client *c)
+{
+	return c ? c->imds : NULL;
+}
+
+struct aws_creds *aws_client_creds(struct aws_client *c)
+{
+	return c ? c->creds : NULL;
+}
+
+unsigned aws_client_retry_tokens(struct aws_client *c)
+{
+	unsigned t;
+
+	pthread_mutex_lock(&c->lock);
+	t = c->bucket.tokens;
+	pthread_mutex_unlock(&c->lock);
+	return t;
+}
+
+int aws_client_region(struct aws_client *c, const char **ret)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->region[0] && !c->region_tried_imds && !aws_imds_disabled(c->imds)) {
+		_cleanup_free_ char *reg = NULL;
+		c->region_tried_imds = true;
+		/* the metadata service is slow only when absent (1 s timeouts); once is enough */
+		if (aws_imds_region(c->imds, &reg) == 0 && aws_region_valid(reg))
+			str_copy(c->region, sizeof(c->region), reg);
+		else
+			log_v(4, "no region from the instance metadata service");
+	}
+	if (c->region[0])
+		*ret = c->region;
+	else
+		r = -EDESTADDRREQ;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int aws_client_set_override(struct aws_client *c, enum aws_service s, const char *url,
+			    const char *signing_region, const char *signing_name)
+{
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	r = aws_endpoints_set_override(&c->endpoints, s, url, signing_region, signing_name);
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+static int endpoint_for(struct aws_client *c, enum aws_service s, const char *region,
+			struct aws_endpoint *ret)
+{
+	int r;
+
+	if (!region && (r = aws_client_region(c, &region)) < 0)
+		return r;
+	pthread_mutex_lock(&c->lock);
+	r = aws_endpoint_resolve(&c->endpoints, s, region, ret);
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int aws_client_endpoint(struct aws_client *c, enum aws_service s, struct aws_endpoint *ret)
+{
+	return endpoint_for(c, s, NULL, ret);
+}
+
+void aws_reply_release(struct aws_reply *r)
+{
+	if (!r)
+		return;
+	xmlFreeDoc(r->doc);
+	cJSON_Delete(r->json);
+	memset(r, 0, sizeof(*r));
+}
+
+/* --- one call ----------------------------------------------------------------------------- */
+
+static bool is_skew_code(const char *code)
+{
+	return strcmp(code, "RequestTimeTooSkewed") == 0 || strcmp(code, "RequestExpired") == 0 ||
+	       strcmp(code, "RequestInTheFuture") == 0 ||
+	       strcmp(code, "InvalidSignatureException") == 0 ||
+	       strcmp(code, "SignatureDoesNotMatch") == 0 || strcmp(code, "AuthFailure") == 0;
+}
+
+/* The offset between the server's clock (Date header) and ours, 0 when unknown. */
+static int64_t server_skew(const struct http_response *resp)
+{
+	const char *d = http_response_header(resp, "date");
+	struct tm tm = { 0 };
+	const char *end;
+	time_t t;
+
+	if (!d || !(end = strptime(d, "%a, %d %b %Y %H:%M:%S", &tm)))
+		return 0;
+	t = timegm(&tm);
+	if (t == (time_t)-1)
+		return 0;
+	return (int64_t)t * NSEC_PER_SEC - now_real_ns();
+}
+
+static void find_request_id(struct aws_reply *rep, const struct http_response *resp)
+{
+	const char *id = http_response_header(resp, "x-amzn-requestid");
+
+	if (!id)
+		id = http_response_header(resp, "x-amz-request-id");
+	if (!id && rep->root) {
+		id = aws_xml_text(rep->root, "requestId");
+		if (!id)
+			id = aws_xml_text(rep->root, "ResponseMetadata/RequestId");
+	}
+	if (id)
+		str_copy(rep->request_id, sizeof(rep->request_id), id);
+}
+
+/* Parses a 2xx reply into rep. -EBADMSG with err set when it cannot be used. */
+static int parse_success(const struct aws_service_info *si, const char *action,
+			 struct http_response *resp, struct aws_reply *rep, struct aws_error *err)
+{
+	char why[256];
+	int r;
+
+	rep->status = resp->status;
+	if (si->protocol == AWS_PROTO_QUERY) {
+		char result[160];
+		r = aws_xml_parse(resp->body.data, resp->body.len, &rep->doc, why, sizeof(why));
+		if (r < 0) {
+			aws_error_set(err, resp->status, "", "unusable %s reply (%zu bytes): %s",
+				      action, resp->body.len, why);
+			return r == -EMSGSIZE ? r : -EBADMSG;
+		}
+		rep->root = xmlDocGetRootElement(rep->doc);
+		str_printf(result, sizeof(result), "%sResult", action);
+		rep->result = aws_xml_child(rep->root, result);
+		if (!rep->result)
+			rep->result = rep->root;
+	} else {
+		size_t off = 0;
+		if (resp->body.len == 0) {
+			rep->json = cJSON_CreateObject();
+			if (!rep->json)
+				return -ENOMEM;
+		} else if ((r = json_parse(resp->body.data, resp->body.len, &rep->json, &off)) < 0) {
+			aws_error_set(err, resp->status, "",
+				      "unusable %s reply (%zu bytes): malformed JSON at byte %zu",
+				      action, resp->body.len, off);
+			return -EBADMSG;
+		}
+	}
+	find_request_id(rep, resp);
+	return 0;
+}
+
+struct attempt_state {
+	bool throttled;
+	bool timeout;
+	bool skew_retried;
+	bool expired_retried;
+	bool retry; /* the last failure may be retried */
+};
+
+/* One attempt. 0 on success (rep filled), or a negative errno with err filled and st->retry
+ * saying whether another attempt may help. */
+static int attempt(struct aws_client *c, const struct aws_request *rq,
+		   const struct aws_service_info *si, const struct aws_endpoint *ep,
+		   const struct buf *body, struct attempt_state *st, struct aws_reply *rep,
+		   struct aws_error *err)
+{
+	struct aws_credentials own = { 0 };
+	const struct aws_credentials *cr = rq->creds;
+	char host[300], target[160], url[600];
+	const char *rest;
+	struct http_header hdrs[8 + 8];
+	size_t nh = 0;
+	struct sigv4_output sig;
+	struct http_request hr = { 0 };
+	struct http_response resp;
+	int r;
+
+	st->retry = st->throttled = st->timeout = false;
+	if ((r = sigv4_host_from_url(ep->url, host, sizeof(host), &rest)) < 0) {
+		aws_error_set(err, 0, "", "bad endpoint URL %s", ep->url);
+		return r;
+	}
+	if ((r = str_printf(url, sizeof(url), "%s/", ep->url)) < 0)
+		return r;
+	if (si->protocol == AWS_PROTO_JSON) {
+		hdrs[nh++] = (struct http_header){ "Content-Type", si->content_type };
+		str_printf(target, sizeof(target), "%s.%s", si->target_prefix, rq->action);
+		hdrs[nh++] = (struct http_header){ "X-Amz-Target", target };
+	} else {
+		hdrs[nh++] = (struct http_header){ "Content-Type", FORM_CONTENT_TYPE };
+	}
+	if (rq->n_headers > 8) {
+		aws_error_set(err, 0, "", "too many extra headers");
+		return -E2BIG;
+	}
+	for (size_t i = 0; i < rq->n_headers; i++)
+		hdrs[nh++] = rq->headers[i];
+	if (!rq->anonymous) {
+		struct sigv4_input in = {
+			.method = "POST",
+			.host = host,
+			.path = strcmp(rest, "/") == 0 ? "/" : url + (rest - ep->url),
+			.headers = hdrs,
+			.n_headers = nh,
+			.body = body->data,
+			.body_len = body->len,
+			.region = ep->signing_region,
+			.service = ep->signing_name,
+			.time_ns = now_real_ns() + atomic_load(&c->clock_skew_ns),
+		};
+		if (!cr) {
+			if ((r = aws_creds_get(c->creds, &own)) < 0) {
+				aws_error_set(err, 0, "", "no usable AWS credentials: %s",
+					      r == -ENOKEY ? "none configured" : strerror(-r));
+				return r;
+			}
+			cr = &own;
+		}
+		r = sigv4_sign(&in, cr, &sig);
+		if (r < 0) {
+			aws_credentials_release(&own);
+			aws_error_set(err, 0, "", "signing failed: %s", strerror(-r));
+			return r;
+		}
+		for (size_t i = 0; i < sig.n_headers; i++)
+			hdrs[nh++] = sig.headers[i];
+	}
+	hr.method = "POST";
+	hr.url = url;
+	hr.headers = hdrs;
+	hr.n_headers = nh;
+	hr.body = body->data;
+	hr.body_len = body->len;
+	hr.timeout_ns = rq->timeout_ns > 0 ? rq->timeout_ns : c->timeout_ns;
+	http_response_init(&resp);
+	r = http_client_do(c->http, &hr, &resp);
+	explicit_bzero(sig.authorization, sizeof(sig.authorization));
+	aws_credentials_release(&own);
+	if (r < 0) {
+		aws_error_set(err, 0, "", "%s %s: %s", rq->action, ep->url,
+			      resp.error[0] ? resp.error : strerror(-r));
+		st->timeout = r == -ETIMEDOUT;
+		st->retry = r == -ETIMEDOUT || r == -ECONNREFUSED || r == -ECONNRESET ||
+			    r == -EHOSTUNREACH || r == -EPROTO || r == -EAGAIN;
+		http_response_release(&resp);
+		return r;
+	}
+	if (resp.status >= 200 && resp.status < 300) {
+		r = parse_success(si, rq->action, &resp, rep, err);
+		http_response_release(&resp);
+		return r;
+	}
+	aws_error_parse(err, resp.status, http_response_header(&resp, "content-type"),
+			resp.body.data, resp.body.len,
+			http_response_header(&resp, "x-amzn-query-error"));
+	if (!err->request_id[0]) {
+		const char *id = http_response_header(&resp, "x-amzn-requestid");
+		if (!id)
+			id = http_response_header(&resp, "x-amz-request-id");
+		if (id)
+			str_copy(err->request_id, sizeof(err->request_id), id);
+	}
+	st->throttled = aws_error_code_is_throttle(err->code);
+	st->retry = aws_error_retryable(err);
+	if (!st->retry && !st->skew_retried && is_skew_code(err->code)) {
+		int64_t skew = server_skew(&resp);
+		if (skew > 4 * 60 * NSEC_PER_SEC || skew < -4 * 60 * NSEC_PER_SEC) {
+			atomic_store(&c->clock_skew_ns, skew);
+			st->skew_retried = st->retry = true;
+			log_v(2, "adjusting for clock skew with AWS", KV_I("skew_s", skew / NSEC_PER_SEC));
+		}
+	}
+	if (!st->retry && !st->expired_retried && !rq->creds && !rq->anonymous &&
+	    (strcmp(err->code, "ExpiredToken") == 0 ||
+	     strcmp(err->code, "ExpiredTokenException") == 0)) {
+		aws_creds_invalidate(c->creds);
+		st->expired_retried = st->retry = true;
+	}
+	http_response_release(&resp);
+	return aws_error_errno(err);
+}
+
+int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply *ret,
+	   struct aws_error *err)
+{
+	const struct aws_service_info *si = rq ? aws_service_info(rq->service) : NULL;
+	struct aws_error local;
+	struct aws_endpoint ep;
+	struct aws_reply rep = { 0 };
+	struct attempt_state st = { 0 };
+	struct buf body = BUF_INIT(0);
+	int max = rq && rq->max_attempts > 0 ? rq->max_attempts : c ? c->max_attempts : 1;
+	int64_t start = now_mono_ns();
+	unsigned cost = 0;
+	int r = 0, n;
+
+	if (!err)
+		err = &local;
+	aws_error_clear(err);
+	if (!c || !rq || !si || !rq->action || !*rq->action || !ret ||
+	    si->protocol == AWS_PROTO_REST) {
+		aws_error_set(err, 0, "", "invalid AWS request");
+		return -EINVAL;
+	}
+	if ((r = endpoint_for(c, rq->service, rq->region, &ep)) < 0) {
+		aws_error_set(err, 0, "", "no endpoint for %s: %s", si->name,
+			      r == -EDESTADDRREQ ? "the region is not known (set AWS_REGION)"
+						 : strerror(-r));
+		goto done;
+	}
+	if (si->protocol == AWS_PROTO_QUERY)
+		r = aws_query_encode(rq->query, rq->action, si->version, &body);
+	else
+		r = buf_puts(&body, rq->json ? rq->json : "{}");
+	if (r < 0) {
+		aws_error_set(err, 0, "", "cannot build the %s request: %s", rq->action, strerror(-r));
+		goto done;
+	}
+	for (n = 1; n <= max; n++) {
+		if (n > 1) {
+			bool ok;
+			int64_t delay;
+			pthread_mutex_lock(&c->lock);
+			ok = aws_retry_bucket_take(&c->bucket, st.timeout, &cost);
+			pthread_mutex_unlock(&c->lock);
+			if (!ok) {
+				metric_inc(m_quota);
+				log_v(4, "AWS retry quota exhausted, not retrying",
+				      KV_S("service", si->name), KV_S("action", rq->action));
+				break;
+			}
+			metric_inc(m_retries, rq->action);
+			delay = aws_retry_delay(n - 1, st.throttled ? c->throttle_base_ns
+								    : c->retry_base_ns,
+						c->max_backoff_ns);
+			if (st.skew_retried && n == 2)
+				delay = 0;
+			log_v(4, "retrying AWS request", KV_S("service", si->name),
+			      KV_S("action", rq->action), KV_I("attempt", n),
+			      KV_S("code", err->code), KV_I("status", err->http_status),
+			      KV_I("delay_ms", delay / NSEC_PER_MSEC));
+			if (stop_wait(delay))
+				break;
+		}
+		aws_reply_release(&rep);
+		aws_error_clear(err);
+		r = attempt(c, rq, si, &ep, &body, &st, &rep, err);
+		log_v(5, "AWS request", KV_S("service", si->name), KV_S("action", rq->action),
+		      KV_I("attempt", n), KV_I("status", err->http_status ? err->http_status : rep.status),
+		      KV_S("code", err->code), KV_E(r));
+		if (st.throttled)
+			metric_inc(m_throttled, rq->action);
+		if (r >= 0 || !st.retry)
+			break;
+	}
+	if (r >= 0) {
+		pthread_mutex_lock(&c->lock);
+		aws_retry_bucket_refund(&c->bucket, cost);
+		pthread_mutex_unlock(&c->lock);
+		rep.attempts = (unsigned)(n > max ? max : n);
+	}
+done:
+	buf_release(&body);
+	if (r < 0) {
+		metric_inc(m_errors, rq && rq->action ? rq->action : "");
+		aws_reply_release(&rep);
+		return r;
+	}
+	metric_observe(m_duration, (double)(now_mono_ns() - start) / 1e9, rq->action);
+	*ret = rep;
+	return 0;
+}
+
+int aws_call_query(struct aws_client *c, enum aws_service s, const char *action,
+		   const struct aws_query *q, struct aws_reply *ret, struct aws_error *err)
+{
+	struct aws_request rq = { .service = s, .action = action, .query = q };
+
+	return aws_do(c, &rq, ret, err);
+}
+
+int aws_call_json(struct aws_client *c, enum aws_service s, const char *action,
+		  const cJSON *input, struct aws_reply *ret, struct aws_error *err)
+{
+	_cleanup_free_ char *body = input ? json_print(input) : NULL;
+	struct aws_request rq = { .service = s, .action = action, .json = body };
+
+	if (input && !body)
+		return -ENOMEM;
+	return aws_do(c, &rq, ret, err);
+}
