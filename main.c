@@ -8,6 +8,7 @@
 
 #include "common/base/log.h"
 #include "common/base/signals.h"
+#include "modules/kube-debug/kube_debug.h"
 #include "modules/serve/serve.h"
 #include "modules/version/version.h"
 
@@ -18,6 +19,7 @@ struct cmd {
 };
 
 static const struct cmd commands[] = {
+	{ "kube-debug", kube_debug_main, "drive the Kubernetes client core (tests, debugging)" },
 	{ "serve", serve_main, "serve only the shared metrics and health endpoints (diagnostics)" },
 	{ "version", version_main, "print the version, the commit and the library versions" },
 };

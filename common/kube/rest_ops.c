@@ -116,8 +116,9 @@ static int obj_path(const struct kube_ref *ref, const cJSON *obj, bool with_name
 {
 	struct kube_ref r = *ref;
 
-	if (!r.ns && ref->res && ref->res->namespaced)
-		r.ns = json_str(obj, "metadata.namespace");
+	if (!r.ns && ref->res && ref->res->namespaced &&
+	    !(r.ns = json_str(obj, "metadata.namespace")))
+		return -EINVAL; /* a namespaced object needs a namespace */
 	if (with_name && !r.name && !(r.name = json_str(obj, "metadata.name")))
 		return -EINVAL;
 	if (!with_name)
