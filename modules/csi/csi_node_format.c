@@ -137,7 +137,7 @@ int csi_format_opts_parse(const char *fstype, const struct csi_node_kv *ctx, siz
 			(void)str_printf(msg, msglen, "%s is not supported for fstype %s", k->key, fstype);
 			return -EINVAL;
 		}
-		if (!is_number(v, k->size - 1)) {
+		if (!is_number(v, k->size - 1 < 12 ? k->size - 1 : 12)) {
 			(void)str_printf(msg, msglen, "invalid %s \"%s\": want a positive decimal number", k->key, v);
 			return -EINVAL;
 		}
