@@ -251,53 +251,20 @@ fail:
 	return NULL;
 }
 
-void metric_add(struct metric *m, double v, ...)
+enum update_op { OP_ADD, OP_SET, OP_OBSERVE };
+
+static void update(struct metric *m, enum update_op op, double v, va_list ap)
 {
 	const char *vals[MAX_LABELS];
-	va_list ap;
 
-	if (!m || m->type == METRIC_HISTOGRAM || (m->type == METRIC_COUNTER && !(v >= 0)))
-		return;
-	va_start(ap, v);
 	collect_values(m, ap, vals);
-	va_end(ap);
 	pthread_mutex_lock(&m->lock);
 	struct series *s = series_get(m, vals, true);
-	if (s)
+	if (s && op == OP_ADD) {
 		s->value += v;
-	pthread_mutex_unlock(&m->lock);
-}
-
-void metric_set(struct metric *m, double v, ...)
-{
-	const char *vals[MAX_LABELS];
-	va_list ap;
-
-	if (!m || m->type == METRIC_HISTOGRAM)
-		return;
-	va_start(ap, v);
-	collect_values(m, ap, vals);
-	va_end(ap);
-	pthread_mutex_lock(&m->lock);
-	struct series *s = series_get(m, vals, true);
-	if (s)
+	} else if (s && op == OP_SET) {
 		s->value = v;
-	pthread_mutex_unlock(&m->lock);
-}
-
-void metric_observe(struct metric *m, double v, ...)
-{
-	const char *vals[MAX_LABELS];
-	va_list ap;
-
-	if (!m || m->type != METRIC_HISTOGRAM || isnan(v))
-		return;
-	va_start(ap, v);
-	collect_values(m, ap, vals);
-	va_end(ap);
-	pthread_mutex_lock(&m->lock);
-	struct series *s = series_get(m, vals, true);
-	if (s) {
+	} else if (s) {
 		for (size_t i = 0; i < m->nbounds; i++)
 			if (v <= m->bounds[i]) {
 				s->buckets[i]++;
@@ -307,6 +274,39 @@ void metric_observe(struct metric *m, double v, ...)
 		s->count++;
 	}
 	pthread_mutex_unlock(&m->lock);
+}
+
+void metric_add(struct metric *m, double v, ...)
+{
+	va_list ap;
+
+	if (!m || m->type == METRIC_HISTOGRAM || (m->type == METRIC_COUNTER && !(v >= 0)))
+		return;
+	va_start(ap, v);
+	update(m, OP_ADD, v, ap);
+	va_end(ap);
+}
+
+void metric_set(struct metric *m, double v, ...)
+{
+	va_list ap;
+
+	if (!m || m->type == METRIC_HISTOGRAM)
+		return;
+	va_start(ap, v);
+	update(m, OP_SET, v, ap);
+	va_end(ap);
+}
+
+void metric_observe(struct metric *m, double v, ...)
+{
+	va_list ap;
+
+	if (!m || m->type != METRIC_HISTOGRAM || isnan(v))
+		return;
+	va_start(ap, v);
+	update(m, OP_OBSERVE, v, ap);
+	va_end(ap);
 }
 
 double metric_value(struct metric *m, ...)
