@@ -122,6 +122,15 @@ def copy_obj(obj):
     return json.loads(DUMPS(obj))
 
 
+def ordered(obj):
+    """apiVersion, kind and metadata first, like the real server writes them."""
+    out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": obj.get("metadata")}
+    for k, v in obj.items():
+        if k not in out:
+            out[k] = v
+    return out
+
+
 def get_path(obj, dotted):
     cur = obj
     for p in dotted.strip(".").split("."):
@@ -311,6 +320,7 @@ class Api:
                      "message": "no conflicts found", "lastTransitionTime": now_ts()},
                     {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
                      "message": "the initial names have been accepted", "lastTransitionTime": now_ts()}]}
+        obj = ordered(obj)
         if dry:
             md["resourceVersion"] = str(self.store.rv)
             return Item(obj)
@@ -462,7 +472,7 @@ class Api:
             err = self.reg.register_crd(new)
             if err:
                 raise invalid(res, md["name"], err)
-        return self.store.put(res.skey, new, "MODIFIED", old=cur)
+        return self.store.put(res.skey, ordered(new), "MODIFIED", old=cur)
 
     # --- patch ------------------------------------------------------------------
 
@@ -775,6 +785,29 @@ class Api:
                 new["metadata"]["generation"] = new["metadata"].get("generation", 1) + 1
             item = self._commit(res, cur, new, req.dry)
             return 200, self._scale_obj(res, item.obj)
+
+    # --- serviceaccounts/token ---------------------------------------------------
+
+    def token_request(self, req):
+        """TokenRequest: a new bearer token for the service account, known to TokenReview."""
+        sa = self.store.get(req.res.skey, req.key)
+        if sa is None:
+            raise not_found(req.res, req.name)
+        body = parse_json(req.body) if req.body else {}
+        spec = dict((body or {}).get("spec") or {})
+        exp = int(spec.get("expirationSeconds") or 3600)
+        spec["expirationSeconds"] = exp
+        token = "kas-sa-" + uuid.uuid4().hex
+        user = "system:serviceaccount:%s:%s" % (req.ns, req.name)
+        self.auth.load({"tokens": [{"token": token, "user": user, "uid": sa.obj["metadata"]["uid"],
+                                    "groups": ["system:serviceaccounts",
+                                               "system:serviceaccounts:" + req.ns],
+                                    "audiences": spec.get("audiences") or None}]})
+        md = dict((body or {}).get("metadata") or {}, name=req.name, namespace=req.ns,
+                  creationTimestamp=None)
+        expiry = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + exp))
+        return 201, {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1", "metadata": md,
+                     "spec": spec, "status": {"token": token, "expirationTimestamp": expiry}}
 
     # --- reviews ----------------------------------------------------------------
 

@@ -76,9 +76,12 @@ class Auth:
 
     # --- authentication -------------------------------------------------------------
 
-    def _user_from_token(self, token):
+    def _user_from_token(self, token, api=False):
         with self.lock:
             t = self.tokens.get(token)
+            if t is not None and api and t.get("audiences") and \
+                    not any(a in self.audiences for a in t["audiences"]):
+                return None  # a token for another audience is no good for the API itself
         if t is None:
             return None
         groups = list(t.get("groups") or [])
@@ -106,7 +109,7 @@ class Auth:
             scheme, _, token = authorization.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
                 return None
-            return self._user_from_token(token.strip())
+            return self._user_from_token(token.strip(), api=True)
         if self.anonymous:
             return {"username": "system:anonymous", "uid": "", "groups": ["system:unauthenticated"]}
         return None

@@ -1,6 +1,7 @@
 """The HTTP side: routing, content negotiation, watch streaming and /_control/."""
 import http.server
 import json
+import select
 import socket
 import socketserver
 import ssl
@@ -97,6 +98,7 @@ class App:
         self.reqlog = reqlog
         self.bookmark_interval = bookmark_interval
         self.verbose = verbose
+        self.http_require_auth = False
         self.stopping = threading.Event()
 
 
@@ -208,10 +210,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             req.watch = query.get("watch") in ("1", "true", "True") or "/watch/" in path
             if self.inject_fault(req):
                 return
-            peer = None
-            if isinstance(self.connection, ssl.SSLSocket):
-                peer = self.connection.getpeercert()
-            req.user = app.auth.authenticate(self.headers.get("Authorization"), peer)
+            req.user = self.authenticate()
             if req.user is None:
                 raise ApiError(401, "Unauthorized")
             self.route(req)
@@ -229,6 +228,39 @@ class Handler(http.server.BaseHTTPRequestHandler):
         finally:
             if req is not None and not path.startswith("/_control"):
                 self.record(req)
+
+    def authenticate(self):
+        app = self.server.app
+        authz = self.headers.get("Authorization")
+        if isinstance(self.connection, ssl.SSLSocket):
+            return app.auth.authenticate(authz, self.connection.getpeercert())
+        if authz or app.http_require_auth:
+            return app.auth.authenticate(authz, None)
+        # the plain HTTP port without credentials: like the old insecure port, full access
+        # (kubectl never sends credentials over plain HTTP)
+        return {"username": "system:unsecured", "uid": "",
+                "groups": ["system:masters", "system:authenticated"]}
+
+    def peer_closed(self):
+        """True when the client has gone away (a watch client sends nothing)."""
+        try:
+            conn = self.connection
+            if isinstance(conn, ssl.SSLSocket) and conn.pending():
+                return False
+            r, _w, _x = select.select([conn], [], [], 0)
+            if not r:
+                return False
+            if not isinstance(conn, ssl.SSLSocket):
+                return conn.recv(1, socket.MSG_PEEK) == b""
+            conn.setblocking(False)
+            try:
+                return conn.recv(1) == b""  # b"" on close_notify or EOF
+            except ssl.SSLWantReadError:
+                return False  # a TLS record without data (a key update, a ticket)
+            finally:
+                conn.setblocking(True)
+        except (OSError, ValueError):
+            return True
 
     def record(self, req):
         if req.res is not None:
@@ -366,7 +398,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.respond(req, *api.create(req))
         if m == "POST" and req.sub == "eviction":
             return self.respond(req, *api.evict(req))
-        if req.name is not None and req.sub != "eviction":
+        if m == "POST" and req.sub == "token":
+            return self.respond(req, *api.token_request(req))
+        if req.name is not None and req.sub not in ("eviction", "token"):
             if m == "PUT":
                 return self.respond(req, *api.update(req))
             if m == "PATCH":
@@ -510,7 +544,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 now = time.monotonic()
                 if now >= deadline:
                     break
-                wait = min(deadline - now, max(0.0, next_bm - now) if bookmarks else 1.0)
+                wait = min(deadline - now, 1.0, max(0.0, next_bm - now) if bookmarks else 1.0)
                 evs, want_bm, closed = w.wait(wait)
                 if bookmarks and (want_bm or time.monotonic() >= next_bm):
                     with app.store.lock:
@@ -526,7 +560,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     next_bm = time.monotonic() + app.bookmark_interval
                 if data:
                     self.write_chunk(b"".join(data))
-                if closed:
+                if closed or self.peer_closed():
                     break
             if w.abrupt:
                 self.close_connection = True

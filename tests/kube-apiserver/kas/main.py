@@ -29,6 +29,8 @@ def parse_args(argv):
                     help="where to write the kubeconfig (client material goes to FILE.*)")
     ap.add_argument("--http-port", type=int, help="also serve plain HTTP on this port")
     ap.add_argument("--config", help="auth config JSON: tokens, rules, anonymous, authorize, ...")
+    ap.add_argument("--http-require-auth", action="store_true",
+                    help="require credentials on the HTTP port too (default: none needed there)")
     ap.add_argument("--address", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     ap.add_argument("--admin-token", help="bearer token of the admin user (default: random)")
     ap.add_argument("--history", type=int, default=10000,
@@ -61,6 +63,7 @@ def write_kubeconfig(path, args, token, ca_crt, client):
         clusters.append({"name": "kas-http", "cluster": {"server": "http://127.0.0.1:%d" % args.http_port}})
         contexts.append({"name": "kas-http", "context": {"cluster": "kas-http", "user": "admin",
                                                          "namespace": "default"}})
+        # (kubectl sends no credentials over plain HTTP; the HTTP port needs none by default)
     cfg = {"apiVersion": "v1", "kind": "Config", "preferences": {}, "clusters": clusters,
            "users": [{"name": "admin", "user": {"token": token}},
                      {"name": "admin-cert", "user": {"client-certificate-data": _b64(client[0]),
@@ -115,6 +118,7 @@ def main(argv=None):
     api = Api(reg, store, auth)
     app = App(reg, store, api, auth, Faults(), RequestLog(), args.bookmark_interval, args.verbose)
     app.auth_config = cfg
+    app.http_require_auth = args.http_require_auth
     servers = []
     try:
         servers.append(Server((args.address, args.port), app, ctx))

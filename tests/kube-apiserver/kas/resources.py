@@ -48,10 +48,12 @@ class Resource:
             return ("policy", "v1", "Eviction")
         if sub == "scale":
             return ("autoscaling", "v1", "Scale")
+        if sub == "token":
+            return ("authentication.k8s.io", "v1", "TokenRequest")
         return (self.group, self.version, self.kind)
 
     def sub_verbs(self, sub):
-        if sub == "eviction":
+        if sub in ("eviction", "token"):
             return ["create"]
         return list(SUB_VERBS)
 
@@ -75,7 +77,7 @@ BUILTINS = [
     _r("", "v1", "persistentvolumes", "PersistentVolume", False, short=["pv"], subresources=ST),
     _r("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, short=["pvc"],
        subresources=ST),
-    _r("", "v1", "serviceaccounts", "ServiceAccount", True, short=["sa"]),
+    _r("", "v1", "serviceaccounts", "ServiceAccount", True, short=["sa"], subresources=["token"]),
     _r("", "v1", "replicationcontrollers", "ReplicationController", True, short=["rc"],
        subresources=["status", "scale"], generation=True, categories=["all"]),
     _r("apps", "v1", "deployments", "Deployment", True, short=["deploy"],
@@ -373,7 +375,7 @@ def openapi_v3_gv(reg, group, version):
                                                     for t in PATCH_TYPES}}
         paths[base + "/{name}"] = item
         for sub in r.subresources:
-            if sub in ("status", "scale"):
+            if sub in ("status", "scale"):  # (eviction and token: create only)
                 sg, sv, sk = r.sub_kind(sub)
                 sgvk = {"group": sg, "version": sv, "kind": sk}
                 p = _op("patch", r, sgvk, ref, params)
