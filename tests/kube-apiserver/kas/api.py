@@ -420,6 +420,9 @@ class Api:
             rv = md.get("resourceVersion")
             if rv and rv != cur.obj["metadata"]["resourceVersion"]:
                 raise conflict(res, req.name)
+            if not rv and res.crd:  # custom resources allow no unconditional update
+                raise invalid(res, req.name, "metadata.resourceVersion: Invalid value: 0x0: must be "
+                                             "specified for an update")
             new = self._prepare_update(res, cur.obj, obj, req.sub)
             return 200, self._commit(res, cur, new, req.dry)
 

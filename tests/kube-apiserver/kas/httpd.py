@@ -197,6 +197,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def handle_any(self):
         self._code = 0
+        self._recorded = False
         app = self.server.app
         url = urllib.parse.urlsplit(self.path)
         path = url.path or "/"
@@ -226,7 +227,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except OSError:
                 self.close_connection = True
         finally:
-            if req is not None and not path.startswith("/_control"):
+            if req is not None and not path.startswith("/_control") and not self._recorded:
                 self.record(req)
 
     def authenticate(self):
@@ -263,6 +264,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return True
 
     def record(self, req):
+        self._recorded = True
         if req.res is not None:
             resource = req.res.plural + ("/" + req.sub if req.sub else "")
             verb = req.verb
@@ -528,6 +530,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         deadline = time.monotonic() + timeout
         try:
             self.start_stream()
+            self.record(req)  # now, so that counters show open watches
             buf = []
             if init_items is not None:
                 buf = [line("ADDED", it) for it in init_items if match is None or match(it.obj)]
@@ -571,6 +574,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else:
                 self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+        except Exception:  # a bug: the stream has started, so just end the connection
+            import traceback
+            traceback.print_exc()
             self.close_connection = True
         finally:
             app.store.unwatch(w)
