@@ -9,6 +9,7 @@
 #include "common/base/log.h"
 #include "common/base/signals.h"
 #include "modules/aws/aws.h"
+#include "modules/csi/csi.h"
 #include "modules/kube-debug/kube_debug.h"
 #include "modules/serve/serve.h"
 #include "modules/version/version.h"
@@ -21,6 +22,7 @@ struct cmd {
 
 static const struct cmd commands[] = {
 	{ "aws", aws_main, "call any AWS API action through the shared AWS client (debugging)" },
+	{ "csi-node", csi_node_main, "the EBS CSI node plugin (a DaemonSet on every node)" },
 	{ "kube-debug", kube_debug_main, "drive the Kubernetes client core (tests, debugging)" },
 	{ "serve", serve_main, "serve only the shared metrics and health endpoints (diagnostics)" },
 	{ "version", version_main, "print the version, the commit and the library versions" },

@@ -1,0 +1,255 @@
+/* The CSI Node service over gRPC: each handler turns the protobuf request into the plain
+ * request of csi_node_service.h, calls it, and turns the result into the reply. */
+#include "modules/csi/csi_node.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/base/buf.h"
+#include "common/base/log.h"
+#include "modules/csi/csi_common.h"
+#include "modules/csi/csi_node_service.h"
+
+/* A protobuf map (an array of entries with key and value) as a csi_node_kv array. The entry
+ * types of all CSI maps share this layout. */
+struct pb_entry {
+	ProtobufCMessage base;
+	char *key;
+	char *value;
+};
+
+static struct csi_node_kv *kv_of(struct rpc_call *call, void *const *entries, size_t n)
+{
+	struct csi_node_kv *kv;
+
+	if (n == 0)
+		return NULL;
+	if (!(kv = rpc_call_alloc(call, n * sizeof(*kv))))
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		const struct pb_entry *e = entries[i];
+		kv[i].key = e->key;
+		kv[i].value = e->value;
+	}
+	return kv;
+}
+
+static void cap_of(const Csi__V1__VolumeCapability *c, struct csi_node_cap *ret)
+{
+	*ret = (struct csi_node_cap){ 0 };
+	if (!c)
+		return;
+	ret->present = true;
+	ret->access_mode = c->access_mode ? (int)c->access_mode->mode : 0;
+	if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
+		ret->block = true;
+	} else if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT && c->mount) {
+		ret->fs_type = c->mount->fs_type;
+		ret->mount_flags = (const char *const *)c->mount->mount_flags;
+		ret->n_mount_flags = c->mount->n_mount_flags;
+	} else {
+		ret->access_mode = -1; /* no access type: refused as an unsupported capability */
+	}
+}
+
+static int finish(struct rpc_call *call, const struct csi_node_status *st, const ProtobufCMessageDescriptor *d,
+		  ProtobufCMessage **out)
+{
+	if (st->code != RPC_OK)
+		return rpc_call_error(call, st->code, "%s", st->msg);
+	if (d) {
+		ProtobufCMessage *rep = rpc_call_new(call, d);
+		if (!rep)
+			return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		*out = rep;
+	}
+	return RPC_OK;
+}
+
+#define OOM(call) rpc_call_error((call), RPC_RESOURCE_EXHAUSTED, "out of memory")
+
+static int node_stage(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+	const Csi__V1__NodeStageVolumeRequest *q = (const void *)in;
+	struct csi_node_volume_req req = {
+		.volume_id = q->volume_id,
+		.staging_path = q->staging_target_path,
+		.n_publish_context = q->n_publish_context,
+		.n_volume_context = q->n_volume_context,
+	};
+	struct csi_node_status st;
+
+	req.publish_context = kv_of(call, (void *const *)q->publish_context, q->n_publish_context);
+	req.volume_context = kv_of(call, (void *const *)q->volume_context, q->n_volume_context);
+	if ((q->n_publish_context && !req.publish_context) || (q->n_volume_context && !req.volume_context))
+		return OOM(call);
+	cap_of(q->volume_capability, &req.cap);
+	csi_node_stage(rpc_call_userdata(call), &req, &st);
+	return finish(call, &st, &csi__v1__node_stage_volume_response__descriptor, out);
+}
+
+static int node_unstage(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+	const Csi__V1__NodeUnstageVolumeRequest *q = (const void *)in;
+	struct csi_node_status st;
+
+	csi_node_unstage(rpc_call_userdata(call), q->volume_id, q->staging_target_path, &st);
+	return finish(call, &st, &csi__v1__node_unstage_volume_response__descriptor, out);
+}
+
+static int node_publish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+	const Csi__V1__NodePublishVolumeRequest *q = (const void *)in;
+	struct csi_node_volume_req req = {
+		.volume_id = q->volume_id,
+		.staging_path = q->staging_target_path,
+		.target_path = q->target_path,
+		.n_publish_context = q->n_publish_context,
+		.n_volume_context = q->n_volume_context,
+		.readonly = q->readonly,
+	};
+	struct csi_node_status st;
+
+	req.publish_context = kv_of(call, (void *const *)q->publish_context, q->n_publish_context);
+	req.volume_context = kv_of(call, (void *const *)q->volume_context, q->n_volume_context);
+	if ((q->n_publish_context && !req.publish_context) || (q->n_volume_context && !req.volume_context))
+		return OOM(call);
+	cap_of(q->volume_capability, &req.cap);
+	csi_node_publish(rpc_call_userdata(call), &req, &st);
+	return finish(call, &st, &csi__v1__node_publish_volume_response__descriptor, out);
+}
+
+static int node_unpublish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+	const Csi__V1__NodeUnpublishVolumeRequest *q = (const void *)in;
+	struct csi_node_status st;
+
+	csi_node_unpublish(rpc_call_userdata(call), q->volume_id, q->target_path, &st);
+	return finish(call, &st, &csi__v1__node_unpublish_volume_response__descriptor, out);
+}
+
+static int node_expand(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+	const Csi__V1__NodeExpandVolumeRequest *q = (const void *)in;
+	struct csi_node_expand_req req = {
+		.volume_id = q->volume_id,
+		.volume_path = q->volume_path,
+		.staging_path = q->staging_target_path,
+		.required_bytes = q->capacity_range ? q->capacity_range->required_bytes : 0,
+	};
+	struct csi_node_status st;
+	int64_t bytes = 0;
+
+	cap_of(q->volume_capability, &req.cap);
+	if (csi_node_expand(rpc_call_userdata(call), &req, &bytes, &st) != RPC_OK)
+		return finish(call, &st, NULL, out);
+	Csi__V1__NodeExpandVolumeResponse *rep = rpc_call_new(call, &csi__v1__node_expand_volume_response__descriptor);
+	if (!rep)
+		return OOM(call);
+	rep->capacity_bytes = bytes;
+	*out = &rep->base;
+	return RPC_OK;
+}
+
+static int add_usage(struct rpc_call *call, ProtobufCMessage *rep, Csi__V1__VolumeUsage__Unit unit, int64_t total,
+		     int64_t avail, int64_t used)
+{
+	Csi__V1__VolumeUsage *u = rpc_call_new(call, &csi__v1__volume_usage__descriptor);
+
+	if (!u)
+		return -ENOMEM;
+	u->unit = unit;
+	u->total = total;
+	u->available = avail;
+	u->used = used;
+	return rpc_call_array_add(call, rep, "usage", u);
+}
+
+static int node_stats(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+	const Csi__V1__NodeGetVolumeStatsRequest *q = (const void *)in;
+	struct csi_node_stats s;
+	struct csi_node_status st;
+
+	if (csi_node_get_stats(rpc_call_userdata(call), q->volume_id, q->volume_path, &s, &st) != RPC_OK)
+		return finish(call, &st, NULL, out);
+	Csi__V1__NodeGetVolumeStatsResponse *rep =
+		rpc_call_new(call, &csi__v1__node_get_volume_stats_response__descriptor);
+	Csi__V1__VolumeCondition *cond = rpc_call_new(call, &csi__v1__volume_condition__descriptor);
+	if (!rep || !cond)
+		return OOM(call);
+	if (s.has_bytes && add_usage(call, &rep->base, CSI__V1__VOLUME_USAGE__UNIT__BYTES, s.bytes_total,
+				     s.bytes_available, s.bytes_used) < 0)
+		return OOM(call);
+	if (s.has_inodes && add_usage(call, &rep->base, CSI__V1__VOLUME_USAGE__UNIT__INODES, s.inodes_total,
+				      s.inodes_free, s.inodes_used) < 0)
+		return OOM(call);
+	cond->abnormal = s.abnormal;
+	if (!(cond->message = rpc_call_strdup(call, s.message)))
+		return OOM(call);
+	rep->volume_condition = cond;
+	*out = &rep->base;
+	return RPC_OK;
+}
+
+static int node_caps(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+	static const Csi__V1__NodeServiceCapability__RPC__Type types[] = {
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME_STATS,
+		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_CONDITION,
+	};
+	Csi__V1__NodeGetCapabilitiesResponse *rep =
+		rpc_call_new(call, &csi__v1__node_get_capabilities_response__descriptor);
+
+	if (!rep)
+		return OOM(call);
+	for (size_t i = 0; i < ARRAY_SIZE(types); i++) {
+		Csi__V1__NodeServiceCapability *c = rpc_call_new(call, &csi__v1__node_service_capability__descriptor);
+		Csi__V1__NodeServiceCapability__RPC *r =
+			rpc_call_new(call, &csi__v1__node_service_capability__rpc__descriptor);
+		if (!c || !r)
+			return OOM(call);
+		r->type = types[i];
+		c->type_case = CSI__V1__NODE_SERVICE_CAPABILITY__TYPE_RPC;
+		c->rpc = r;
+		if (rpc_call_array_add(call, &rep->base, "capabilities", c) < 0)
+			return OOM(call);
+	}
+	*out = &rep->base;
+	return RPC_OK;
+}
+
+static int node_info(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+	const struct csi_node_config *cfg = csi_node_get_config(rpc_call_userdata(call));
+	Csi__V1__NodeGetInfoResponse *rep = rpc_call_new(call, &csi__v1__node_get_info_response__descriptor);
+	Csi__V1__Topology *topo = rpc_call_new(call, &csi__v1__topology__descriptor);
+
+	if (!rep || !topo || !(rep->node_id = rpc_call_strdup(call, cfg->node_id ? cfg->node_id : "")))
+		return OOM(call);
+	rep->max_volumes_per_node = cfg->max_volumes;
+	for (size_t i = 0; i < cfg->n_topology; i++)
+		if (rpc_call_map_add(call, &topo->base, "segments", cfg->topology[i].key, cfg->topology[i].value) < 0)
+			return OOM(call);
+	rep->accessible_topology = topo;
+	*out = &rep->base;
+	return RPC_OK;
+}
+
+#define M(name, msg, fn, q)                                                                        \
+	{ "/csi.v1.Node/" name, &csi__v1__##msg##_request__descriptor,                             \
+	  &csi__v1__##msg##_response__descriptor, fn, q }
+
+const struct rpc_method csi_node_methods[] = {
+	M("NodeStageVolume", node_stage_volume, node_stage, false),
+	M("NodeUnstageVolume", node_unstage_volume, node_unstage, false),
+	M("NodePublishVolume", node_publish_volume, node_publish, false),
+	M("NodeUnpublishVolume", node_unpublish_volume, node_unpublish, false),
+	M("NodeExpandVolume", node_expand_volume, node_expand, false),
+	M("NodeGetVolumeStats", node_get_volume_stats, node_stats, true),
+	M("NodeGetCapabilities", node_get_capabilities, node_caps, true),
+	M("NodeGetInfo", node_get_info, node_info, false),
+	{ NULL },
+};
