@@ -1,17 +1,21 @@
 /* kube-debug's long-running actions: watch, informer, sync, leader, event. Each runs until
  * --count is reached, --duration has passed, or SIGTERM/SIGINT. */
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/base/json.h"
 #include "common/base/log.h"
 #include "common/base/signals.h"
 #include "common/base/timeutil.h"
 #include "common/kube/informer.h"
+#include "common/kube/kubeflags.h"
+#include "common/kube/leaderelection.h"
 #include "common/kube/watch.h"
 #include "modules/kube-debug/kube_debug_int.h"
 
@@ -266,10 +270,76 @@ int dbg_sync(struct kube_client *kc, const char *resources)
 	return r < 0 ? dbg_fail(r, NULL, "sync") : 0;
 }
 
+static int le_fd = -1;
+static const char *le_id;
+static volatile bool le_lost;
+
+/* Appends "IDENTITY WHAT REALTIME_NS" to --out (one write, O_APPEND: lines never mix). */
+static void le_note(const char *what, int64_t ns)
+{
+	char line[600];
+	int n = snprintf(line, sizeof(line), "%s %s %lld\n", le_id, what, (long long)ns);
+	if (le_fd >= 0 && n > 0 && (size_t)n < sizeof(line) && write(le_fd, line, (size_t)n) < 0)
+		log_warn("cannot write to --out", KV_E(-errno));
+}
+
+static void le_started(void *ud)
+{
+	le_note("START", now_real_ns());
+	printf("started leading %s\n", le_id);
+}
+
+static void le_stopped(void *ud, bool lost)
+{
+	le_note(lost ? "LOST" : "STOP", now_real_ns());
+	printf("%s %s\n", lost ? "lost the lease" : "released the lease", le_id);
+	if (lost) {
+		/* what a controller does: stop acting at once */
+		le_lost = true;
+		stop_request();
+	}
+}
+
+static void le_new_leader(void *ud, const char *id)
+{
+	printf("leader is %s\n", id);
+}
+
 int dbg_leader(struct kube_client *kc)
 {
-	fprintf(stderr, "kube-debug: leader: not available yet\n");
-	return 2;
+	struct kube_le_config cfg = { .on_started_leading = le_started,
+				      .on_stopped_leading = le_stopped,
+				      .on_new_leader = le_new_leader,
+				      .identity = dbg.identity };
+	struct kube_le *le;
+	char err[256];
+	int r;
+
+	if (kube_le_flags_check(err, sizeof(err)) < 0) {
+		fprintf(stderr, "kube-debug: %s\n", err);
+		return 2;
+	}
+	kube_le_config_from_flags(&cfg);
+	if (dbg.out && (le_fd = open(dbg.out, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0)
+		return dbg_fail(-errno, NULL, "open --out");
+	if ((r = kube_le_new(kc, &cfg, &le)) < 0 || (r = kube_le_start(le)) < 0) {
+		if (le_fd >= 0)
+			close(le_fd);
+		return dbg_fail(r, NULL, "leader election");
+	}
+	le_id = kube_le_identity(le);
+	int64_t end = dbg.duration > 0 ? now_mono_ns() + dbg.duration : INT64_MAX;
+	while (!stop_requested() && !kube_le_done(le) && now_mono_ns() < end) {
+		int64_t ts = now_real_ns();
+		if (kube_le_is_leader(le))
+			le_note("LEAD", ts);
+		sleep_ns(50 * NSEC_PER_MSEC);
+	}
+	kube_le_stop(le); /* releases the lease when leading */
+	kube_le_free(le);
+	if (le_fd >= 0)
+		close(le_fd);
+	return le_lost ? 1 : 0;
 }
 
 int dbg_event(struct kube_client *kc, const struct kube_resource *res, char **args)
