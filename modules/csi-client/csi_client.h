@@ -1,0 +1,2 @@
+#pragma once
+int csi_client_main(int argc, char **argv);
