@@ -35,9 +35,9 @@ static const char aws_usage[] =
 	"SERVICE: ec2, elb (classic, 2012-06-01), elbv2 (2015-12-01), autoscaling, sts (Query\n"
 	"protocol, XML replies); sqs, events (JSON protocol). Query parameters use the services'\n"
 	"flattened names: Filter.1.Name=instance-state-name Filter.1.Value.1=running,\n"
-	"InstanceId.1=i-..., Listeners.member.1.Protocol=TCP. For JSON services, Key=Value pairs\n"
-	"build a JSON object (a value that parses as a JSON number, boolean, array or object is\n"
-	"used as such).\n"
+	"InstanceId.1=i-..., Listeners.member.1.Protocol=TCP. For JSON services, give one JSON\n"
+	"object, or pairs that build one: Key=Value sets a string, Key:=JSON sets any JSON value\n"
+	"(MaxNumberOfMessages:=10, AttributeNames:='[\"All\"]').\n"
 	"\n"
 	"Examples:\n"
 	"  aws-k8s aws ec2 DescribeInstances Filter.1.Name=instance-state-name "
@@ -128,8 +128,8 @@ static void print_json(const cJSON *v)
 	fflush(stdout);
 }
 
-/* Key=Value pairs to a JSON object (values parsed as JSON when they are numbers, booleans,
- * arrays or objects). */
+/* Key=Value (a string) and Key:=JSON (a number, boolean, array or object) pairs to a JSON
+ * object. */
 static int kv_to_json(int argc, char **argv, cJSON **ret)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -138,18 +138,20 @@ static int kv_to_json(int argc, char **argv, cJSON **ret)
 		return -ENOMEM;
 	for (int i = 0; i < argc; i++) {
 		const char *eq = strchr(argv[i], '=');
+		bool raw = eq && eq > argv[i] && eq[-1] == ':';
+		size_t kl = eq ? (size_t)(eq - argv[i]) - (raw ? 1 : 0) : 0;
 		char key[256];
 		cJSON *v = NULL;
-		if (!eq || eq == argv[i] || (size_t)(eq - argv[i]) >= sizeof(key)) {
+		if (!eq || kl == 0 || kl >= sizeof(key)) {
 			cJSON_Delete(o);
 			return -EINVAL;
 		}
-		memcpy(key, argv[i], (size_t)(eq - argv[i]));
-		key[eq - argv[i]] = 0;
-		if (strchr("-0123456789[{", eq[1] ? eq[1] : 'x') || strcmp(eq + 1, "true") == 0 ||
-		    strcmp(eq + 1, "false") == 0) {
-			if (json_parse(eq + 1, strlen(eq + 1), &v, NULL) < 0)
-				v = NULL;
+		memcpy(key, argv[i], kl);
+		key[kl] = 0;
+		if (raw && json_parse(eq + 1, strlen(eq + 1), &v, NULL) < 0) {
+			fprintf(stderr, "aws-k8s aws: the value of '%s' is not JSON\n", key);
+			cJSON_Delete(o);
+			return -EINVAL;
 		}
 		if (!v)
 			v = cJSON_CreateString(eq + 1);
