@@ -65,6 +65,7 @@ struct rpc_server {
 	bool workers_exit;
 	unsigned inflight;
 	bool shutdown_done;
+	struct metric *m_started, *m_handled, *m_seconds;
 };
 
 enum call_state { ST_REQUEST, ST_RECV, ST_SEND };
@@ -94,7 +95,7 @@ struct rpc_call {
 	const struct rpc_method *m;
 	void *ud;
 	char path[192];
-	const char *service, *method; /* metric labels */
+	char service[96], method[96]; /* metric labels */
 	int64_t start_ns;
 	int64_t deadline_ns; /* monotonic; INT64_MAX for none */
 
@@ -109,19 +110,17 @@ struct rpc_call {
 	struct rpc_call *next;
 };
 
-static struct metric *m_started, *m_handled, *m_seconds;
-
-static void metrics_register(void)
+static void metrics_register(struct rpc_server *s)
 {
 	static const char *const l3[] = { "grpc_type", "grpc_service", "grpc_method", NULL };
 	static const char *const l4[] = { "grpc_type", "grpc_service", "grpc_method", "grpc_code", NULL };
 	static const double buckets[] = { .001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120 };
 
-	m_started = metric_counter("grpc_server_started_total",
+	s->m_started = metric_counter("grpc_server_started_total",
 				   "Total number of RPCs started on the server.", l3);
-	m_handled = metric_counter("grpc_server_handled_total",
+	s->m_handled = metric_counter("grpc_server_handled_total",
 				   "Total number of RPCs completed on the server, regardless of success or failure.", l4);
-	m_seconds = metric_histogram("grpc_server_handling_seconds",
+	s->m_seconds = metric_histogram("grpc_server_handling_seconds",
 				     "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
 				     l3, buckets, ARRAY_SIZE(buckets));
 }
@@ -718,16 +717,19 @@ static bool enqueue(struct rpc_server *s, struct rpc_call *c)
 static void split_path(struct rpc_call *c)
 {
 	/* "/pkg.Service/Method" -> service "pkg.Service", method "Method" */
-	char *slash = c->path[0] == '/' ? strchr(c->path + 1, '/') : NULL;
-	static const char unknown[] = "unknown";
+	const char *slash = c->path[0] == '/' ? strchr(c->path + 1, '/') : NULL;
 
 	if (!slash || !c->m) {
-		c->service = unknown;
-		c->method = unknown;
+		str_copy(c->service, sizeof(c->service), "unknown");
+		str_copy(c->method, sizeof(c->method), "unknown");
 		return;
 	}
-	c->service = c->path + 1;
-	c->method = slash + 1;
+	size_t n = (size_t)(slash - (c->path + 1));
+	if (n >= sizeof(c->service))
+		n = sizeof(c->service) - 1;
+	memcpy(c->service, c->path + 1, n);
+	c->service[n] = 0;
+	str_copy(c->method, sizeof(c->method), slash + 1);
 }
 
 static void log_call(struct rpc_call *c)
@@ -786,7 +788,7 @@ static void on_request(struct rpc_server *s, struct rpc_call *c, bool ok)
 		c->ud = reg->ud;
 	}
 	split_path(c);
-	metric_inc(m_started, "unary", c->service, c->method);
+	metric_inc(s->m_started, "unary", c->service, c->method);
 	if (!reg) {
 		rpc_call_error(c, RPC_UNIMPLEMENTED, "unknown method %s", c->path);
 		call_finish(c);
@@ -824,8 +826,8 @@ static void on_sent(struct rpc_server *s, struct rpc_call *c, bool ok)
 		/* The caller went away (or its deadline passed) before the reply arrived. */
 		rpc_call_error(c, RPC_CANCELLED, "cancelled by the caller or its deadline");
 	}
-	metric_inc(m_handled, "unary", c->service, c->method, rpc_code_name(c->code));
-	metric_observe(m_seconds, secs, "unary", c->service, c->method);
+	metric_inc(s->m_handled, "unary", c->service, c->method, rpc_code_name(c->code));
+	metric_observe(s->m_seconds, secs, "unary", c->service, c->method);
 	log_call(c);
 	call_free(c);
 	pthread_mutex_lock(&s->lock);
@@ -871,7 +873,6 @@ static void *cq_main(void *arg)
 
 int rpc_server_new(const struct rpc_server_opts *opts, struct rpc_server **ret)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct rpc_server *s;
 	int r;
 
@@ -903,7 +904,7 @@ int rpc_server_new(const struct rpc_server_opts *opts, struct rpc_server **ret)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	pthread_cond_init(&s->idle_cond, NULL);
-	pthread_once(&once, metrics_register);
+	metrics_register(s);
 	*ret = s;
 	return 0;
 }
