@@ -13,6 +13,7 @@
 #include "common/base/log.h"
 #include "common/base/signals.h"
 #include "common/base/timeutil.h"
+#include "common/kube/events.h"
 #include "common/kube/informer.h"
 #include "common/kube/kubeflags.h"
 #include "common/kube/leaderelection.h"
@@ -342,8 +343,35 @@ int dbg_leader(struct kube_client *kc)
 	return le_lost ? 1 : 0;
 }
 
+/* Records an Event about an object --count times (the same message: one Event, counted). */
 int dbg_event(struct kube_client *kc, const struct kube_resource *res, char **args)
 {
-	fprintf(stderr, "kube-debug: event: not available yet\n");
-	return 2;
+	struct kube_recorder_opts ro = { .component = "aws-k8s-kube-debug", .host = "kube-debug" };
+	struct kube_recorder_stats st;
+	struct kube_event_ref ref;
+	struct kube_recorder *rec;
+	struct kube_status kst;
+	struct kube_ref oref;
+	char nsbuf[128];
+	cJSON *obj = NULL;
+	int r;
+
+	dbg_ref(kc, res, args[0], &oref, nsbuf, sizeof(nsbuf));
+	if ((r = kube_get(kc, &oref, &obj, &kst)) < 0)
+		return dbg_fail(r, &kst, "get");
+	kube_event_ref_from(obj, res, &ref);
+	if ((r = kube_recorder_new(kc, &ro, &rec)) < 0) {
+		cJSON_Delete(obj);
+		return dbg_fail(r, NULL, "recorder");
+	}
+	for (long long i = 0; i < (dbg.count > 0 ? dbg.count : 1); i++)
+		kube_eventf(rec, &ref, args[1], args[2], "%s", args[3]);
+	r = kube_recorder_flush(rec, dbg.duration > 0 ? dbg.duration : 60 * NSEC_PER_SEC);
+	kube_recorder_get_stats(rec, &st);
+	printf("events: recorded=%lu created=%lu patched=%lu dropped_queue=%lu dropped_spam=%lu "
+	       "failed=%lu\n",
+	       st.recorded, st.created, st.patched, st.dropped_queue, st.dropped_spam, st.failed);
+	kube_recorder_free(rec);
+	cJSON_Delete(obj);
+	return r < 0 ? dbg_fail(r, NULL, "flush") : 0;
 }
