@@ -429,12 +429,13 @@ class Api:
     def _prepare_update(self, res, old, new, sub):
         new["apiVersion"] = res.api_version
         new["kind"] = res.kind
-        if sub == "status":
+        if sub in ("status", "finalize"):  # namespaces/finalize changes spec.finalizers only
+            field = "status" if sub == "status" else "spec"
             out = copy_obj(old)
-            if "status" in new:
-                out["status"] = new["status"]
+            if field in new:
+                out[field] = new[field]
             else:
-                out.pop("status", None)
+                out.pop(field, None)
             return out
         omd, nmd = old["metadata"], new["metadata"]
         for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",

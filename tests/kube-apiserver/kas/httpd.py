@@ -208,7 +208,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             req = Request(self.command, path, query, body, self.headers)
             if path.startswith("/_control/") or path == "/_control":
                 return self.control(req)
-            req.watch = query.get("watch") in ("1", "true", "True") or "/watch/" in path
+            parts = path.split("/")
+            req.watch = query.get("watch") in ("1", "true", "True") or \
+                (parts[1:2] == ["api"] and parts[3:4] == ["watch"]) or \
+                (parts[1:2] == ["apis"] and parts[4:5] == ["watch"])
             if self.inject_fault(req):
                 return
             req.user = self.authenticate()

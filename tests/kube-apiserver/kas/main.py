@@ -146,11 +146,11 @@ def main(argv=None):
         stop.set()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    threads = [threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    threads = [threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
                for s in servers]
     for t in threads:
         t.start()
-    while not stop.wait(1.0):
+    while not stop.wait(0.2):
         pass
     app.stopping.set()
     for w in store.watchers():
