@@ -1,0 +1,119 @@
+/* Unit tests: what csi-node reports about its instance (provider ids, topology, EC2 facts from
+ * recorded replies under tests/data/csi_node/). */
+#include <stdlib.h>
+
+#include "common/aws/xml.h"
+#include "modules/csi/csi_node.h"
+#include "tests/unit/harness.h"
+
+static xmlDoc *load(const char *name)
+{
+	size_t len;
+	char *text = test_read_file(test_data(name), &len);
+	xmlDoc *doc = NULL;
+	char err[256];
+
+	if (text && aws_xml_parse(text, len, &doc, err, sizeof(err)) < 0)
+		doc = NULL;
+	free(text);
+	return doc;
+}
+
+TEST(csi_node_meta_type_facts)
+{
+	xmlDoc *doc = load("csi_node/describe_instance_types.xml");
+	struct csi_node_type_facts f;
+
+	ASSERT_NOT_NULL(doc);
+	xmlNode *root = xmlDocGetRootElement(doc);
+	ASSERT_OK(csi_node_parse_type_facts(root, "c5d.large", &f));
+	ASSERT_EQ(f.max_ebs_attachments, 26);
+	ASSERT_FALSE(f.dedicated);
+	ASSERT_FALSE(f.xen);
+	ASSERT_OK(csi_node_parse_type_facts(root, "m7i.48xlarge", &f));
+	ASSERT_EQ(f.max_ebs_attachments, 128);
+	ASSERT_TRUE(f.dedicated);
+	ASSERT_OK(csi_node_parse_type_facts(root, "t2.micro", &f));
+	ASSERT_TRUE(f.xen);
+	ASSERT_EQ(f.max_ebs_attachments, 40);
+	ASSERT_OK(csi_node_parse_type_facts(root, "m5.metal", &f));
+	ASSERT_EQ(f.max_ebs_attachments, 31);
+	ASSERT_FALSE(f.xen);
+	/* a figure that is not a number is ignored (the defaults apply) */
+	ASSERT_OK(csi_node_parse_type_facts(root, "x9.weird", &f));
+	ASSERT_EQ(f.max_ebs_attachments, 0);
+	ASSERT_ERR(csi_node_parse_type_facts(root, "m5.large", &f), ENOENT);
+	xmlFreeDoc(doc);
+}
+
+TEST(csi_node_meta_non_csi_volumes)
+{
+	xmlDoc *doc = load("csi_node/describe_volumes.xml");
+	int n = -1;
+
+	ASSERT_NOT_NULL(doc);
+	/* root and the untagged data disk at sdf; not the tagged ones, not the one attached under
+	 * a CSI device name, not the one attached to another instance */
+	ASSERT_OK(csi_node_parse_non_csi_volumes(xmlDocGetRootElement(doc), "i-0abc", &n));
+	ASSERT_EQ(n, 2);
+	ASSERT_OK(csi_node_parse_non_csi_volumes(xmlDocGetRootElement(doc), "i-other", &n));
+	ASSERT_EQ(n, 1);
+	xmlFreeDoc(doc);
+}
+
+TEST(csi_node_meta_provider_id)
+{
+	char zone[64], id[64];
+
+	ASSERT_OK(csi_node_parse_provider_id("aws:///us-east-1a/i-0123456789abcdef0", zone, sizeof(zone), id, sizeof(id)));
+	ASSERT_STREQ(zone, "us-east-1a");
+	ASSERT_STREQ(id, "i-0123456789abcdef0");
+	ASSERT_OK(csi_node_parse_provider_id("aws:////i-0abc", zone, sizeof(zone), id, sizeof(id)));
+	ASSERT_STREQ(zone, "");
+	ASSERT_STREQ(id, "i-0abc");
+	ASSERT_OK(csi_node_parse_provider_id("i-0abc", zone, sizeof(zone), id, sizeof(id)));
+	ASSERT_STREQ(id, "i-0abc");
+	ASSERT_ERR(csi_node_parse_provider_id("gce://p/z/n", zone, sizeof(zone), id, sizeof(id)), EINVAL);
+	ASSERT_ERR(csi_node_parse_provider_id("", zone, sizeof(zone), id, sizeof(id)), EINVAL);
+	ASSERT_ERR(csi_node_parse_provider_id("aws:///a-very-long-zone-name/i-0abc", zone, 4, id, sizeof(id)),
+		   ENAMETOOLONG);
+}
+
+static const char *topo_get(const struct csi_node_kv *kv, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(kv[i].key, key) == 0)
+			return kv[i].value;
+	return NULL;
+}
+
+TEST(csi_node_meta_topology)
+{
+	struct csi_node_meta m = { .zone = (char *)"us-west-2a", .zone_id = (char *)"usw2-az1", .enis = 1 };
+	struct csi_node_kv *kv;
+	size_t n;
+
+	ASSERT_OK(csi_node_topology(&m, &kv, &n));
+	ASSERT_EQ(n, 4);
+	ASSERT_STREQ(topo_get(kv, n, "topology.ebs.csi.aws.com/zone"), "us-west-2a");
+	ASSERT_STREQ(topo_get(kv, n, "topology.kubernetes.io/zone"), "us-west-2a");
+	ASSERT_STREQ(topo_get(kv, n, "kubernetes.io/os"), "linux");
+	ASSERT_STREQ(topo_get(kv, n, "topology.k8s.aws/zone-id"), "usw2-az1");
+	csi_node_topology_free(kv, n);
+
+	m.zone_id = NULL;
+	m.outpost_arn = (char *)"arn:aws:outposts:us-west-2:123456789012:outpost/op-0123456789abcdef0";
+	ASSERT_OK(csi_node_topology(&m, &kv, &n));
+	ASSERT_EQ(n, 7);
+	ASSERT_STREQ(topo_get(kv, n, "topology.ebs.csi.aws.com/outpost-id"), "op-0123456789abcdef0");
+	ASSERT_STREQ(topo_get(kv, n, "topology.ebs.csi.aws.com/region"), "us-west-2");
+	ASSERT_STREQ(topo_get(kv, n, "topology.ebs.csi.aws.com/partition"), "aws");
+	ASSERT_STREQ(topo_get(kv, n, "topology.ebs.csi.aws.com/account-id"), "123456789012");
+	ASSERT_NULL(topo_get(kv, n, "topology.k8s.aws/zone-id"));
+	csi_node_topology_free(kv, n);
+
+	m.outpost_arn = (char *)"not-an-arn";
+	ASSERT_OK(csi_node_topology(&m, &kv, &n));
+	ASSERT_EQ(n, 3);
+	csi_node_topology_free(kv, n);
+}
