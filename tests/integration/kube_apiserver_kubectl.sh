@@ -242,7 +242,7 @@ def get(q):
                                  headers={"Authorization": "Bearer " + token})
     return json.load(urllib.request.urlopen(req, context=ctx))
 first = get("limit=10")
-assert first["metadata"]["remainingItemCount"] == 13, first["metadata"]
+assert "remainingItemCount" not in first["metadata"], first["metadata"]  # not with a selector
 names, cont, rvs = [i["metadata"]["name"] for i in first["items"]], first["metadata"]["continue"], set()
 # a change between pages must not show up in the paginated list (it is a snapshot)
 req = urllib.request.Request(url + "/api/v1/namespaces/default/configmaps/page-22", method="DELETE",

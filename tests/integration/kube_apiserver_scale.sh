@@ -94,6 +94,10 @@ def paginate(path, limit):
             return names, rvs
 
 
+st, d = get("/api/v1/pods?limit=500")
+report(st == 200 and len(d["items"]) == 500 and d["metadata"].get("remainingItemCount") == 19500,
+       "first page of 500 pods counts the remaining ones", str(d["metadata"])[:200])
+
 t0 = time.time()
 names, rvs = paginate("/api/v1/pods", 500)
 dt = time.time() - t0
@@ -132,5 +136,5 @@ report(r.status == 200 and dt < 1 and line["type"] == "MODIFIED" and line["objec
        "watch sees a change while other requests go on (%.2fs)" % dt, str(line)[:200])
 PYEOF
 )
-[ $((T_PASS + T_FAIL)) -ge 6 ] || fail "scale test" "not every check ran"
+[ $((T_PASS + T_FAIL)) -ge 7 ] || fail "scale test" "not every check ran"
 t_summary

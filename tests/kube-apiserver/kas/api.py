@@ -233,9 +233,10 @@ class Api:
             limit = int(q.get("limit") or 0)
         except ValueError:
             raise ApiError(400, "invalid limit")
+        match = self._match(q)
         try:
             items, rv, cont, remaining = self.store.list_page(
-                res.skey, req.ns, self._match(q), max(limit, 0), q.get("continue"))
+                res.skey, req.ns, match, max(limit, 0), q.get("continue"))
         except Gone as e:
             raise ApiError(410, e.message, reason="Expired")
         except ValueError as e:
@@ -243,7 +244,8 @@ class Api:
         md = {"resourceVersion": str(rv)}
         if cont:
             md["continue"] = cont
-            md["remainingItemCount"] = remaining
+            if match is None:  # the real server cannot count ahead through a selector
+                md["remainingItemCount"] = remaining
         return 200, (res, md, items)
 
     # --- create -----------------------------------------------------------------
@@ -615,7 +617,9 @@ class Api:
 
     def _namespaced_storages(self):
         seen = {}
-        for r in list(self.reg.by_gvr.values()):
+        with self.reg.lock:
+            resources = list(self.reg.by_gvr.values())
+        for r in resources:
             if r.namespaced and r.stored:
                 seen[r.skey] = r
         return seen.values()
