@@ -54,54 +54,71 @@ static int event_type(const char *t, enum kube_event_type *ret)
 	return -EBADMSG;
 }
 
-static int malformed(struct wctx *w, const char *why)
+int kube_watch_decode(const char *line, size_t len, enum kube_event_type *ret_type,
+		      cJSON **ret_obj, struct kube_status *st)
 {
-	str_copy(w->st->reason, sizeof(w->st->reason), "Malformed");
-	str_copy(w->st->message, sizeof(w->st->message), why);
-	log_v(2, "malformed watch event", KV_S("reason", why));
+	cJSON *ev = NULL, *obj;
+	const char *type, *v;
+	enum kube_event_type t;
+	int r;
+
+	memset(st, 0, sizeof(*st));
+	if (json_parse(line, len, &ev, NULL) < 0) {
+		str_copy(st->message, sizeof(st->message), "a line is not JSON");
+		goto bad;
+	}
+	type = json_str(ev, "type");
+	obj = cJSON_GetObjectItemCaseSensitive(ev, "object");
+	if (!type || !cJSON_IsObject(obj)) {
+		str_copy(st->message, sizeof(st->message), "an event without a type or an object");
+		goto bad;
+	}
+	if (strcmp(type, "ERROR") == 0) {
+		/* a Status: 410 Expired/Gone means relist */
+		r = kube_status_from_json(0, obj, st);
+		cJSON_Delete(ev);
+		return r < 0 ? r : -EPROTO;
+	}
+	if (event_type(type, &t) < 0) {
+		str_copy(st->message, sizeof(st->message), "an unknown event type");
+		goto bad;
+	}
+	v = json_str(obj, "metadata.resourceVersion");
+	if (v && strlen(v) > KUBE_RV_MAX) {
+		str_copy(st->message, sizeof(st->message), "a resourceVersion too long");
+		goto bad;
+	}
+	cJSON_DetachItemViaPointer(ev, obj);
+	cJSON_Delete(ev);
+	*ret_type = t;
+	*ret_obj = obj;
+	return 0;
+bad:
+	cJSON_Delete(ev);
+	str_copy(st->reason, sizeof(st->reason), "Malformed");
 	return -EBADMSG;
 }
 
 static int on_line(void *ud, const char *line, size_t len)
 {
 	struct wctx *w = ud;
-	cJSON *ev = NULL, *obj;
-	const char *type, *v;
-	char *new_rv = NULL;
 	enum kube_event_type t;
+	char *new_rv = NULL;
+	const char *v;
+	cJSON *obj;
 	int r;
 
 	while (len && (line[len - 1] == ' ' || line[len - 1] == '\t'))
 		len--;
 	if (len == 0)
 		return 0;
-	if (json_parse(line, len, &ev, NULL) < 0)
-		return malformed(w, "a line is not JSON");
-	type = json_str(ev, "type");
-	obj = cJSON_GetObjectItemCaseSensitive(ev, "object");
-	if (!type || !cJSON_IsObject(obj)) {
-		cJSON_Delete(ev);
-		return malformed(w, "an event without a type or an object");
-	}
-	if (strcmp(type, "ERROR") == 0) {
-		/* a Status: 410 Expired/Gone means relist */
-		r = kube_status_from_json(0, obj, w->st);
-		cJSON_Delete(ev);
-		log_v(4, "watch ERROR event", KV_I("code", w->st->code), KV_S("reason", w->st->reason),
+	if ((r = kube_watch_decode(line, len, &t, &obj, w->st)) < 0) {
+		log_v(r == -EBADMSG ? 2 : 4, "watch stream error", KV_E(r),
+		      KV_I("code", w->st->code), KV_S("reason", w->st->reason),
 		      KV_S("message", w->st->message));
-		return r < 0 ? r : -EPROTO;
+		return r;
 	}
-	if (event_type(type, &t) < 0) {
-		cJSON_Delete(ev);
-		return malformed(w, "an unknown event type");
-	}
-	cJSON_DetachItemViaPointer(ev, obj);
-	cJSON_Delete(ev);
 	v = json_str(obj, "metadata.resourceVersion");
-	if (v && strlen(v) > KUBE_RV_MAX) {
-		cJSON_Delete(obj);
-		return malformed(w, "a resourceVersion too long");
-	}
 	if (v && *v && !(new_rv = strdup(v))) {
 		cJSON_Delete(obj);
 		return -ENOMEM;

@@ -58,6 +58,12 @@ int kube_watch_stream(struct kube_client *c, const struct kube_ref *ref,
 int kube_watch_loop(struct kube_client *c, const struct kube_ref *ref,
 		    const struct kube_watch_opts *o, char **rv, struct kube_watch_stats *stats);
 
+/* Decodes one line of a watch stream into its type and object (ownership to the caller).
+ * -EBADMSG for anything malformed (st->message says what), the Status's error for an ERROR
+ * event (-KUBE_EGONE for 410), never a crash: this is what the fuzzer drives. */
+int kube_watch_decode(const char *line, size_t len, enum kube_event_type *ret_type,
+		      cJSON **ret_obj, struct kube_status *st);
+
 /* Sleeps up to ns, waking early when *cancel becomes true (checked every 50 ms); returns
  * whether it was cancelled. */
 bool kube_sleep_cancellable(int64_t ns, const volatile bool *cancel);
