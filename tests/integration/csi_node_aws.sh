@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# csi-node's NodeGetInfo against the AWS test bed: the node id, zone and interfaces from the
+# metadata fake (built from a moto instance), the attach limit from moto's DescribeInstanceTypes
+# and DescribeVolumes, the Kubernetes metadata source against the fake API server, and the
+# flags that override them. The instance has, from before the plugin starts, a CSI volume
+# (tagged, at /dev/xvdaa) and a data disk at /dev/sdf: only the data disk may lower the limit.
+. "$(dirname "$0")/../lib/testlib.sh"
+. "$(dirname "$0")/../lib/moto.sh"
+
+if ! "$AWS_K8S" csi-client --help >/dev/null 2>&1; then
+	skip "csi-node NodeGetInfo" "this binary has no csi-client"
+	t_summary
+fi
+need_ok=1
+for t in jq curl; do command -v $t >/dev/null || need_ok=0; done
+[ $need_ok = 1 ] || { skip "csi-node NodeGetInfo" "jq and curl are needed"; t_summary; }
+
+moto_start || { fail "moto starts"; t_summary; }
+iid=$(moto_py 'print(run_instance(InstanceType="m5.large"))')
+moto_py '
+iid = sys.argv[1]
+v = ec2.create_volume(AvailabilityZone="us-east-1a", Size=1,
+    TagSpecifications=[{"ResourceType": "volume", "Tags": [{"Key": "CSIVolumeName", "Value": "pvc-1"},
+                                                          {"Key": "ebs.csi.aws.com/cluster", "Value": "true"}]}])
+ec2.attach_volume(VolumeId=v["VolumeId"], InstanceId=iid, Device="/dev/xvdaa")
+d = ec2.create_volume(AvailabilityZone="us-east-1a", Size=1)
+ec2.attach_volume(VolumeId=d["VolumeId"], InstanceId=iid, Device="/dev/sdf")
+' "$iid" || fail "moto set-up"
+# the metadata fake is built from the instance as it is now: its block-device mapping lists
+# both volumes, as the real service does after a stop/start with them attached
+imds_start --from-moto "$MOTO_URL" --instance-id "$iid" || { fail "imds fake starts"; t_summary; }
+
+N=0
+# node NAME ARGS...: starts csi-node with ARGS, prints its NodeGetInfo reply, stops it.
+node() {
+	local name=$1 sock
+	shift
+	N=$((N + 1))
+	sock=$T_TMP/n$N.sock
+	bg "$name" "$AWS_K8S" csi-node --endpoint "unix://$sock" "$@"
+	for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+	"$AWS_K8S" csi-client --endpoint "unix://$sock" node-get-info
+	kill "$(cat "$T_TMP/$name.pid")" 2>/dev/null
+}
+field() { jq -r "$1" <<<"$2"; }
+
+# ---- everything from the metadata service and EC2 ----
+export AWS_EC2_METADATA_SERVICE_ENDPOINT=$IMDS_URL AWS_EC2_METADATA_DISABLED=false
+info=$(node imds)
+check "imds: node id is the instance id" test "$(field .node_id "$info")" = "$iid"
+check "imds: zone" test "$(field '.accessible_topology.segments["topology.ebs.csi.aws.com/zone"]' "$info")" = us-east-1a
+check "imds: well-known zone" test "$(field '.accessible_topology.segments["topology.kubernetes.io/zone"]' "$info")" = us-east-1a
+check "imds: os" test "$(field '.accessible_topology.segments["kubernetes.io/os"]' "$info")" = linux
+check "imds: zone id" test "$(field '.accessible_topology.segments["topology.k8s.aws/zone-id"]' "$info")" != null
+# m5.large: MaximumEbsAttachments 27 (shared, one interface counted); root + the data disk
+# are not CSI volumes; the CSI volume attached before the start does not count
+check "EC2 facts: 27 - root - data disk = 25" test "$(field .max_volumes_per_node "$info")" = 25
+check "EC2 facts: the log says where the figure comes from" grep -q 'instance type facts: 27 shared, 2 reserved (attached non-CSI volumes)' "$T_TMP/imds.log"
+
+# ---- no EC2: defaults and the metadata's block-device mapping ----
+info=$(node nofacts --describe-instance-type=false)
+check "metadata only: 27 - root - data disk = 25 (the CSI volume at xvdaa not counted)" \
+	test "$(field .max_volumes_per_node "$info")" = 25
+check "metadata only: reserved from the block-device mapping" grep -q '2 reserved (metadata block-device mappings)' "$T_TMP/nofacts.log"
+
+# ---- more interfaces on a shared-limit type lower the limit ----
+moto_py '
+iid = sys.argv[1]
+inst = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+for i in (1, 2):
+    eni = ec2.create_network_interface(SubnetId=inst["SubnetId"])
+    ec2.attach_network_interface(NetworkInterfaceId=eni["NetworkInterface"]["NetworkInterfaceId"], InstanceId=iid, DeviceIndex=i)
+' "$iid" || fail "moto: extra interfaces"
+imds_stop
+imds_start --from-moto "$MOTO_URL" --instance-id "$iid" || fail "imds fake restarts"
+export AWS_EC2_METADATA_SERVICE_ENDPOINT=$IMDS_URL
+info=$(node enis)
+check "three interfaces: 25 - 2 = 23" test "$(field .max_volumes_per_node "$info")" = 23
+
+# ---- the flags win ----
+info=$(node limit --volume-attach-limit 10)
+check "--volume-attach-limit" test "$(field .max_volumes_per_node "$info")" = 10
+info=$(node reserved --reserved-volume-attachments 5)
+check "--reserved-volume-attachments: 27 - 5 - 2 extra interfaces = 20" test "$(field .max_volumes_per_node "$info")" = 20
+"$AWS_K8S" csi-node --endpoint "unix://$T_TMP/x.sock" --volume-attach-limit 1 --reserved-volume-attachments 1 >"$T_TMP/both.out" 2>&1
+check "both limit flags: usage error" test $? = 2
+check "both limit flags: says so" grep -q "only one of --volume-attach-limit and --reserved-volume-attachments" "$T_TMP/both.out"
+"$AWS_K8S" csi-node --endpoint "unix://$T_TMP/x.sock" --metadata-sources imds,ec2 >"$T_TMP/src.out" 2>&1
+check "an unknown metadata source: usage error" test $? = 2
+info=$(node override --node-id i-0feedfeedfeedfeed0 --availability-zone eu-west-1b --instance-type m7i.48xlarge)
+check "--node-id" test "$(field .node_id "$info")" = i-0feedfeedfeedfeed0
+check "--availability-zone" test "$(field '.accessible_topology.segments["topology.kubernetes.io/zone"]' "$info")" = eu-west-1b
+# EC2 knows no volume of that instance id: only the root volume is reserved
+check "--instance-type m7i.48xlarge: 128 dedicated - root" test "$(field .max_volumes_per_node "$info")" = 127
+
+# ---- no metadata at all ----
+export AWS_EC2_METADATA_DISABLED=true
+"$AWS_K8S" csi-node --endpoint "unix://$T_TMP/y.sock" --metadata-sources imds >"$T_TMP/nometa.out" 2>&1
+check "no metadata and no --node-id: exit 1" test $? = 1
+check "no metadata and no --node-id: says what to do" grep -q -- "--node-id" "$T_TMP/nometa.out"
+
+# ---- the Kubernetes metadata source ----
+if command -v kubectl >/dev/null; then
+	KPORT=$(free_port)
+	bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$KPORT" --kubeconfig-out "$T_TMP/kc"
+	wait_http "https://127.0.0.1:$KPORT/healthz" 20
+	export KUBECACHEDIR=$T_TMP/kcache
+	cat >"$T_TMP/node.json" <<EOF
+{"apiVersion":"v1","kind":"Node","metadata":{"name":"ip-10-0-0-1.ec2.internal",
+ "labels":{"node.kubernetes.io/instance-type":"c7i.large","topology.kubernetes.io/zone":"us-east-1c",
+           "topology.k8s.aws/zone-id":"use1-az6"}},
+ "spec":{"providerID":"aws:///us-east-1c/i-0123456789abcdef0"}}
+EOF
+	kubectl --kubeconfig "$T_TMP/kc" create -f "$T_TMP/node.json" >/dev/null 2>&1
+	info=$(CSI_NODE_NAME=ip-10-0-0-1.ec2.internal node kube --kubeconfig "$T_TMP/kc" --describe-instance-type=false)
+	check "kubernetes: node id from the providerID" test "$(field .node_id "$info")" = i-0123456789abcdef0
+	check "kubernetes: zone" test "$(field '.accessible_topology.segments["topology.ebs.csi.aws.com/zone"]' "$info")" = us-east-1c
+	check "kubernetes: zone id" test "$(field '.accessible_topology.segments["topology.k8s.aws/zone-id"]' "$info")" = use1-az6
+	check "kubernetes: the instance type from the label (c7i is Nitro: 27 - root)" \
+		test "$(field .max_volumes_per_node "$info")" = 26
+else
+	skip "kubernetes metadata source" "kubectl is not installed"
+fi
+t_summary
