@@ -122,6 +122,9 @@ assert d[\"kind\"] == \"Node\" and d[\"apiVersion\"] == \"v1\", d
 assert re.match(r\"^[0-9a-f-]{36}$\", m[\"uid\"]) and int(m[\"resourceVersion\"]) > 0, m
 assert m[\"creationTimestamp\"].endswith(\"Z\") and d[\"status\"][\"addresses\"][0][\"address\"] == \"10.0.0.1\", d'"
 
+check "a node's providerID cannot change (422 Invalid with the real message)" \
+	bash -c "kubectl --kubeconfig '$KC' patch node node-1 -p '{\"spec\":{\"providerID\":\"aws:///x/i-9\"}}' 2>&1 | grep -q 'spec.providerID: Forbidden' && [ \"\$(kubectl --kubeconfig '$KC' get node node-1 -o jsonpath='{.spec.providerID}')\" = aws:///us-east-1a/i-0000000000000001 ]"
+
 # --- label, annotate, patch -------------------------------------------------------------
 
 k label node node-1 disk=ssd >/dev/null 2>&1

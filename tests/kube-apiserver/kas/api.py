@@ -81,7 +81,12 @@ def conflict(res, name, why="the object has been modified; please apply your cha
 
 
 def invalid(res, name, msg):
-    d = {"name": name, "kind": res.kind}
+    """422 Invalid; msg is "field.path: What: detail" like the real field errors."""
+    field, _, rest = msg.partition(": ")
+    reason = {"Required value": "FieldValueRequired", "Forbidden": "FieldValueForbidden",
+              "Unsupported value": "FieldValueNotSupported"}.get(rest.split(":")[0], "FieldValueInvalid")
+    d = {"name": name, "kind": res.kind,
+         "causes": [{"reason": reason, "message": rest or msg, "field": field}]}
     if res.group:
         d["group"] = res.group
     return ApiError(422, '%s "%s" is invalid: %s' % (res.kind, name, msg), details=d)
@@ -453,6 +458,11 @@ class Api:
             else:
                 new.pop("status", None)
         self._defaults(res, new, old)
+        if res.kind == "Node" and not res.crd:
+            was = (old.get("spec") or {}).get("providerID")
+            if was and (new.get("spec") or {}).get("providerID") != was:
+                raise invalid(res, nmd["name"], 'spec.providerID: Forbidden: node updates may not '
+                                                'change providerID except from "" to valid')
         if res.generation:
             skip = ("metadata", "status") if res.status_sub else ("metadata",)
             a = {k: v for k, v in old.items() if k not in skip}

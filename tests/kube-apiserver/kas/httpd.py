@@ -654,6 +654,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             except ValueError:
                 fid = -1
             return self.send_obj(200 if app.faults.remove(fid) else 404, {"id": fid})
+        if p == "requests/reset" and m == "POST":  # the spelling of the IMDS fake
+            app.reqlog.clear()
+            return self.send_obj(200, {"cleared": True})
         if p == "requests":
             if m == "GET":
                 lim = req.query.get("limit")
@@ -690,7 +693,7 @@ CONTROL_HELP = [
     "POST   /_control/faults                add a rule {action,method,path,watch,code,retryAfter,seconds,count,message}",
     "DELETE /_control/faults[/ID]           clear all rules (or one)",
     "GET    /_control/requests[?limit=N]    request counters by 'verb resource' and the request log",
-    "DELETE /_control/requests              clear the request log",
+    "DELETE /_control/requests              clear the request log (also POST /_control/requests/reset)",
     "GET    /_control/auth                  tokens and rules",
     "POST   /_control/auth                  add tokens/rules (same format as --config); PUT replaces",
 ]
