@@ -72,7 +72,8 @@ $(B)/gen/%.pb-c.o: $(B)/gen/%.pb-c.c
 
 # The README's test command. tests/run prints the closing "N passed, N failed, N skipped" line.
 test: $(BIN) $(UNIT)
-	AWS_K8S=$(abspath $(BIN)) UNIT_TESTS=$(abspath $(UNIT)) tests/run
+	AWS_K8S=$(abspath $(BIN)) UNIT_TESTS=$(abspath $(UNIT)) \
+		$(if $(SANITIZE),BINARY_TESTS_ONLY=1 TEST_LOGDIR=$(abspath $(B))/test-logs) tests/run
 
 unit: $(UNIT)
 	$(UNIT)
