@@ -221,7 +221,7 @@ int csi_node_mkdir_p(const char *path, mode_t mode)
 			break;
 	}
 	if (stat(path, &st) < 0)
-		return -errno;
+		return csi_mount_error_is_corrupted(errno) ? 0 : -errno; /* a dead mount: repaired later */
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 

@@ -201,6 +201,35 @@ check "publish of a volume not staged: FailedPrecondition" expect_code FailedPre
 check "staging path holding another volume: refused" expect_code FailedPrecondition node-stage --volume vol-0bbb \
 	--staging-path "$T/st-0aaa" --capability mount:xfs
 
+# ---- stale / corrupted mounts (a FUSE mount whose daemon is gone: ENOTCONN) are repaired ----
+deadfuse() { # PATH: mounts a FUSE file system there and drops its connection
+	mkdir -p "$1" && python3 - "$1" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open("/dev/fuse", os.O_RDWR)
+opts = "fd=%d,rootmode=40000,user_id=0,group_id=0" % fd
+if libc.mount(b"deadfuse", sys.argv[1].encode(), b"fuse", 0, opts.encode()) != 0:
+    sys.exit("mount: errno %d" % ctypes.get_errno())
+os.close(fd)
+PY
+}
+if [ -c /dev/fuse ] && deadfuse "$T/dead-t" && ! stat "$T/dead-t" >/dev/null 2>&1; then
+	st=$(csi node-get-volume-stats --volume vol-0aaa --volume-path "$T/dead-t")
+	check "corrupted target: stats say abnormal" test "$(jq -r .volume_condition.abnormal <<<"$st")" = true
+	check "corrupted target: publish repairs it" publish 0aaa dead-t ext4
+	check "corrupted target: now the volume's data" test "$(cat "$T/dead-t/file" 2>&1)" = "data of 0aaa"
+	check "corrupted target: unpublish" unpublish 0aaa dead-t
+	deadfuse "$T/dead-u"
+	check "corrupted target: unpublish of a dead mount" unpublish 0aaa dead-u
+	check "corrupted target: gone" sh -c "! grep -q ' $T/dead-u ' /proc/self/mountinfo && test ! -e '$T/dead-u'"
+	check "corrupted staging path: unstage" unstage 0bbb
+	deadfuse "$T/st-0bbb"
+	check "corrupted staging path: stage repairs it" stage 0bbb xfs
+	check "corrupted staging path: the volume is back" test "$(cat "$T/st-0bbb/file" 2>&1)" = "data of 0bbb"
+else
+	skip "corrupted mounts" "no /dev/fuse to make one"
+fi
+
 # ---- invalid requests ----
 check "missing volume id: InvalidArgument" expect_code InvalidArgument call /csi.v1.Node/NodeStageVolume \
 	--data "{\"staging_target_path\":\"$T/x\",\"volume_capability\":{\"mount\":{},\"access_mode\":{\"mode\":1}}}"
