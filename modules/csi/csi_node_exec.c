@@ -185,7 +185,7 @@ out:
 
 void csi_exec_describe(const char *const *argv, int r, const struct buf *output, char *msg, size_t n)
 {
-	char tail[512];
+	char tail[512] = "";
 	size_t k = 0;
 	const char *name = argv && argv[0] ? argv[0] : "program";
 	const char *p = output && output->data ? output->data : "";

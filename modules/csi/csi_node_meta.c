@@ -62,7 +62,7 @@ static int fetch_bdm(struct aws_imds *imds, char ***ret)
 		return r;
 	if ((r = strv_split(keys, '\n', &list)) < 0)
 		return r;
-	for (size_t i = 0; list[i] && i < MAX_BDM; i++) {
+	for (size_t i = 0; i < MAX_BDM && list[i]; i++) {
 		_cleanup_free_ char *dev = NULL;
 		char kv[256];
 		const char *key = list[i];
