@@ -20,14 +20,14 @@
 
 static const char node_usage[] =
 	"Serves the CSI Identity and Node services of the EBS CSI driver on --endpoint, as the\n"
-	"upstream driver's node mode does (run it as a privileged DaemonSet with /dev, the kubelet\n"
-	"directory and the plugin socket directory mounted). The node id is the EC2 instance id, from\n"
-	"the instance metadata service or from the Kubernetes Node named by $CSI_NODE_NAME\n"
-	"(--metadata-sources), or given with --node-id.\n\n"
-	"Test mode: --device-dir DIR finds volumes through DIR instead of /dev/disk/by-id, where a\n"
-	"link nvme-Amazon_Elastic_Block_Store_vol<id without dash> -> /dev/loopN stands for an\n"
-	"attached EBS volume; with --node-id and --availability-zone the node runs with no AWS at\n"
-	"all (local smoke tests, the project's integration tests).";
+	"upstream driver's node mode does (run it as a privileged DaemonSet with /dev, the\n"
+	"kubelet directory and the plugin socket directory mounted). The node id is the EC2\n"
+	"instance id, from the instance metadata service or from the Kubernetes Node named by\n"
+	"$CSI_NODE_NAME (--metadata-sources), or given with --node-id.\n\n"
+	"Test mode: --device-dir DIR finds volumes through DIR instead of /dev/disk/by-id,\n"
+	"where a link nvme-Amazon_Elastic_Block_Store_vol<id without dash> -> /dev/loopN stands\n"
+	"for an attached EBS volume; with --node-id and --availability-zone the node runs with no\n"
+	"AWS at all (local smoke tests, the project's integration tests).";
 
 static long long attach_limit, reserved;
 static bool legacy_xfs, windows_host_process, describe_types;
@@ -40,9 +40,9 @@ static const struct flag node_flags[] = {
 	  "Absolute path to a kubeconfig file. The default is the empty string, which causes the "
 	  "in-cluster config to be used (for the kubernetes metadata source)." },
 	{ "metadata-sources", FLAG_STRLIST, &metadata_sources, "imds,kubernetes", NULL,
-	  "Dictates which sources are used to retrieve instance metadata. The driver will attempt to "
-	  "rely on each source in order until one succeeds. Valid options include 'imds' and "
-	  "'kubernetes'." },
+	  "Dictates which sources are used to retrieve instance metadata. The driver will "
+	  "attempt to rely on each source in order until one succeeds. Valid options include "
+	  "'imds' and 'kubernetes'." },
 	{ "volume-attach-limit", FLAG_INT, &attach_limit, "-1", NULL,
 	  "Value for the maximum number of volumes attachable per node. If specified, the limit "
 	  "applies to all nodes and overrides --reserved-volume-attachments. If not specified, the "
@@ -58,13 +58,16 @@ static const struct flag node_flags[] = {
 	  "Accepted for compatibility; Windows is not supported." },
 	{ "csi-mount-point-prefix", FLAG_STRING, &mount_prefix, "", NULL,
 	  "Accepted for compatibility (a prefix of the mount points of CSI volumes)." },
-	{ "logtostderr", FLAG_BOOL, NULL, "true", NULL, "Accepted for compatibility; logs go to stderr." },
+	{ "logtostderr", FLAG_BOOL, NULL, "true", NULL,
+	  "Accepted for compatibility; logs go to stderr." },
 	{ "node-id", FLAG_STRING, &node_id, NULL, NULL,
-	  "(aws-k8s) The node id (instance id) to report, instead of asking the metadata sources." },
+	  "(aws-k8s) The node id (instance id) to report, instead of asking the metadata "
+	  "sources." },
 	{ "availability-zone", FLAG_STRING, &zone, NULL, NULL,
 	  "(aws-k8s) The zone to report, instead of asking the metadata sources." },
 	{ "instance-type", FLAG_STRING, &instance_type, NULL, NULL,
-	  "(aws-k8s) The instance type for the attach limit, instead of asking the metadata sources." },
+	  "(aws-k8s) The instance type for the attach limit, instead of asking the metadata "
+	  "sources." },
 	{ "describe-instance-type", FLAG_BOOL, &describe_types, "true", NULL,
 	  "(aws-k8s) Ask EC2 for the instance type's attach limit (DescribeInstanceTypes) and for "
 	  "the attached non-CSI volumes (DescribeVolumes), instead of defaults and metadata." },
@@ -97,7 +100,8 @@ static int gather_metadata(struct csi_node_meta *m, struct aws_client **ret_aws)
 	bool need_aws = describe_types && attach_limit < 0;
 
 	if ((!complete || need_aws) && source_enabled("imds")) {
-		if ((r = aws_client_new(&(struct aws_client_opts){ .user_agent = "csi-node" }, &aws)) < 0) {
+		if ((r = aws_client_new(&(struct aws_client_opts){.user_agent = "csi-node"},
+					&aws)) < 0) {
 			log_warn("cannot create the AWS client", KV_E(r));
 		} else if (!complete || !m->instance_type || m->enis < 0) {
 			r = csi_node_meta_from_imds(aws_client_imds(aws), m);
@@ -111,10 +115,12 @@ static int gather_metadata(struct csi_node_meta *m, struct aws_client **ret_aws)
 		struct kube_client *kc = NULL;
 		char err[512];
 		if ((r = kube_client_from_flags("csi-node", &kc, err, sizeof(err))) < 0) {
-			log_warn("cannot reach Kubernetes for the node's metadata", KV_S("error", err));
+			log_warn("cannot reach Kubernetes for the node's metadata",
+				 KV_S("error", err));
 		} else {
 			if ((r = csi_node_meta_from_kube(kc, kube_node, m)) < 0)
-				log_warn("cannot read the node's metadata from Kubernetes", KV_S("node", kube_node), KV_E(r));
+				log_warn("cannot read the node's metadata from Kubernetes",
+					 KV_S("node", kube_node), KV_E(r));
 			kube_client_free(kc);
 		}
 	}
@@ -137,17 +143,21 @@ static long long compute_limit(const struct csi_node_meta *m, struct aws_client 
 	int r;
 
 	if (attach_limit < 0 && describe_types && aws) {
-		if (m->instance_type && (r = csi_node_ec2_type_facts(aws, m->instance_type, &facts)) == 0)
+		if (m->instance_type &&
+		    (r = csi_node_ec2_type_facts(aws, m->instance_type, &facts)) == 0)
 			in.facts = &facts;
 		else if (m->instance_type)
-			log_info("no instance type facts from EC2; using defaults", KV_S("type", m->instance_type), KV_E(r));
+			log_info("no instance type facts from EC2; using defaults",
+				 KV_S("type", m->instance_type), KV_E(r));
 		int n;
-		if (reserved < 0 && (r = csi_node_ec2_non_csi_volumes(aws, m->instance_id, &n)) == 0)
+		if (reserved < 0 &&
+		    (r = csi_node_ec2_non_csi_volumes(aws, m->instance_id, &n)) == 0)
 			in.non_csi_volumes = n + (n == 0); /* the root volume is always there */
 	}
 	long long limit = csi_node_max_volumes(&in, why, sizeof(why));
 	log_info("attach limit", KV_I("max_volumes_per_node", limit), KV_S("how", why),
-		 KV_S("instance_type", m->instance_type ? m->instance_type : ""), KV_I("interfaces", m->enis));
+		 KV_S("instance_type", m->instance_type ? m->instance_type : ""),
+		 KV_I("interfaces", m->enis));
 	return limit;
 }
 
@@ -174,21 +184,27 @@ int csi_node_main(int argc, char **argv)
 		goto out;
 	}
 	for (size_t i = 0; metadata_sources && metadata_sources[i]; i++) {
-		if (strcmp(metadata_sources[i], "imds") != 0 && strcmp(metadata_sources[i], "kubernetes") != 0) {
-			fprintf(stderr, "aws-k8s csi-node: --metadata-sources: invalid source '%s' (imds, kubernetes)\n",
+		if (strcmp(metadata_sources[i], "imds") != 0 &&
+		    strcmp(metadata_sources[i], "kubernetes") != 0) {
+			fprintf(stderr,
+				"aws-k8s csi-node: --metadata-sources: invalid source '%s' (imds, "
+				"kubernetes)\n",
 				metadata_sources[i]);
 			ret = 2;
 			goto out;
 		}
 	}
 	if (windows_host_process) {
-		fprintf(stderr, "aws-k8s csi-node: --windows-host-process: Windows is not supported\n");
+		fprintf(stderr,
+			"aws-k8s csi-node: --windows-host-process: Windows is not supported\n");
 		ret = 2;
 		goto out;
 	}
 	if ((r = gather_metadata(&meta, &aws)) < 0) {
-		log_error("cannot tell the node id: give --node-id, or make the instance metadata service "
-			  "or the Kubernetes Node ($CSI_NODE_NAME) reachable", KV_E(r));
+		log_error("cannot tell the node id: give --node-id, or make the instance metadata "
+			  "service "
+			  "or the Kubernetes Node ($CSI_NODE_NAME) reachable",
+			  KV_E(r));
 		goto out;
 	}
 	long long limit = compute_limit(&meta, aws);
@@ -209,7 +225,8 @@ int csi_node_main(int argc, char **argv)
 		log_error("cannot set up the node service", KV_E(r));
 		goto out;
 	}
-	log_info("node", KV_S("node_id", meta.instance_id), KV_S("zone", meta.zone ? meta.zone : ""),
+	log_info("node", KV_S("node_id", meta.instance_id),
+		 KV_S("zone", meta.zone ? meta.zone : ""),
 		 KV_S("device_dir", device_dir ? device_dir : "/dev/disk/by-id"));
 	struct csi_identity id = { .controller = false };
 	ret = csi_serve("csi-node", &id, csi_node_methods, node);

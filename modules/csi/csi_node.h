@@ -46,7 +46,8 @@ int csi_node_meta_from_imds(struct aws_imds *imds, struct csi_node_meta *m);
  * labels). */
 int csi_node_meta_from_kube(struct kube_client *kc, const char *node_name, struct csi_node_meta *m);
 /* Parses a providerID "aws:///us-east-1a/i-0abc" (or "aws:////i-0abc"). */
-int csi_node_parse_provider_id(const char *provider_id, char *zone, size_t zlen, char *id, size_t idlen);
+int csi_node_parse_provider_id(const char *provider_id, char *zone, size_t zlen, char *id,
+			       size_t idlen);
 
 /* The NodeGetInfo topology of m: the two zone keys, kubernetes.io/os, the zone id when known,
  * and the outpost keys. Keys and values are malloc'd into ret (free with
@@ -58,8 +59,10 @@ void csi_node_topology_free(struct csi_node_kv *kv, size_t n);
  * attached to an instance are not CSI volumes (DescribeVolumes filtered by attachment): a CSI
  * volume carries the driver's tags (CSIVolumeName, ebs.csi.aws.com/cluster) or is attached
  * under a name the CSI controller hands out (/dev/xvdaa-xvddz). */
-int csi_node_ec2_type_facts(struct aws_client *c, const char *instance_type, struct csi_node_type_facts *ret);
+int csi_node_ec2_type_facts(struct aws_client *c, const char *instance_type,
+			    struct csi_node_type_facts *ret);
 int csi_node_ec2_non_csi_volumes(struct aws_client *c, const char *instance_id, int *ret);
 /* The reply parsers behind them (for tests). */
-int csi_node_parse_type_facts(const xmlNode *result, const char *instance_type, struct csi_node_type_facts *ret);
+int csi_node_parse_type_facts(const xmlNode *result, const char *instance_type,
+			      struct csi_node_type_facts *ret);
 int csi_node_parse_non_csi_volumes(const xmlNode *result, const char *instance_id, int *ret);

@@ -91,7 +91,8 @@ int csi_node_device_name(const struct csi_node_devices *d, dev_t dev, char *ret,
 	char path[PATH_MAX], target[PATH_MAX];
 	ssize_t k;
 
-	if (str_printf(path, sizeof(path), "%s/dev/block/%u:%u", sysfs(d), major(dev), minor(dev)) < 0)
+	if (str_printf(path, sizeof(path), "%s/dev/block/%u:%u", sysfs(d), major(dev), minor(dev)) <
+	    0)
 		return -ENAMETOOLONG;
 	if ((k = readlink(path, target, sizeof(target) - 1)) < 0)
 		return -errno;
@@ -194,7 +195,8 @@ int csi_node_device_identity(const struct csi_node_devices *d, dev_t dev, char *
 	/* NVMe: the controller's serial; virtio: the disk's own. */
 	static const char *const attrs[] = { "device/serial", "serial" };
 	for (size_t i = 0; i < ARRAY_SIZE(attrs); i++) {
-		if (str_printf(path, sizeof(path), "%s/class/block/%s/%s", sysfs(d), disk, attrs[i]) < 0)
+		if (str_printf(path, sizeof(path), "%s/class/block/%s/%s", sysfs(d), disk,
+			       attrs[i]) < 0)
 			return -ENAMETOOLONG;
 		if (read_attr(path, serial, sizeof(serial)) == 0)
 			return str_copy(ret, n, serial);
@@ -211,8 +213,8 @@ static void serial_to_id(const char *serial, char *ret, size_t n)
 		(void)str_copy(ret, n, serial);
 }
 
-int csi_node_device_check(const struct csi_node_devices *d, dev_t dev, const char *volume_id, char *msg,
-			  size_t n)
+int csi_node_device_check(const struct csi_node_devices *d, dev_t dev, const char *volume_id,
+			  char *msg, size_t n)
 {
 	char want[80], have[128], name[NAME_MAX + 1], other[140];
 	int r;
@@ -265,8 +267,9 @@ static bool partition_valid(const char *p)
 	return true;
 }
 
-int csi_node_find_device(const struct csi_node_devices *d, const char *volume_id, const char *device_path,
-			 const char *partition, char *ret, size_t retlen, char *msg, size_t n)
+int csi_node_find_device(const struct csi_node_devices *d, const char *volume_id,
+			 const char *device_path, const char *partition, char *ret, size_t retlen,
+			 char *msg, size_t n)
 {
 	char serial[80], links[2][PATH_MAX], dev[PATH_MAX], m[512] = "";
 	const char *cands[3];
@@ -285,8 +288,10 @@ int csi_node_find_device(const struct csi_node_devices *d, const char *volume_id
 		(void)str_printf(msg, n, "invalid partition \"%s\"", partition);
 		return -EINVAL;
 	}
-	if (str_printf(links[0], PATH_MAX, "%s/%s%s", by_id_dir(d), CSI_EBS_BY_ID_PREFIX, serial) < 0 ||
-	    str_printf(links[1], PATH_MAX, "%s/%s%s_1", by_id_dir(d), CSI_EBS_BY_ID_PREFIX, serial) < 0)
+	if (str_printf(links[0], PATH_MAX, "%s/%s%s", by_id_dir(d), CSI_EBS_BY_ID_PREFIX, serial) <
+		0 ||
+	    str_printf(links[1], PATH_MAX, "%s/%s%s_1", by_id_dir(d), CSI_EBS_BY_ID_PREFIX,
+		       serial) < 0)
 		return -ENAMETOOLONG;
 	cands[nc++] = links[0];
 	cands[nc++] = links[1];
@@ -296,7 +301,8 @@ int csi_node_find_device(const struct csi_node_devices *d, const char *volume_id
 	for (size_t i = 0; i < nc; i++) {
 		m[0] = '\0';
 		r = try_candidate(d, volume_id, cands[i], dev, sizeof(dev), m, sizeof(m));
-		log_v(5, "device candidate", KV_S("volume", volume_id), KV_S("path", cands[i]), KV_I("result", r));
+		log_v(5, "device candidate", KV_S("volume", volume_id), KV_S("path", cands[i]),
+		      KV_I("result", r));
 		if (r == 0)
 			goto found;
 		/* keep the most telling failure: a wrong volume, then not a block device */
@@ -307,7 +313,8 @@ int csi_node_find_device(const struct csi_node_devices *d, const char *volume_id
 		}
 	}
 	if (best == -ENOENT && n && !msg[0])
-		(void)str_printf(msg, n, "no device found for volume %s (devicePath \"%s\", by-id link %s)",
+		(void)str_printf(msg, n,
+				 "no device found for volume %s (devicePath \"%s\", by-id link %s)",
 				 volume_id, device_path ? device_path : "", links[0]);
 	return best;
 
@@ -320,7 +327,8 @@ found:
 		if (str_printf(part, sizeof(part), "%s%s%s", dev, digit ? "p" : "", partition) < 0)
 			return -ENAMETOOLONG;
 		if (stat(part, &st) < 0 || !S_ISBLK(st.st_mode)) {
-			(void)str_printf(msg, n, "partition %s of %s (%s) not found", partition, dev, part);
+			(void)str_printf(msg, n, "partition %s of %s (%s) not found", partition,
+					 dev, part);
 			return -ENOENT;
 		}
 		return str_copy(ret, retlen, part);

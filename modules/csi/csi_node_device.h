@@ -42,8 +42,9 @@ int csi_volume_serial(const char *volume_id, char *ret, size_t n);
  *   -ENOTBLK      a candidate is not a block device under /dev
  *   -EMEDIUMTYPE  the device holds another volume (msg says which)
  * msg (size n) gets a sentence for the error message. */
-int csi_node_find_device(const struct csi_node_devices *d, const char *volume_id, const char *device_path,
-			 const char *partition, char *ret, size_t retlen, char *msg, size_t n);
+int csi_node_find_device(const struct csi_node_devices *d, const char *volume_id,
+			 const char *device_path, const char *partition, char *ret, size_t retlen,
+			 char *msg, size_t n);
 
 /* The identity of block device dev (st_rdev) as a serial "vol0abc...": from sysfs, else from
  * a by-id link pointing at it. 0 and the serial in ret; -ENOENT when the device has none. */
@@ -51,8 +52,8 @@ int csi_node_device_identity(const struct csi_node_devices *d, dev_t dev, char *
 
 /* Checks that block device dev may be volume_id: 0 when its identity matches or is unknown,
  * -EMEDIUMTYPE (with msg) when it is another volume's. */
-int csi_node_device_check(const struct csi_node_devices *d, dev_t dev, const char *volume_id, char *msg,
-			  size_t n);
+int csi_node_device_check(const struct csi_node_devices *d, dev_t dev, const char *volume_id,
+			  char *msg, size_t n);
 
 /* The kernel name of block device dev ("nvme1n1"), from /sys/dev/block/MAJ:MIN. */
 int csi_node_device_name(const struct csi_node_devices *d, dev_t dev, char *ret, size_t n);

@@ -183,7 +183,8 @@ out:
 	return r;
 }
 
-void csi_exec_describe(const char *const *argv, int r, const struct buf *output, char *msg, size_t n)
+void csi_exec_describe(const char *const *argv, int r, const struct buf *output, char *msg,
+		       size_t n)
 {
 	char tail[512] = "";
 	size_t k = 0;
@@ -213,7 +214,9 @@ void csi_exec_describe(const char *const *argv, int r, const struct buf *output,
 	else if (r == -ETIMEDOUT)
 		(void)str_printf(msg, n, "%s timed out%s%s", name, k ? ": " : "", tail);
 	else if (r < 0)
-		(void)str_printf(msg, n, "%s failed: %s%s%s", name, strerror(-r), k ? ": " : "", tail);
+		(void)str_printf(msg, n, "%s failed: %s%s%s", name, strerror(-r), k ? ": " : "",
+				 tail);
 	else
-		(void)str_printf(msg, n, "%s exited with status %d%s%s", name, r, k ? ": " : "", tail);
+		(void)str_printf(msg, n, "%s exited with status %d%s%s", name, r, k ? ": " : "",
+				 tail);
 }

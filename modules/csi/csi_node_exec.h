@@ -25,4 +25,5 @@ int csi_exec_find(const char *name, char *ret, size_t n);
 
 /* Writes a one-line description of a failed run for an error message: "mkfs.ext4 exited with
  * status 1: <the last part of the output, on one line>". r is csi_exec's result. */
-void csi_exec_describe(const char *const *argv, int r, const struct buf *output, char *msg, size_t n);
+void csi_exec_describe(const char *const *argv, int r, const struct buf *output, char *msg,
+		       size_t n);

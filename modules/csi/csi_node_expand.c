@@ -37,13 +37,14 @@ static int expand_block(struct csi_node *n, const struct csi_node_expand_req *re
 	if ((r = csi_node_check_owner(n, dev, req->volume_id, req->volume_path, st)) != RPC_OK)
 		return r;
 	if ((r = csi_block_size(req->volume_path, &size)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "reading the size of %s: %s", req->volume_path, strerror(-r));
+		return csi_node_fail(st, RPC_INTERNAL, "reading the size of %s: %s",
+				     req->volume_path, strerror(-r));
 	*ret_bytes = (int64_t)size;
 	return csi_node_ok(st);
 }
 
-static int expand_locked(struct csi_node *n, const struct csi_node_expand_req *req, int64_t *ret_bytes,
-			 struct csi_node_status *st)
+static int expand_locked(struct csi_node *n, const struct csi_node_expand_req *req,
+			 int64_t *ret_bytes, struct csi_node_status *st)
 {
 	struct csi_mount_table t = { 0 };
 	enum csi_mount_state state;
@@ -55,14 +56,16 @@ static int expand_locked(struct csi_node *n, const struct csi_node_expand_req *r
 
 	if (stat(req->volume_path, &sb) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
-			return csi_node_fail(st, RPC_NOT_FOUND, "volume path %s does not exist", req->volume_path);
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "volume path %s: %s", req->volume_path,
-				     strerror(errno));
+			return csi_node_fail(st, RPC_NOT_FOUND, "volume path %s does not exist",
+					     req->volume_path);
+		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "volume path %s: %s",
+				     req->volume_path, strerror(errno));
 	}
 	if (S_ISBLK(sb.st_mode))
 		return expand_block(n, req, sb.st_rdev, ret_bytes, st);
 	if (req->cap.present && req->cap.block)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "volume path %s of a block volume is not a device",
+		return csi_node_fail(st, RPC_INVALID_ARGUMENT,
+				     "volume path %s of a block volume is not a device",
 				     req->volume_path);
 	if ((r = csi_mount_table_load(NULL, &t)) < 0)
 		return csi_node_fail(st, RPC_INTERNAL, "reading mountinfo: %s", strerror(-r));
@@ -71,36 +74,44 @@ static int expand_locked(struct csi_node *n, const struct csi_node_expand_req *r
 		(void)str_copy(fstype, sizeof(fstype), m.fstype);
 	csi_mount_table_release(&t);
 	if (r < 0)
-		return csi_node_fail(st, r == -ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL, "checking %s: %s",
-				     req->volume_path, strerror(-r));
+		return csi_node_fail(st, r == -ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL,
+				     "checking %s: %s", req->volume_path, strerror(-r));
 	if (state != CSI_MOUNT_MOUNTED)
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "volume path %s is %s", req->volume_path,
-				     state == CSI_MOUNT_CORRUPT ? "a corrupted mount" : "not mounted");
+		return csi_node_fail(
+		    st, RPC_FAILED_PRECONDITION, "volume path %s is %s", req->volume_path,
+		    state == CSI_MOUNT_CORRUPT ? "a corrupted mount" : "not mounted");
 	dev_t d = makedev(m.major, m.minor);
 	if ((r = csi_node_check_owner(n, d, req->volume_id, req->volume_path, st)) != RPC_OK)
 		return r;
 	if ((r = dev_node(n, d, dev, sizeof(dev))) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "finding the device node of %u:%u mounted at %s: %s",
-				     m.major, m.minor, req->volume_path, strerror(-r));
+		return csi_node_fail(st, RPC_INTERNAL,
+				     "finding the device node of %u:%u mounted at %s: %s", m.major,
+				     m.minor, req->volume_path, strerror(-r));
 	if (!csi_fs_type_supported(fstype))
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "cannot grow a %s file system", fstype);
+		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "cannot grow a %s file system",
+				     fstype);
 	if ((r = csi_block_size(dev, &size)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "reading the size of %s: %s", dev, strerror(-r));
+		return csi_node_fail(st, RPC_INTERNAL, "reading the size of %s: %s", dev,
+				     strerror(-r));
 	if (req->required_bytes > 0 && size < (unsigned long long)req->required_bytes)
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION,
-				     "device %s has %llu bytes, less than the %lld required: the new size has "
-				     "not reached the node yet", dev, size, (long long)req->required_bytes);
+		return csi_node_fail(
+		    st, RPC_FAILED_PRECONDITION,
+		    "device %s has %llu bytes, less than the %lld required: the new size has "
+		    "not reached the node yet",
+		    dev, size, (long long)req->required_bytes);
 
 	_cleanup_strv_ char **argv = NULL;
 	if ((r = csi_resize_argv(fstype, dev, req->volume_path, &argv)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "building the resize command: %s", strerror(-r));
-	if ((r = csi_node_run(n, (const char *const *)argv, req->volume_id, msg, sizeof(msg))) != 0) {
-		log_error("growing the file system failed", KV_S("volume", req->volume_id), KV_S("device", dev),
-			  KV_S("error", msg));
+		return csi_node_fail(st, RPC_INTERNAL, "building the resize command: %s",
+				     strerror(-r));
+	if ((r = csi_node_run(n, (const char *const *)argv, req->volume_id, msg, sizeof(msg))) !=
+	    0) {
+		log_error("growing the file system failed", KV_S("volume", req->volume_id),
+			  KV_S("device", dev), KV_S("error", msg));
 		return csi_node_fail(st, RPC_INTERNAL, "growing %s on %s: %s", fstype, dev, msg);
 	}
-	log_info("file system grown", KV_S("volume", req->volume_id), KV_S("device", dev), KV_S("fstype", fstype),
-		 KV_U("bytes", size));
+	log_info("file system grown", KV_S("volume", req->volume_id), KV_S("device", dev),
+		 KV_S("fstype", fstype), KV_U("bytes", size));
 	*ret_bytes = (int64_t)size;
 	return csi_node_ok(st);
 }
@@ -119,7 +130,8 @@ int csi_node_expand(struct csi_node *n, const struct csi_node_expand_req *req, i
 	if (req->required_bytes < 0)
 		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "negative required bytes");
 	if (!csi_node_inflight_begin(n, req->volume_id))
-		return csi_node_fail(st, RPC_ABORTED, "an operation on volume %s is already in progress",
+		return csi_node_fail(st, RPC_ABORTED,
+				     "an operation on volume %s is already in progress",
 				     req->volume_id);
 	r = expand_locked(n, req, ret_bytes, st);
 	csi_node_inflight_end(n, req->volume_id);
@@ -153,16 +165,19 @@ int csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *vo
 	if (stat(volume_path, &sb) < 0) {
 		int e = errno;
 		if (e == ENOENT || e == ENOTDIR)
-			return csi_node_fail(st, RPC_NOT_FOUND, "volume path %s does not exist", volume_path);
+			return csi_node_fail(st, RPC_NOT_FOUND, "volume path %s does not exist",
+					     volume_path);
 		if (!csi_mount_error_is_corrupted(e))
-			return csi_node_fail(st, RPC_INTERNAL, "volume path %s: %s", volume_path, strerror(e));
+			return csi_node_fail(st, RPC_INTERNAL, "volume path %s: %s", volume_path,
+					     strerror(e));
 		abnormal(&s, "the mount at %s is corrupted: %s", volume_path, strerror(e));
 		goto done;
 	}
 	if (S_ISBLK(sb.st_mode)) {
 		unsigned long long size;
 		if ((r = csi_block_size(volume_path, &size)) < 0) {
-			abnormal(&s, "the device at %s cannot be read: %s", volume_path, strerror(-r));
+			abnormal(&s, "the device at %s cannot be read: %s", volume_path,
+				 strerror(-r));
 			goto done;
 		}
 		s.has_bytes = true;
@@ -174,18 +189,20 @@ int csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *vo
 	r = csi_mount_state(volume_path, &t, &state, &m);
 	if (r < 0) {
 		csi_mount_table_release(&t);
-		return csi_node_fail(st, r == -ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL, "checking %s: %s",
-				     volume_path, strerror(-r));
+		return csi_node_fail(st, r == -ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL,
+				     "checking %s: %s", volume_path, strerror(-r));
 	}
 	if (state != CSI_MOUNT_MOUNTED) {
-		abnormal(&s, "%s is %s", volume_path, state == CSI_MOUNT_CORRUPT ? "a corrupted mount" : "not mounted");
+		abnormal(&s, "%s is %s", volume_path,
+			 state == CSI_MOUNT_CORRUPT ? "a corrupted mount" : "not mounted");
 		csi_mount_table_release(&t);
 		goto done;
 	}
 	/* ext4 with errors=remount-ro turns the whole file system read-only on an I/O error */
-	bool fs_ro = csi_mount_has_option(m.super_options, "ro") && !csi_mount_has_option(m.options, "ro");
-	(void)str_printf(path, sizeof(path), "%s/dev/block/%u:%u", n->cfg.devices.sysfs ? n->cfg.devices.sysfs : "/sys",
-			 m.major, m.minor);
+	bool fs_ro =
+	    csi_mount_has_option(m.super_options, "ro") && !csi_mount_has_option(m.options, "ro");
+	(void)str_printf(path, sizeof(path), "%s/dev/block/%u:%u",
+			 n->cfg.devices.sysfs ? n->cfg.devices.sysfs : "/sys", m.major, m.minor);
 	bool gone = m.major != 0 && access(path, F_OK) < 0;
 	csi_mount_table_release(&t);
 	if (statvfs(volume_path, &sv) < 0) {

@@ -92,7 +92,10 @@ struct fmt_key {
 };
 
 #define FK(k, e, e4, x, field)                                                                     \
-	{ k, e, e4, x, offsetof(struct csi_format_opts, field), sizeof(((struct csi_format_opts *)0)->field) }
+	{                                                                                          \
+		k, e, e4, x, offsetof(struct csi_format_opts, field),                              \
+		    sizeof(((struct csi_format_opts *)0)->field)                                   \
+	}
 
 static const struct fmt_key fmt_keys[] = {
 	FK("blockSize", true, false, true, block_size),
@@ -102,8 +105,8 @@ static const struct fmt_key fmt_keys[] = {
 	FK("ext4ClusterSize", true, true, false, cluster_size),
 };
 
-static int parse_bool_key(const char *fstype, const struct csi_node_kv *ctx, size_t n, const char *key,
-			  bool *ret, char *msg, size_t msglen)
+static int parse_bool_key(const char *fstype, const struct csi_node_kv *ctx, size_t n,
+			  const char *key, bool *ret, char *msg, size_t msglen)
 {
 	const char *v = csi_node_kv_get(ctx, n, key);
 
@@ -133,18 +136,23 @@ int csi_format_opts_parse(const char *fstype, const struct csi_node_kv *ctx, siz
 		const char *v = csi_node_kv_get(ctx, n, k->key);
 		if (!v)
 			continue;
-		if (!(ext && k->ext && (!k->ext4_only || strcmp(fstype, "ext4") == 0)) && !(xfs && k->xfs)) {
-			(void)str_printf(msg, msglen, "%s is not supported for fstype %s", k->key, fstype);
+		if (!(ext && k->ext && (!k->ext4_only || strcmp(fstype, "ext4") == 0)) &&
+		    !(xfs && k->xfs)) {
+			(void)str_printf(msg, msglen, "%s is not supported for fstype %s", k->key,
+					 fstype);
 			return -EINVAL;
 		}
 		if (!is_number(v, k->size - 1 < 12 ? k->size - 1 : 12)) {
-			(void)str_printf(msg, msglen, "invalid %s \"%s\": want a positive decimal number", k->key, v);
+			(void)str_printf(msg, msglen,
+					 "invalid %s \"%s\": want a positive decimal number",
+					 k->key, v);
 			return -EINVAL;
 		}
 		(void)str_copy((char *)&o + k->off, k->size, v);
 	}
 	if ((r = parse_bool_key(fstype, ctx, n, "ext4BigAlloc", &o.bigalloc, msg, msglen)) < 0 ||
-	    (r = parse_bool_key(fstype, ctx, n, "ext4EncryptionSupport", &o.encrypt, msg, msglen)) < 0)
+	    (r = parse_bool_key(fstype, ctx, n, "ext4EncryptionSupport", &o.encrypt, msg, msglen)) <
+		0)
 		return r;
 	if (o.cluster_size[0] && !o.bigalloc) {
 		(void)str_printf(msg, msglen, "ext4ClusterSize needs ext4BigAlloc=true");
@@ -154,8 +162,8 @@ int csi_format_opts_parse(const char *fstype, const struct csi_node_kv *ctx, siz
 	return 0;
 }
 
-int csi_mkfs_argv(const char *fstype, const char *dev, const struct csi_format_opts *o, bool legacy_xfs,
-		  char ***ret)
+int csi_mkfs_argv(const char *fstype, const char *dev, const struct csi_format_opts *o,
+		  bool legacy_xfs, char ***ret)
 {
 	_cleanup_strv_ char **v = NULL;
 	char prog[32], tmp[64];
@@ -191,7 +199,9 @@ int csi_mkfs_argv(const char *fstype, const char *dev, const struct csi_format_o
 		}
 		if (o->bigalloc || o->encrypt) {
 			PUSH("-O");
-			PUSH(o->bigalloc && o->encrypt ? "bigalloc,encrypt" : o->bigalloc ? "bigalloc" : "encrypt");
+			PUSH(o->bigalloc && o->encrypt ? "bigalloc,encrypt"
+			     : o->bigalloc	       ? "bigalloc"
+						       : "encrypt");
 		}
 		if (o->cluster_size[0]) {
 			PUSH("-C");
@@ -207,7 +217,9 @@ int csi_mkfs_argv(const char *fstype, const char *dev, const struct csi_format_o
 		}
 		if (o->inode_size[0] || legacy_xfs) {
 			if (str_printf(tmp, sizeof(tmp), "%s%s%s", o->inode_size[0] ? "size=" : "",
-				       o->inode_size, legacy_xfs ? (o->inode_size[0] ? ",nrext64=0" : "nrext64=0") : "") < 0)
+				       o->inode_size,
+				       legacy_xfs ? (o->inode_size[0] ? ",nrext64=0" : "nrext64=0")
+						  : "") < 0)
 				return -EINVAL;
 			PUSH("-i");
 			PUSH(tmp);
@@ -238,7 +250,8 @@ static uint64_t be64(const unsigned char *p)
 	return (uint64_t)be32(p) << 32 | be32(p + 4);
 }
 
-int csi_fs_size_from_buf(const unsigned char *buf, size_t len, uint64_t *ret_bytes, uint64_t *ret_block)
+int csi_fs_size_from_buf(const unsigned char *buf, size_t len, uint64_t *ret_bytes,
+			 uint64_t *ret_block)
 {
 	if (len >= 512 && memcmp(buf, "XFSB", 4) == 0) {
 		uint64_t bs = be32(buf + 4), blocks = be64(buf + 8);

@@ -62,14 +62,15 @@ int csi_format_opts_parse(const char *fstype, const struct csi_node_kv *ctx, siz
 
 /* The mkfs argument vector (a strv to free with strv_free): mkfs.ext4 -F -m0 [opts] DEV,
  * mkfs.xfs -f [opts] DEV; legacy_xfs adds the options for kernels <= 5.4. */
-int csi_mkfs_argv(const char *fstype, const char *dev, const struct csi_format_opts *o, bool legacy_xfs,
-		  char ***ret);
+int csi_mkfs_argv(const char *fstype, const char *dev, const struct csi_format_opts *o,
+		  bool legacy_xfs, char ***ret);
 
 /* The size of the file system on dev, read from its superblock (ext2/3/4 and xfs): 0 with the
  * bytes and the block size, -EMEDIUMTYPE for another type, -errno when unreadable. */
 int csi_fs_size(const char *dev, uint64_t *ret_bytes, uint64_t *ret_block);
 /* The same from a superblock image: buf holds the first len bytes of the device. */
-int csi_fs_size_from_buf(const unsigned char *buf, size_t len, uint64_t *ret_bytes, uint64_t *ret_block);
+int csi_fs_size_from_buf(const unsigned char *buf, size_t len, uint64_t *ret_bytes,
+			 uint64_t *ret_block);
 
 /* The grow command: resize2fs DEV for ext*, xfs_growfs -d MOUNTPOINT for xfs. */
 int csi_resize_argv(const char *fstype, const char *dev, const char *mountpoint, char ***ret);

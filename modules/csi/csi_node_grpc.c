@@ -43,7 +43,8 @@ static void cap_of(const Csi__V1__VolumeCapability *c, struct csi_node_cap *ret)
 	ret->access_mode = c->access_mode ? (int)c->access_mode->mode : 0;
 	if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
 		ret->block = true;
-	} else if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT && c->mount) {
+	} else if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT &&
+		   c->mount) {
 		ret->fs_type = c->mount->fs_type;
 		ret->mount_flags = (const char *const *)c->mount->mount_flags;
 		ret->n_mount_flags = c->mount->n_mount_flags;
@@ -52,8 +53,8 @@ static void cap_of(const Csi__V1__VolumeCapability *c, struct csi_node_cap *ret)
 	}
 }
 
-static int finish(struct rpc_call *call, const struct csi_node_status *st, const ProtobufCMessageDescriptor *d,
-		  ProtobufCMessage **out)
+static int finish(struct rpc_call *call, const struct csi_node_status *st,
+		  const ProtobufCMessageDescriptor *d, ProtobufCMessage **out)
 {
 	if (st->code != RPC_OK)
 		return rpc_call_error(call, st->code, "%s", st->msg);
@@ -81,7 +82,8 @@ static int node_stage(struct rpc_call *call, const ProtobufCMessage *in, Protobu
 
 	req.publish_context = kv_of(call, (void *const *)q->publish_context, q->n_publish_context);
 	req.volume_context = kv_of(call, (void *const *)q->volume_context, q->n_volume_context);
-	if ((q->n_publish_context && !req.publish_context) || (q->n_volume_context && !req.volume_context))
+	if ((q->n_publish_context && !req.publish_context) ||
+	    (q->n_volume_context && !req.volume_context))
 		return OOM(call);
 	cap_of(q->volume_capability, &req.cap);
 	csi_node_stage(rpc_call_userdata(call), &req, &st);
@@ -112,7 +114,8 @@ static int node_publish(struct rpc_call *call, const ProtobufCMessage *in, Proto
 
 	req.publish_context = kv_of(call, (void *const *)q->publish_context, q->n_publish_context);
 	req.volume_context = kv_of(call, (void *const *)q->volume_context, q->n_volume_context);
-	if ((q->n_publish_context && !req.publish_context) || (q->n_volume_context && !req.volume_context))
+	if ((q->n_publish_context && !req.publish_context) ||
+	    (q->n_volume_context && !req.volume_context))
 		return OOM(call);
 	cap_of(q->volume_capability, &req.cap);
 	csi_node_publish(rpc_call_userdata(call), &req, &st);
@@ -143,7 +146,8 @@ static int node_expand(struct rpc_call *call, const ProtobufCMessage *in, Protob
 	cap_of(q->volume_capability, &req.cap);
 	if (csi_node_expand(rpc_call_userdata(call), &req, &bytes, &st) != RPC_OK)
 		return finish(call, &st, NULL, out);
-	Csi__V1__NodeExpandVolumeResponse *rep = rpc_call_new(call, &csi__v1__node_expand_volume_response__descriptor);
+	Csi__V1__NodeExpandVolumeResponse *rep =
+	    rpc_call_new(call, &csi__v1__node_expand_volume_response__descriptor);
 	if (!rep)
 		return OOM(call);
 	rep->capacity_bytes = bytes;
@@ -151,8 +155,8 @@ static int node_expand(struct rpc_call *call, const ProtobufCMessage *in, Protob
 	return RPC_OK;
 }
 
-static int add_usage(struct rpc_call *call, ProtobufCMessage *rep, Csi__V1__VolumeUsage__Unit unit, int64_t total,
-		     int64_t avail, int64_t used)
+static int add_usage(struct rpc_call *call, ProtobufCMessage *rep, Csi__V1__VolumeUsage__Unit unit,
+		     int64_t total, int64_t avail, int64_t used)
 {
 	Csi__V1__VolumeUsage *u = rpc_call_new(call, &csi__v1__volume_usage__descriptor);
 
@@ -171,18 +175,19 @@ static int node_stats(struct rpc_call *call, const ProtobufCMessage *in, Protobu
 	struct csi_node_stats s;
 	struct csi_node_status st;
 
-	if (csi_node_get_stats(rpc_call_userdata(call), q->volume_id, q->volume_path, &s, &st) != RPC_OK)
+	if (csi_node_get_stats(rpc_call_userdata(call), q->volume_id, q->volume_path, &s, &st) !=
+	    RPC_OK)
 		return finish(call, &st, NULL, out);
 	Csi__V1__NodeGetVolumeStatsResponse *rep =
 		rpc_call_new(call, &csi__v1__node_get_volume_stats_response__descriptor);
 	Csi__V1__VolumeCondition *cond = rpc_call_new(call, &csi__v1__volume_condition__descriptor);
 	if (!rep || !cond)
 		return OOM(call);
-	if (s.has_bytes && add_usage(call, &rep->base, CSI__V1__VOLUME_USAGE__UNIT__BYTES, s.bytes_total,
-				     s.bytes_available, s.bytes_used) < 0)
+	if (s.has_bytes && add_usage(call, &rep->base, CSI__V1__VOLUME_USAGE__UNIT__BYTES,
+				     s.bytes_total, s.bytes_available, s.bytes_used) < 0)
 		return OOM(call);
-	if (s.has_inodes && add_usage(call, &rep->base, CSI__V1__VOLUME_USAGE__UNIT__INODES, s.inodes_total,
-				      s.inodes_free, s.inodes_used) < 0)
+	if (s.has_inodes && add_usage(call, &rep->base, CSI__V1__VOLUME_USAGE__UNIT__INODES,
+				      s.inodes_total, s.inodes_free, s.inodes_used) < 0)
 		return OOM(call);
 	cond->abnormal = s.abnormal;
 	if (!(cond->message = rpc_call_strdup(call, s.message)))
@@ -206,7 +211,8 @@ static int node_caps(struct rpc_call *call, const ProtobufCMessage *in, Protobuf
 	if (!rep)
 		return OOM(call);
 	for (size_t i = 0; i < ARRAY_SIZE(types); i++) {
-		Csi__V1__NodeServiceCapability *c = rpc_call_new(call, &csi__v1__node_service_capability__descriptor);
+		Csi__V1__NodeServiceCapability *c =
+		    rpc_call_new(call, &csi__v1__node_service_capability__descriptor);
 		Csi__V1__NodeServiceCapability__RPC *r =
 			rpc_call_new(call, &csi__v1__node_service_capability__rpc__descriptor);
 		if (!c || !r)
@@ -224,14 +230,17 @@ static int node_caps(struct rpc_call *call, const ProtobufCMessage *in, Protobuf
 static int node_info(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
 	const struct csi_node_config *cfg = csi_node_get_config(rpc_call_userdata(call));
-	Csi__V1__NodeGetInfoResponse *rep = rpc_call_new(call, &csi__v1__node_get_info_response__descriptor);
+	Csi__V1__NodeGetInfoResponse *rep =
+	    rpc_call_new(call, &csi__v1__node_get_info_response__descriptor);
 	Csi__V1__Topology *topo = rpc_call_new(call, &csi__v1__topology__descriptor);
 
-	if (!rep || !topo || !(rep->node_id = rpc_call_strdup(call, cfg->node_id ? cfg->node_id : "")))
+	if (!rep || !topo ||
+	    !(rep->node_id = rpc_call_strdup(call, cfg->node_id ? cfg->node_id : "")))
 		return OOM(call);
 	rep->max_volumes_per_node = cfg->max_volumes;
 	for (size_t i = 0; i < cfg->n_topology; i++)
-		if (rpc_call_map_add(call, &topo->base, "segments", cfg->topology[i].key, cfg->topology[i].value) < 0)
+		if (rpc_call_map_add(call, &topo->base, "segments", cfg->topology[i].key,
+				     cfg->topology[i].value) < 0)
 			return OOM(call);
 	rep->accessible_topology = topo;
 	*out = &rep->base;

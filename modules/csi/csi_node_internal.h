@@ -33,15 +33,16 @@ int csi_node_check_id(const char *volume_id, struct csi_node_status *st);
 int csi_node_check_path(const char *what, const char *path, struct csi_node_status *st);
 /* Checks a capability (present, valid access mode, supported fs type). ret_fstype gets the
  * fs type to use ("ext4" by default). */
-int csi_node_check_cap(const struct csi_node_cap *cap, const char **ret_fstype, struct csi_node_status *st);
+int csi_node_check_cap(const struct csi_node_cap *cap, const char **ret_fstype,
+		       struct csi_node_status *st);
 
 /* mkdir -p with mode for the missing components. */
 int csi_node_mkdir_p(const char *path, mode_t mode);
 
 /* Finds and checks the device of a volume request (publish context devicePath, partition). */
-int csi_node_device_for(struct csi_node *n, const char *volume_id, const struct csi_node_kv *pctx, size_t npctx,
-			const struct csi_node_kv *vctx, size_t nvctx, char *dev, size_t devlen,
-			struct csi_node_status *st);
+int csi_node_device_for(struct csi_node *n, const char *volume_id, const struct csi_node_kv *pctx,
+			size_t npctx, const struct csi_node_kv *vctx, size_t nvctx, char *dev,
+			size_t devlen, struct csi_node_status *st);
 
 /* Checks that block device `dev` mounted (or bound) at `path` belongs to volume_id, so that
  * nothing that is not ours is unmounted or reused: FAILED_PRECONDITION otherwise. */

@@ -98,9 +98,11 @@ long long csi_node_max_volumes(const struct csi_node_limits_input *in, char *why
 	if (avail < 1)
 		avail = 1;
 	if (shared)
-		(void)str_printf(why, n, "%s: %lld shared, %lld reserved (%s), %lld extra interfaces", src,
+		(void)str_printf(why, n,
+				 "%s: %lld shared, %lld reserved (%s), %lld extra interfaces", src,
 				 limit, reserved, rsrc, enis - 1);
 	else
-		(void)str_printf(why, n, "%s: %lld dedicated, %lld reserved (%s)", src, limit, reserved, rsrc);
+		(void)str_printf(why, n, "%s: %lld dedicated, %lld reserved (%s)", src, limit,
+				 reserved, rsrc);
 	return avail;
 }

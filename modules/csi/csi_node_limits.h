@@ -32,7 +32,8 @@ struct csi_node_limits_input {
 	const struct csi_node_type_facts *facts; /* NULL when unknown */
 	int enis;                /* attached network interfaces; <= 0 unknown (taken as 1) */
 	int non_csi_volumes;     /* attached volumes that are not CSI volumes; -1 unknown */
-	char *const *bdm;        /* metadata block-device-mapping as "key=device" ("ebs1=sdf"); NULL unknown */
+	char *const
+	    *bdm; /* metadata block-device-mapping as "key=device" ("ebs1=sdf"); NULL unknown */
 };
 
 /* Computes the limit; `why` (size n, may be NULL) gets a short explanation for the log. */

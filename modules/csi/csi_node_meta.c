@@ -105,7 +105,8 @@ int csi_node_meta_from_imds(struct aws_imds *imds, struct csi_node_meta *m)
 	return 0;
 }
 
-int csi_node_parse_provider_id(const char *provider_id, char *zone, size_t zlen, char *id, size_t idlen)
+int csi_node_parse_provider_id(const char *provider_id, char *zone, size_t zlen, char *id,
+			       size_t idlen)
 {
 	/* aws:///us-east-1a/i-0abc, aws:////i-0abc, or a bare i-0abc */
 	const char *p = provider_id, *slash;
@@ -157,13 +158,17 @@ int csi_node_meta_from_kube(struct kube_client *kc, const char *node_name, struc
 	const char *pid = json_str(node, "spec.providerID");
 	const cJSON *labels = json_find(node, "metadata.labels");
 	if (pid && csi_node_parse_provider_id(pid, zone, sizeof(zone), id, sizeof(id)) == 0) {
-		if ((r = set_if_unset(&m->instance_id, id)) < 0 || (r = set_if_unset(&m->zone, zone)) < 0)
+		if ((r = set_if_unset(&m->instance_id, id)) < 0 ||
+		    (r = set_if_unset(&m->zone, zone)) < 0)
 			goto out;
 	}
 	if (labels) {
-		if ((r = set_if_unset(&m->zone, json_str_key(labels, CSI_WELL_KNOWN_ZONE_KEY))) < 0 ||
+		if ((r = set_if_unset(&m->zone, json_str_key(labels, CSI_WELL_KNOWN_ZONE_KEY))) <
+			0 ||
 		    (r = set_if_unset(&m->zone_id, json_str_key(labels, CSI_ZONE_ID_KEY))) < 0 ||
-		    (r = set_if_unset(&m->instance_type, json_str_key(labels, "node.kubernetes.io/instance-type"))) < 0)
+		    (r = set_if_unset(&m->instance_type,
+				      json_str_key(labels, "node.kubernetes.io/instance-type"))) <
+			0)
 			goto out;
 	}
 	r = m->instance_id ? 0 : -ENODATA;
@@ -212,8 +217,10 @@ int csi_node_topology(const struct csi_node_meta *m, struct csi_node_kv **ret, s
 		if (strv_len(f) == 6 && strcmp(f[0], "arn") == 0) {
 			const char *res = strchr(f[5], '/') ? strchr(f[5], '/') + 1 : f[5];
 			if ((r = topo_add(kv, &n, "topology.ebs.csi.aws.com/region", f[3])) < 0 ||
-			    (r = topo_add(kv, &n, "topology.ebs.csi.aws.com/partition", f[1])) < 0 ||
-			    (r = topo_add(kv, &n, "topology.ebs.csi.aws.com/account-id", f[4])) < 0 ||
+			    (r = topo_add(kv, &n, "topology.ebs.csi.aws.com/partition", f[1])) <
+				0 ||
+			    (r = topo_add(kv, &n, "topology.ebs.csi.aws.com/account-id", f[4])) <
+				0 ||
 			    (r = topo_add(kv, &n, CSI_OUTPOST_KEY, res)) < 0)
 				goto fail;
 		}
@@ -226,7 +233,8 @@ fail:
 	return r;
 }
 
-int csi_node_parse_type_facts(const xmlNode *result, const char *instance_type, struct csi_node_type_facts *ret)
+int csi_node_parse_type_facts(const xmlNode *result, const char *instance_type,
+			      struct csi_node_type_facts *ret)
 {
 	for (xmlNode *it = aws_xml_list(result, "instanceTypeSet"); it; it = aws_xml_next(it)) {
 		const char *t = aws_xml_text(it, "instanceType");
@@ -234,7 +242,8 @@ int csi_node_parse_type_facts(const xmlNode *result, const char *instance_type, 
 		if (!t || strcmp(t, instance_type) != 0)
 			continue;
 		struct csi_node_type_facts f = { 0 };
-		if (aws_xml_int(it, "ebsInfo/maximumEbsAttachments", &max) == 0 && max > 0 && max < 100000)
+		if (aws_xml_int(it, "ebsInfo/maximumEbsAttachments", &max) == 0 && max > 0 &&
+		    max < 100000)
 			f.max_ebs_attachments = (int)max;
 		const char *lt = aws_xml_text(it, "ebsInfo/attachmentLimitType");
 		f.dedicated = lt && strcmp(lt, "dedicated") == 0;
@@ -246,7 +255,8 @@ int csi_node_parse_type_facts(const xmlNode *result, const char *instance_type, 
 	return -ENOENT;
 }
 
-int csi_node_ec2_type_facts(struct aws_client *c, const char *instance_type, struct csi_node_type_facts *ret)
+int csi_node_ec2_type_facts(struct aws_client *c, const char *instance_type,
+			    struct csi_node_type_facts *ret)
 {
 	struct aws_query q = AWS_QUERY_INIT;
 	struct aws_reply rep = { 0 };
@@ -257,10 +267,14 @@ int csi_node_ec2_type_facts(struct aws_client *c, const char *instance_type, str
 		return -EINVAL;
 	if ((r = aws_query_add(&q, "InstanceType.1", instance_type)) < 0)
 		goto out;
-	struct aws_request rq = { .service = AWS_SVC_EC2, .action = "DescribeInstanceTypes", .query = &q,
-				  .timeout_ns = 5000000000LL, .max_attempts = 2 };
+	struct aws_request rq = {.service = AWS_SVC_EC2,
+				 .action = "DescribeInstanceTypes",
+				 .query = &q,
+				 .timeout_ns = 5000000000LL,
+				 .max_attempts = 2};
 	if ((r = aws_do(c, &rq, &rep, &err)) < 0) {
-		log_v(2, "DescribeInstanceTypes failed", KV_S("type", instance_type), KV_S("error", err.message));
+		log_v(2, "DescribeInstanceTypes failed", KV_S("type", instance_type),
+		      KV_S("error", err.message));
 		goto out;
 	}
 	r = csi_node_parse_type_facts(rep.result, instance_type, ret);
@@ -289,7 +303,8 @@ int csi_node_parse_non_csi_volumes(const xmlNode *result, const char *instance_i
 		bool csi = false;
 		for (xmlNode *t = aws_xml_list(v, "tagSet"); t && !csi; t = aws_xml_next(t)) {
 			const char *k = aws_xml_text(t, "key");
-			csi = k && (strcmp(k, "CSIVolumeName") == 0 || strcmp(k, "ebs.csi.aws.com/cluster") == 0);
+			csi = k && (strcmp(k, "CSIVolumeName") == 0 ||
+				    strcmp(k, "ebs.csi.aws.com/cluster") == 0);
 		}
 		bool attached_here = false;
 		for (xmlNode *a = aws_xml_list(v, "attachmentSet"); a; a = aws_xml_next(a)) {
@@ -322,7 +337,8 @@ int csi_node_ec2_non_csi_volumes(struct aws_client *c, const char *instance_id, 
 	struct aws_request rq = { .service = AWS_SVC_EC2, .action = "DescribeVolumes", .query = &q,
 				  .timeout_ns = 5000000000LL, .max_attempts = 2 };
 	if ((r = aws_do(c, &rq, &rep, &err)) < 0) {
-		log_v(2, "DescribeVolumes failed", KV_S("instance", instance_id), KV_S("error", err.message));
+		log_v(2, "DescribeVolumes failed", KV_S("instance", instance_id),
+		      KV_S("error", err.message));
 		goto out;
 	}
 	r = csi_node_parse_non_csi_volumes(rep.result, instance_id, ret);

@@ -241,8 +241,8 @@ int csi_mount_canonical(const char *path, char *ret, size_t n)
 	return str_printf(ret, n, "%s/%s", parent, base) < 0 ? -ENAMETOOLONG : 0;
 }
 
-int csi_mount_state(const char *path, const struct csi_mount_table *t, enum csi_mount_state *ret_state,
-		    struct csi_mount *ret_mount)
+int csi_mount_state(const char *path, const struct csi_mount_table *t,
+		    enum csi_mount_state *ret_state, struct csi_mount *ret_mount)
 {
 	struct csi_mount_table own = { 0 };
 	char canon[PATH_MAX];

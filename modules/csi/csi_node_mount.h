@@ -62,8 +62,8 @@ enum csi_mount_state {
 /* The state of path, from mountinfo (t, or the live table when NULL). For a mounted path the
  * mount is copied into *ret_mount when it is not NULL (strings valid while t lives; with a NULL
  * t only the numbers are set and the strings are NULL). -ENOENT when path does not exist. */
-int csi_mount_state(const char *path, const struct csi_mount_table *t, enum csi_mount_state *ret_state,
-		    struct csi_mount *ret_mount);
+int csi_mount_state(const char *path, const struct csi_mount_table *t,
+		    enum csi_mount_state *ret_state, struct csi_mount *ret_mount);
 
 /* Turns mount option strings (each may itself be a comma-separated list; double quotes protect
  * commas, as in an SELinux context=) into mount(2) flags and a data string. "defaults" is

@@ -67,7 +67,8 @@ int csi_node_new(const struct csi_node_config *cfg, struct csi_node **ret)
 		n->cfg.topology = n->topology;
 		for (size_t i = 0; i < cfg->n_topology; i++) {
 			n->topology[i].key = strdup(cfg->topology[i].key);
-			n->topology[i].value = strdup(cfg->topology[i].value ? cfg->topology[i].value : "");
+			n->topology[i].value =
+			    strdup(cfg->topology[i].value ? cfg->topology[i].value : "");
 			n->cfg.n_topology++;
 			if (!n->topology[i].key || !n->topology[i].value)
 				goto oom;
@@ -147,7 +148,8 @@ int csi_node_check_id(const char *volume_id, struct csi_node_status *st)
 	if (!volume_id || !*volume_id)
 		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "volume id is missing");
 	if (!csi_volume_id_valid(volume_id))
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "invalid volume id \"%.80s\"", volume_id);
+		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "invalid volume id \"%.80s\"",
+				     volume_id);
 	return RPC_OK;
 }
 
@@ -156,10 +158,12 @@ int csi_node_check_path(const char *what, const char *path, struct csi_node_stat
 	if (!path || !*path)
 		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "%s is missing", what);
 	if (path[0] != '/' || strlen(path) >= PATH_MAX - 16)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "%s \"%.200s\" is not an absolute path", what, path);
+		return csi_node_fail(st, RPC_INVALID_ARGUMENT,
+				     "%s \"%.200s\" is not an absolute path", what, path);
 	for (const char *p = path; *p; p++)
 		if (p[0] == '/' && p[1] == '.' && p[2] == '.' && (p[3] == '/' || p[3] == '\0'))
-			return csi_node_fail(st, RPC_INVALID_ARGUMENT, "%s \"%.200s\" contains \"..\"", what, path);
+			return csi_node_fail(st, RPC_INVALID_ARGUMENT,
+					     "%s \"%.200s\" contains \"..\"", what, path);
 	return RPC_OK;
 }
 
@@ -178,13 +182,15 @@ bool csi_node_access_mode_valid(int mode, bool block)
 	}
 }
 
-int csi_node_check_cap(const struct csi_node_cap *cap, const char **ret_fstype, struct csi_node_status *st)
+int csi_node_check_cap(const struct csi_node_cap *cap, const char **ret_fstype,
+		       struct csi_node_status *st)
 {
 	if (!cap->present)
 		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "volume capability is missing");
 	if (!csi_node_access_mode_valid(cap->access_mode, cap->block))
 		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "access mode %d is not supported%s",
-				     cap->access_mode, cap->access_mode == 5 ? " for a file system volume" : "");
+				     cap->access_mode,
+				     cap->access_mode == 5 ? " for a file system volume" : "");
 	if (cap->block) {
 		*ret_fstype = NULL;
 		return RPC_OK;
@@ -198,8 +204,10 @@ int csi_node_check_cap(const struct csi_node_cap *cap, const char **ret_fstype, 
 		}
 	}
 	if (strcasecmp(fs, "ntfs") == 0)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "fstype ntfs is supported on Windows nodes only");
-	return csi_node_fail(st, RPC_INVALID_ARGUMENT, "fstype \"%.40s\" is not supported (ext2, ext3, ext4, xfs)", fs);
+		return csi_node_fail(st, RPC_INVALID_ARGUMENT,
+				     "fstype ntfs is supported on Windows nodes only");
+	return csi_node_fail(st, RPC_INVALID_ARGUMENT,
+			     "fstype \"%.40s\" is not supported (ext2, ext3, ext4, xfs)", fs);
 }
 
 int csi_node_mkdir_p(const char *path, mode_t mode)
@@ -221,18 +229,20 @@ int csi_node_mkdir_p(const char *path, mode_t mode)
 			break;
 	}
 	if (stat(path, &st) < 0)
-		return csi_mount_error_is_corrupted(errno) ? 0 : -errno; /* a dead mount: repaired later */
+		/* a dead mount point: the caller's state check repairs it */
+		return csi_mount_error_is_corrupted(errno) ? 0 : -errno;
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-int csi_node_device_for(struct csi_node *n, const char *volume_id, const struct csi_node_kv *pctx, size_t npctx,
-			const struct csi_node_kv *vctx, size_t nvctx, char *dev, size_t devlen,
-			struct csi_node_status *st)
+int csi_node_device_for(struct csi_node *n, const char *volume_id, const struct csi_node_kv *pctx,
+			size_t npctx, const struct csi_node_kv *vctx, size_t nvctx, char *dev,
+			size_t devlen, struct csi_node_status *st)
 {
 	char msg[768];
 	const char *dp = csi_node_kv_get(pctx, npctx, "devicePath");
 	const char *part = csi_node_kv_get(vctx, nvctx, "partition");
-	int r = csi_node_find_device(&n->cfg.devices, volume_id, dp, part, dev, devlen, msg, sizeof(msg));
+	int r = csi_node_find_device(&n->cfg.devices, volume_id, dp, part, dev, devlen, msg,
+				     sizeof(msg));
 
 	switch (r) {
 	case 0:
@@ -242,12 +252,13 @@ int csi_node_device_for(struct csi_node *n, const char *volume_id, const struct 
 	case -ENOENT:
 		return csi_node_fail(st, RPC_NOT_FOUND, "%s", msg);
 	case -EMEDIUMTYPE:
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "refusing to use the device: %s", msg);
+		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "refusing to use the device: %s",
+				     msg);
 	case -ENOTBLK:
 		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "%s", msg);
 	default:
-		return csi_node_fail(st, RPC_INTERNAL, "finding the device of volume %s: %s", volume_id,
-				     strerror(-r));
+		return csi_node_fail(st, RPC_INTERNAL, "finding the device of volume %s: %s",
+				     volume_id, strerror(-r));
 	}
 }
 
@@ -262,8 +273,9 @@ int csi_node_check_owner(struct csi_node *n, dev_t dev, const char *volume_id, c
 				     "%s is not a block device mount, not touching it", path);
 	r = csi_node_device_check(&n->cfg.devices, dev, volume_id, msg, sizeof(msg));
 	if (r == -EMEDIUMTYPE)
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "%s is not volume %s, not touching it: %s",
-				     path, volume_id, msg);
+		return csi_node_fail(st, RPC_FAILED_PRECONDITION,
+				     "%s is not volume %s, not touching it: %s", path, volume_id,
+				     msg);
 	/* a device that has gone away, or one we cannot identify, is accepted */
 	return RPC_OK;
 }
@@ -275,8 +287,8 @@ int csi_node_run(struct csi_node *n, const char *const *argv, const char *volume
 	int64_t t0 = now_mono_ns();
 	int r = csi_exec(argv, n->cfg.mkfs_timeout_ns, &out);
 
-	log_v(4, "ran program", KV_S("program", argv[0]), KV_S("volume", volume_id), KV_I("result", r),
-	      KV_D("seconds", (double)(now_mono_ns() - t0) / 1e9));
+	log_v(4, "ran program", KV_S("program", argv[0]), KV_S("volume", volume_id),
+	      KV_I("result", r), KV_D("seconds", (double)(now_mono_ns() - t0) / 1e9));
 	if (msglen)
 		msg[0] = '\0';
 	if (r != 0)
@@ -334,7 +346,8 @@ int csi_node_cleanup_path(struct csi_node *n, const char *volume_id, const char 
 			if ((r = csi_node_check_owner(n, dev, volume_id, path, st)) != RPC_OK)
 				goto out;
 		} else {
-			log_warn("unmounting a corrupted mount point", KV_S("volume", volume_id), KV_S("path", path));
+			log_warn("unmounting a corrupted mount point", KV_S("volume", volume_id),
+				 KV_S("path", path));
 		}
 		if ((r = csi_umount(path)) < 0 && r != -EINVAL) {
 			csi_node_fail(st, RPC_INTERNAL, "unmounting %s: %s", path, strerror(-r));
@@ -370,16 +383,20 @@ static int stage_existing(struct csi_node *n, struct stage_ctx *c, const struct 
 	const char *vol = c->req->volume_id, *path = c->req->staging_path;
 
 	if (makedev(m->major, m->minor) != c->dev_st.st_rdev) {
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION,
-				     "staging path %s already holds another device (%u:%u, %s), not %s",
-				     path, m->major, m->minor, m->source, c->dev);
+		return csi_node_fail(
+		    st, RPC_FAILED_PRECONDITION,
+		    "staging path %s already holds another device (%u:%u, %s), not %s", path,
+		    m->major, m->minor, m->source, c->dev);
 	}
 	if (!csi_fs_compatible(c->fstype, m->fstype))
 		return csi_node_fail(st, RPC_ALREADY_EXISTS,
-				     "volume %s is staged at %s as %s, not %s", vol, path, m->fstype, c->fstype);
+				     "volume %s is staged at %s as %s, not %s", vol, path,
+				     m->fstype, c->fstype);
 	if (!c->readonly && csi_mount_has_option(m->options, "ro"))
-		return csi_node_fail(st, RPC_ALREADY_EXISTS, "volume %s is staged read-only at %s", vol, path);
-	log_v(2, "volume already staged", KV_S("volume", vol), KV_S("path", path), KV_S("device", c->dev));
+		return csi_node_fail(st, RPC_ALREADY_EXISTS, "volume %s is staged read-only at %s",
+				     vol, path);
+	log_v(2, "volume already staged", KV_S("volume", vol), KV_S("path", path),
+	      KV_S("device", c->dev));
 	return csi_node_ok(st);
 }
 
@@ -396,43 +413,54 @@ static int stage_prepare_fs(struct csi_node *n, struct stage_ctx *c, struct csi_
 		_cleanup_strv_ char **argv = NULL;
 		if (c->readonly)
 			return csi_node_fail(st, RPC_FAILED_PRECONDITION,
-					     "%s is blank and the volume is to be mounted read-only: not formatting it",
+					     "%s is blank and the volume is to be mounted "
+					     "read-only: not formatting it",
 					     c->dev);
 		if ((r = csi_mkfs_argv(c->fstype, c->dev, &c->fmt, n->cfg.legacy_xfs, &argv)) < 0)
-			return csi_node_fail(st, RPC_INTERNAL, "building the mkfs command: %s", strerror(-r));
+			return csi_node_fail(st, RPC_INTERNAL, "building the mkfs command: %s",
+					     strerror(-r));
 		log_info("formatting a blank volume", KV_S("volume", vol), KV_S("device", c->dev),
 			 KV_S("fstype", c->fstype));
 		char msg[768];
 		if ((r = csi_node_run(n, (const char *const *)argv, vol, msg, sizeof(msg))) != 0) {
-			log_error("formatting failed", KV_S("volume", vol), KV_S("device", c->dev), KV_S("error", msg));
+			log_error("formatting failed", KV_S("volume", vol), KV_S("device", c->dev),
+				  KV_S("error", msg));
 			return csi_node_fail(st, RPC_INTERNAL, "formatting %s: %s", c->dev, msg);
 		}
 		return csi_node_ok(st);
 	}
 	if (p.ambiguous)
 		return csi_node_fail(st, RPC_FAILED_PRECONDITION,
-				     "%s holds several signatures: not formatting or mounting it", c->dev);
+				     "%s holds several signatures: not formatting or mounting it",
+				     c->dev);
 	if (p.pttype[0] && !p.type[0])
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION,
-				     "%s holds a %s partition table: not formatting it (set the volume attribute "
-				     "\"partition\" to mount one of its partitions)", c->dev, p.pttype);
+		return csi_node_fail(
+		    st, RPC_FAILED_PRECONDITION,
+		    "%s holds a %s partition table: not formatting it (set the volume attribute "
+		    "\"partition\" to mount one of its partitions)",
+		    c->dev, p.pttype);
 	if (!csi_fs_compatible(c->fstype, p.type))
 		return csi_node_fail(st, RPC_FAILED_PRECONDITION,
-				     "%s already holds %s, not %s: not formatting it", c->dev, p.type, c->fstype);
+				     "%s already holds %s, not %s: not formatting it", c->dev,
+				     p.type, c->fstype);
 	if (csi_fs_is_ext(p.type) && !c->readonly) {
 		const char *argv[] = { "e2fsck", "-p", c->dev, NULL };
 		char msg[768];
 		r = csi_node_run(n, argv, vol, msg, sizeof(msg));
 		if (r < 0) {
-			log_error("fsck failed", KV_S("volume", vol), KV_S("device", c->dev), KV_S("error", msg));
+			log_error("fsck failed", KV_S("volume", vol), KV_S("device", c->dev),
+				  KV_S("error", msg));
 			return csi_node_fail(st, RPC_INTERNAL, "checking %s: %s", c->dev, msg);
 		}
 		if (r == 1 || r == 2)
-			log_info("fsck corrected errors", KV_S("volume", vol), KV_S("device", c->dev), KV_I("status", r));
+			log_info("fsck corrected errors", KV_S("volume", vol),
+				 KV_S("device", c->dev), KV_I("status", r));
 		else if (r >= 4)
-			return csi_node_fail(st, RPC_INTERNAL,
-					     "e2fsck found errors on %s that it could not correct (status %d); "
-					     "repair the file system by hand: %s", c->dev, r, msg);
+			return csi_node_fail(
+			    st, RPC_INTERNAL,
+			    "e2fsck found errors on %s that it could not correct (status %d); "
+			    "repair the file system by hand: %s",
+			    c->dev, r, msg);
 	}
 	return csi_node_ok(st);
 }
@@ -445,17 +473,18 @@ static void stage_grow(struct csi_node *n, struct stage_ctx *c)
 	char msg[768];
 	_cleanup_strv_ char **argv = NULL;
 
-	if (c->readonly || csi_block_size(c->dev, &dsize) < 0 || csi_fs_size(c->dev, &fsize, &bsize) < 0)
+	if (c->readonly || csi_block_size(c->dev, &dsize) < 0 ||
+	    csi_fs_size(c->dev, &fsize, &bsize) < 0)
 		return;
 	if (dsize <= fsize + bsize)
 		return;
 	if (csi_resize_argv(c->fstype, c->dev, c->req->staging_path, &argv) < 0)
 		return;
-	log_info("growing the file system to the device", KV_S("volume", vol), KV_S("device", c->dev),
-		 KV_U("fs_bytes", fsize), KV_U("device_bytes", dsize));
+	log_info("growing the file system to the device", KV_S("volume", vol),
+		 KV_S("device", c->dev), KV_U("fs_bytes", fsize), KV_U("device_bytes", dsize));
 	if (csi_node_run(n, (const char *const *)argv, vol, msg, sizeof(msg)) != 0)
-		log_warn("growing the file system failed; NodeExpandVolume will retry", KV_S("volume", vol),
-			 KV_S("error", msg));
+		log_warn("growing the file system failed; NodeExpandVolume will retry",
+			 KV_S("volume", vol), KV_S("error", msg));
 }
 
 static int stage_locked(struct csi_node *n, struct stage_ctx *c, struct csi_node_status *st)
@@ -466,20 +495,22 @@ static int stage_locked(struct csi_node *n, struct stage_ctx *c, struct csi_node
 	struct csi_mount m;
 	int r;
 
-	if ((r = csi_node_device_for(n, req->volume_id, req->publish_context, req->n_publish_context,
-				     req->volume_context, req->n_volume_context, c->dev, sizeof(c->dev), st)) != RPC_OK)
+	if ((r = csi_node_device_for(n, req->volume_id, req->publish_context,
+				     req->n_publish_context, req->volume_context,
+				     req->n_volume_context, c->dev, sizeof(c->dev), st)) != RPC_OK)
 		return r;
 	if (stat(c->dev, &c->dev_st) < 0)
 		return csi_node_fail(st, RPC_NOT_FOUND, "%s: %s", c->dev, strerror(errno));
 	if ((r = csi_node_mkdir_p(req->staging_path, 0750)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "creating the staging path %s: %s", req->staging_path,
-				     strerror(-r));
+		return csi_node_fail(st, RPC_INTERNAL, "creating the staging path %s: %s",
+				     req->staging_path, strerror(-r));
 	if ((r = csi_mount_table_load(NULL, &t)) < 0)
 		return csi_node_fail(st, RPC_INTERNAL, "reading mountinfo: %s", strerror(-r));
 	r = csi_mount_state(req->staging_path, &t, &state, &m);
 	if (r < 0) {
 		csi_mount_table_release(&t);
-		return csi_node_fail(st, RPC_INTERNAL, "checking %s: %s", req->staging_path, strerror(-r));
+		return csi_node_fail(st, RPC_INTERNAL, "checking %s: %s", req->staging_path,
+				     strerror(-r));
 	}
 	if (state == CSI_MOUNT_MOUNTED) {
 		r = stage_existing(n, c, &m, st);
@@ -497,15 +528,16 @@ static int stage_locked(struct csi_node *n, struct stage_ctx *c, struct csi_node
 	if ((r = stage_prepare_fs(n, c, st)) != RPC_OK)
 		return r;
 	if ((r = csi_mount_fs(c->dev, req->staging_path, c->fstype, c->flags, c->data)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "mounting %s (%s) at %s: %s", c->dev, c->fstype,
-				     req->staging_path, strerror(-r));
+		return csi_node_fail(st, RPC_INTERNAL, "mounting %s (%s) at %s: %s", c->dev,
+				     c->fstype, req->staging_path, strerror(-r));
 	log_info("volume staged", KV_S("volume", req->volume_id), KV_S("device", c->dev),
 		 KV_S("path", req->staging_path), KV_S("fstype", c->fstype));
 	stage_grow(n, c);
 	return csi_node_ok(st);
 }
 
-int csi_node_stage(struct csi_node *n, const struct csi_node_volume_req *req, struct csi_node_status *st)
+int csi_node_stage(struct csi_node *n, const struct csi_node_volume_req *req,
+		   struct csi_node_status *st)
 {
 	struct stage_ctx c = { .req = req };
 	char msg[512];
@@ -540,7 +572,8 @@ int csi_node_stage(struct csi_node *n, const struct csi_node_volume_req *req, st
 	if (c.readonly)
 		c.flags |= MS_RDONLY;
 	if (!csi_node_inflight_begin(n, req->volume_id))
-		return csi_node_fail(st, RPC_ABORTED, "an operation on volume %s is already in progress",
+		return csi_node_fail(st, RPC_ABORTED,
+				     "an operation on volume %s is already in progress",
 				     req->volume_id);
 	r = stage_locked(n, &c, st);
 	csi_node_inflight_end(n, req->volume_id);
@@ -558,7 +591,8 @@ int csi_node_unstage(struct csi_node *n, const char *volume_id, const char *stag
 	    (r = csi_node_check_path("staging target path", staging_path, st)) != RPC_OK)
 		return r;
 	if (!csi_node_inflight_begin(n, volume_id))
-		return csi_node_fail(st, RPC_ABORTED, "an operation on volume %s is already in progress", volume_id);
+		return csi_node_fail(st, RPC_ABORTED,
+				     "an operation on volume %s is already in progress", volume_id);
 	r = csi_node_cleanup_path(n, volume_id, staging_path, true, st);
 	if (r == RPC_OK)
 		log_info("volume unstaged", KV_S("volume", volume_id), KV_S("path", staging_path));

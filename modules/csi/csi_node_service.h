@@ -56,10 +56,12 @@ struct csi_node_volume_req {
 	bool readonly;                   /* NodePublish only */
 };
 
-int csi_node_stage(struct csi_node *n, const struct csi_node_volume_req *req, struct csi_node_status *st);
+int csi_node_stage(struct csi_node *n, const struct csi_node_volume_req *req,
+		   struct csi_node_status *st);
 int csi_node_unstage(struct csi_node *n, const char *volume_id, const char *staging_path,
 		     struct csi_node_status *st);
-int csi_node_publish(struct csi_node *n, const struct csi_node_volume_req *req, struct csi_node_status *st);
+int csi_node_publish(struct csi_node *n, const struct csi_node_volume_req *req,
+		     struct csi_node_status *st);
 int csi_node_unpublish(struct csi_node *n, const char *volume_id, const char *target_path,
 		       struct csi_node_status *st);
 

@@ -49,7 +49,8 @@ static int fake_sysfs(const char *name, const char *serial)
 	if (write_file(t, dev) < 0)
 		return -EIO;
 	if (serial) {
-		(void)str_printf(t, sizeof(t), "%s/devices/virtual/block/%s/device/serial", sys, name);
+		(void)str_printf(t, sizeof(t), "%s/devices/virtual/block/%s/device/serial", sys,
+				 name);
 		if (write_file(t, serial) < 0)
 			return -EIO;
 	}
@@ -63,7 +64,8 @@ static int fake_sysfs(const char *name, const char *serial)
 	(void)mkdir(t, 0755);
 	char target[1024];
 	(void)str_printf(target, sizeof(target), "../../devices/virtual/block/%s", name);
-	(void)str_printf(t, sizeof(t), "%s/dev/block/%u:%u", sys, major(st.st_rdev), minor(st.st_rdev));
+	(void)str_printf(t, sizeof(t), "%s/dev/block/%u:%u", sys, major(st.st_rdev),
+			 minor(st.st_rdev));
 	if (symlink(target, t) < 0 && errno != EEXIST)
 		return -errno;
 	(void)str_printf(t, sizeof(t), "%s/class/block/%s", sys, name);
@@ -86,8 +88,8 @@ static bool setup(void)
 	(void)str_printf(sys, sizeof(sys), "%s/sys", test_tmpdir());
 	mkdir(byid, 0755);
 	struct stat st;
-	return stat("/dev/loop0", &st) == 0 && S_ISBLK(st.st_mode) && stat("/dev/loop1", &st) == 0 &&
-	       stat("/dev/loop2", &st) == 0;
+	return stat("/dev/loop0", &st) == 0 && S_ISBLK(st.st_mode) &&
+	       stat("/dev/loop1", &st) == 0 && stat("/dev/loop2", &st) == 0;
 }
 
 TEST(csi_node_volume_id)
@@ -99,7 +101,8 @@ TEST(csi_node_volume_id)
 	ASSERT_FALSE(csi_volume_id_valid(NULL));
 	ASSERT_FALSE(csi_volume_id_valid("vol-../../etc"));
 	ASSERT_FALSE(csi_volume_id_valid("vol/x"));
-	ASSERT_FALSE(csi_volume_id_valid("vol-0123456789abcdef0vol-0123456789abcdef0vol-0123456789abcdef0123"));
+	ASSERT_FALSE(csi_volume_id_valid(
+	    "vol-0123456789abcdef0vol-0123456789abcdef0vol-0123456789abcdef0123"));
 	ASSERT_OK(csi_volume_serial("vol-0abc", s, sizeof(s)));
 	ASSERT_STREQ(s, "vol0abc");
 	ASSERT_ERR(csi_volume_serial("vol-0abc", s, 4), ENAMETOOLONG);
@@ -118,24 +121,33 @@ TEST(csi_node_find_by_link)
 	ASSERT_OK(fake_sysfs("loop0", NULL));
 	ASSERT_OK(link_volume("vol0aaa", "/dev/loop0"));
 	/* the link wins, a missing devicePath is fine */
-	ASSERT_OK(csi_node_find_device(&d, "vol-0aaa", "/dev/xvdba", NULL, dev, sizeof(dev), msg, sizeof(msg)));
+	ASSERT_OK(csi_node_find_device(&d, "vol-0aaa", "/dev/xvdba", NULL, dev, sizeof(dev), msg,
+				       sizeof(msg)));
 	ASSERT_STREQ(dev, "/dev/loop0");
-	ASSERT_OK(csi_node_find_device(&d, "vol-0aaa", NULL, "0", dev, sizeof(dev), msg, sizeof(msg)));
+	ASSERT_OK(
+	    csi_node_find_device(&d, "vol-0aaa", NULL, "0", dev, sizeof(dev), msg, sizeof(msg)));
 	ASSERT_STREQ(dev, "/dev/loop0");
 	/* nothing at all */
-	ASSERT_ERR(csi_node_find_device(&d, "vol-0bbb", "/dev/xvdbb", NULL, dev, sizeof(dev), msg, sizeof(msg)),
+	ASSERT_ERR(csi_node_find_device(&d, "vol-0bbb", "/dev/xvdbb", NULL, dev, sizeof(dev), msg,
+					sizeof(msg)),
 		   ENOENT);
 	ASSERT_CONTAINS(msg, "vol-0bbb");
 	/* the by-id form with a namespace suffix */
 	ASSERT_OK(link_volume("vol0ccc_1", "/dev/loop1"));
 	ASSERT_OK(fake_sysfs("loop1", NULL));
-	ASSERT_OK(csi_node_find_device(&d, "vol-0ccc", NULL, NULL, dev, sizeof(dev), msg, sizeof(msg)));
+	ASSERT_OK(
+	    csi_node_find_device(&d, "vol-0ccc", NULL, NULL, dev, sizeof(dev), msg, sizeof(msg)));
 	ASSERT_STREQ(dev, "/dev/loop1");
 	/* a partition that does not exist */
-	ASSERT_ERR(csi_node_find_device(&d, "vol-0aaa", NULL, "7", dev, sizeof(dev), msg, sizeof(msg)), ENOENT);
+	ASSERT_ERR(
+	    csi_node_find_device(&d, "vol-0aaa", NULL, "7", dev, sizeof(dev), msg, sizeof(msg)),
+	    ENOENT);
 	ASSERT_CONTAINS(msg, "/dev/loop0p7");
-	ASSERT_ERR(csi_node_find_device(&d, "vol-0aaa", NULL, "x1", dev, sizeof(dev), msg, sizeof(msg)), EINVAL);
-	ASSERT_ERR(csi_node_find_device(&d, "../x", NULL, NULL, dev, sizeof(dev), msg, sizeof(msg)), EINVAL);
+	ASSERT_ERR(
+	    csi_node_find_device(&d, "vol-0aaa", NULL, "x1", dev, sizeof(dev), msg, sizeof(msg)),
+	    EINVAL);
+	ASSERT_ERR(csi_node_find_device(&d, "../x", NULL, NULL, dev, sizeof(dev), msg, sizeof(msg)),
+		   EINVAL);
 }
 
 TEST(csi_node_find_by_device_path)
@@ -149,18 +161,22 @@ TEST(csi_node_find_by_device_path)
 	}
 	ASSERT_OK(fake_sysfs("loop2", NULL));
 	/* a device with no identity (a Xen instance) is accepted from devicePath */
-	ASSERT_OK(csi_node_find_device(&d, "vol-0ddd", "/dev/loop2", NULL, dev, sizeof(dev), msg, sizeof(msg)));
+	ASSERT_OK(csi_node_find_device(&d, "vol-0ddd", "/dev/loop2", NULL, dev, sizeof(dev), msg,
+				       sizeof(msg)));
 	ASSERT_STREQ(dev, "/dev/loop2");
 	/* a symlink devicePath is resolved */
 	char l[1024];
 	(void)str_printf(l, sizeof(l), "%s/xvdba", test_tmpdir());
 	ASSERT_OK(symlink("/dev/loop2", l) < 0 ? -errno : 0);
-	ASSERT_OK(csi_node_find_device(&d, "vol-0ddd", l, NULL, dev, sizeof(dev), msg, sizeof(msg)));
+	ASSERT_OK(
+	    csi_node_find_device(&d, "vol-0ddd", l, NULL, dev, sizeof(dev), msg, sizeof(msg)));
 	ASSERT_STREQ(dev, "/dev/loop2");
 	/* not a block device */
-	ASSERT_ERR(csi_node_find_device(&d, "vol-0ddd", "/dev/null", NULL, dev, sizeof(dev), msg, sizeof(msg)),
+	ASSERT_ERR(csi_node_find_device(&d, "vol-0ddd", "/dev/null", NULL, dev, sizeof(dev), msg,
+					sizeof(msg)),
 		   ENOTBLK);
-	ASSERT_ERR(csi_node_find_device(&d, "vol-0ddd", test_tmpdir(), NULL, dev, sizeof(dev), msg, sizeof(msg)),
+	ASSERT_ERR(csi_node_find_device(&d, "vol-0ddd", test_tmpdir(), NULL, dev, sizeof(dev), msg,
+					sizeof(msg)),
 		   ENOTBLK);
 }
 
@@ -177,7 +193,8 @@ TEST(csi_node_wrong_volume_refused)
 	/* loop0 is vol-0aaa by its link: as devicePath of vol-0eee it is refused */
 	ASSERT_OK(fake_sysfs("loop0", NULL));
 	ASSERT_OK(link_volume("vol0aaa", "/dev/loop0"));
-	ASSERT_ERR(csi_node_find_device(&d, "vol-0eee", "/dev/loop0", NULL, dev, sizeof(dev), msg, sizeof(msg)),
+	ASSERT_ERR(csi_node_find_device(&d, "vol-0eee", "/dev/loop0", NULL, dev, sizeof(dev), msg,
+					sizeof(msg)),
 		   EMEDIUMTYPE);
 	ASSERT_CONTAINS(msg, "vol-0aaa");
 	ASSERT_CONTAINS(msg, "vol-0eee");
@@ -185,20 +202,24 @@ TEST(csi_node_wrong_volume_refused)
 	ASSERT_OK(csi_node_device_identity(&d, st.st_rdev, id, sizeof(id)));
 	ASSERT_STREQ(id, "vol0aaa");
 	ASSERT_OK(csi_node_device_check(&d, st.st_rdev, "vol-0aaa", msg, sizeof(msg)));
-	ASSERT_ERR(csi_node_device_check(&d, st.st_rdev, "vol-0fff", msg, sizeof(msg)), EMEDIUMTYPE);
+	ASSERT_ERR(csi_node_device_check(&d, st.st_rdev, "vol-0fff", msg, sizeof(msg)),
+		   EMEDIUMTYPE);
 
 	/* the NVMe serial in sysfs is the identity, before any link */
 	ASSERT_OK(fake_sysfs("loop1", "vol0123   \n"));
 	ASSERT_OK(stat("/dev/loop1", &st));
 	ASSERT_OK(csi_node_device_identity(&d, st.st_rdev, id, sizeof(id)));
 	ASSERT_STREQ(id, "vol0123");
-	ASSERT_OK(csi_node_find_device(&d, "vol-0123", "/dev/loop1", NULL, dev, sizeof(dev), msg, sizeof(msg)));
-	ASSERT_ERR(csi_node_find_device(&d, "vol-0456", "/dev/loop1", NULL, dev, sizeof(dev), msg, sizeof(msg)),
+	ASSERT_OK(csi_node_find_device(&d, "vol-0123", "/dev/loop1", NULL, dev, sizeof(dev), msg,
+				       sizeof(msg)));
+	ASSERT_ERR(csi_node_find_device(&d, "vol-0456", "/dev/loop1", NULL, dev, sizeof(dev), msg,
+					sizeof(msg)),
 		   EMEDIUMTYPE);
 	/* a by-id link that points at another volume's device is refused too */
 	ASSERT_OK(link_volume("vol0456", "/dev/loop1"));
-	ASSERT_ERR(csi_node_find_device(&d, "vol-0456", NULL, NULL, dev, sizeof(dev), msg, sizeof(msg)),
-		   EMEDIUMTYPE);
+	ASSERT_ERR(
+	    csi_node_find_device(&d, "vol-0456", NULL, NULL, dev, sizeof(dev), msg, sizeof(msg)),
+	    EMEDIUMTYPE);
 	char name[64];
 	ASSERT_OK(csi_node_device_name(&d, st.st_rdev, name, sizeof(name)));
 	ASSERT_STREQ(name, "loop1");

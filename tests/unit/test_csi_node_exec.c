@@ -63,7 +63,8 @@ TEST(csi_node_exec_timeout_kills_group)
 TEST(csi_node_exec_output_capped)
 {
 	_cleanup_buf_ struct buf out = BUF_INIT(0);
-	const char *argv[] = { "sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x; echo; echo tail", NULL };
+	const char *argv[] = {"sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x; echo; echo tail",
+			      NULL};
 
 	ASSERT_EQ(csi_exec(argv, 0, &out), 0);
 	ASSERT_EQ(out.len, CSI_EXEC_MAX_OUTPUT);

@@ -31,9 +31,9 @@ TEST(csi_node_format_opts)
 	struct csi_format_opts o;
 	char msg[256];
 	struct csi_node_kv ctx[] = {
-		{ "blocksize", "4096" }, { "InodeSize", "512" }, { "bytesPerInode", "16384" },
-		{ "numberofinodes", "100000" }, { "ext4bigalloc", "true" }, { "ext4ClusterSize", "65536" },
-		{ "unrelated", "x" },
+	    {"blocksize", "4096"},	  {"InodeSize", "512"},	    {"bytesPerInode", "16384"},
+	    {"numberofinodes", "100000"}, {"ext4bigalloc", "true"}, {"ext4ClusterSize", "65536"},
+	    {"unrelated", "x"},
 	};
 
 	ASSERT_OK(csi_format_opts_parse("ext4", ctx, ARRAY_SIZE(ctx), &o, msg, sizeof(msg)));
@@ -47,12 +47,14 @@ TEST(csi_node_format_opts)
 
 	char **argv = NULL;
 	ASSERT_OK(csi_mkfs_argv("ext4", "/dev/nvme1n1", &o, false, &argv));
-	ASSERT_STREQ(joined(argv),
-		     "mkfs.ext4 -F -m0 -b 4096 -I 512 -i 16384 -N 100000 -O bigalloc -C 65536 /dev/nvme1n1");
+	ASSERT_STREQ(
+	    joined(argv),
+	    "mkfs.ext4 -F -m0 -b 4096 -I 512 -i 16384 -N 100000 -O bigalloc -C 65536 /dev/nvme1n1");
 	strv_free(argv);
 
 	/* xfs takes only the sizes, in its own syntax */
-	ASSERT_ERR(csi_format_opts_parse("xfs", ctx, ARRAY_SIZE(ctx), &o, msg, sizeof(msg)), EINVAL);
+	ASSERT_ERR(csi_format_opts_parse("xfs", ctx, ARRAY_SIZE(ctx), &o, msg, sizeof(msg)),
+		   EINVAL);
 	ASSERT_CONTAINS(msg, "not supported for fstype xfs");
 	ASSERT_OK(csi_format_opts_parse("xfs", ctx, 2, &o, msg, sizeof(msg)));
 	ASSERT_OK(csi_mkfs_argv("xfs", "/dev/nvme1n1", &o, false, &argv));
@@ -64,7 +66,8 @@ TEST(csi_node_format_opts)
 	strv_free(argv);
 	struct csi_format_opts none = { 0 };
 	ASSERT_OK(csi_mkfs_argv("xfs", "/dev/x", &none, true, &argv));
-	ASSERT_STREQ(joined(argv), "mkfs.xfs -f -i nrext64=0 -m bigtime=0,inobtcount=0,reflink=0 /dev/x");
+	ASSERT_STREQ(joined(argv),
+		     "mkfs.xfs -f -i nrext64=0 -m bigtime=0,inobtcount=0,reflink=0 /dev/x");
 	strv_free(argv);
 	ASSERT_OK(csi_mkfs_argv("ext3", "/dev/x", &none, false, &argv));
 	ASSERT_STREQ(joined(argv), "mkfs.ext3 -F -m0 /dev/x");
@@ -91,7 +94,8 @@ TEST(csi_node_format_opts_rejected)
 		ASSERT_ERR(csi_format_opts_parse("ext4", bad[i], 1, &o, msg, sizeof(msg)), EINVAL);
 	const struct csi_node_kv e3[] = { { "ext4BigAlloc", "true" } };
 	ASSERT_ERR(csi_format_opts_parse("ext3", e3, 1, &o, msg, sizeof(msg)), EINVAL);
-	const struct csi_node_kv off[] = { { "ext4BigAlloc", "false" }, { "ext4EncryptionSupport", "true" } };
+	const struct csi_node_kv off[] = {{"ext4BigAlloc", "false"},
+					  {"ext4EncryptionSupport", "true"}};
 	ASSERT_OK(csi_format_opts_parse("ext4", off, 2, &o, msg, sizeof(msg)));
 	ASSERT_FALSE(o.bigalloc);
 	ASSERT_TRUE(o.encrypt);
@@ -178,7 +182,8 @@ TEST(csi_node_probe_and_size_real_mkfs)
 	struct csi_probe p;
 	uint64_t bytes, bs;
 
-	if (csi_exec_find("mkfs.ext4", found, sizeof(found)) < 0 || csi_exec_find("mkfs.xfs", found, sizeof(found)) < 0) {
+	if (csi_exec_find("mkfs.ext4", found, sizeof(found)) < 0 ||
+	    csi_exec_find("mkfs.xfs", found, sizeof(found)) < 0) {
 		printf("    (mkfs.ext4/mkfs.xfs not installed: skipped)\n");
 		return;
 	}

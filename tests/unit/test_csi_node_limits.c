@@ -4,7 +4,8 @@
 
 static struct csi_node_limits_input base(void)
 {
-	return (struct csi_node_limits_input){ .attach_limit = -1, .reserved = -1, .non_csi_volumes = -1 };
+	return (struct csi_node_limits_input){
+	    .attach_limit = -1, .reserved = -1, .non_csi_volumes = -1};
 }
 
 TEST(csi_node_limits_flag)
@@ -36,8 +37,8 @@ TEST(csi_node_limits_shared_nitro)
 	in.enis = 3;
 	ASSERT_EQ(csi_node_max_volumes(&in, NULL, 0), 24);
 	/* metadata: root + ebs1 (a data disk given at launch) + ebs2 (a CSI volume, xvdba) */
-	char *bdm[] = { (char *)"ami=xvda", (char *)"root=/dev/xvda", (char *)"ebs1=sdf", (char *)"ebs2=xvdba",
-			(char *)"ephemeral0=sdb", NULL };
+	char *bdm[] = {(char *)"ami=xvda",   (char *)"root=/dev/xvda", (char *)"ebs1=sdf",
+		       (char *)"ebs2=xvdba", (char *)"ephemeral0=sdb", NULL};
 	in.enis = 1;
 	in.bdm = bdm;
 	ASSERT_EQ(csi_node_max_volumes(&in, NULL, 0), 25);

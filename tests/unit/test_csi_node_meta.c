@@ -65,7 +65,8 @@ TEST(csi_node_meta_provider_id)
 {
 	char zone[64], id[64];
 
-	ASSERT_OK(csi_node_parse_provider_id("aws:///us-east-1a/i-0123456789abcdef0", zone, sizeof(zone), id, sizeof(id)));
+	ASSERT_OK(csi_node_parse_provider_id("aws:///us-east-1a/i-0123456789abcdef0", zone,
+					     sizeof(zone), id, sizeof(id)));
 	ASSERT_STREQ(zone, "us-east-1a");
 	ASSERT_STREQ(id, "i-0123456789abcdef0");
 	ASSERT_OK(csi_node_parse_provider_id("aws:////i-0abc", zone, sizeof(zone), id, sizeof(id)));
@@ -73,9 +74,11 @@ TEST(csi_node_meta_provider_id)
 	ASSERT_STREQ(id, "i-0abc");
 	ASSERT_OK(csi_node_parse_provider_id("i-0abc", zone, sizeof(zone), id, sizeof(id)));
 	ASSERT_STREQ(id, "i-0abc");
-	ASSERT_ERR(csi_node_parse_provider_id("gce://p/z/n", zone, sizeof(zone), id, sizeof(id)), EINVAL);
+	ASSERT_ERR(csi_node_parse_provider_id("gce://p/z/n", zone, sizeof(zone), id, sizeof(id)),
+		   EINVAL);
 	ASSERT_ERR(csi_node_parse_provider_id("", zone, sizeof(zone), id, sizeof(id)), EINVAL);
-	ASSERT_ERR(csi_node_parse_provider_id("aws:///a-very-long-zone-name/i-0abc", zone, 4, id, sizeof(id)),
+	ASSERT_ERR(csi_node_parse_provider_id("aws:///a-very-long-zone-name/i-0abc", zone, 4, id,
+					      sizeof(id)),
 		   ENAMETOOLONG);
 }
 
@@ -89,7 +92,8 @@ static const char *topo_get(const struct csi_node_kv *kv, size_t n, const char *
 
 TEST(csi_node_meta_topology)
 {
-	struct csi_node_meta m = { .zone = (char *)"us-west-2a", .zone_id = (char *)"usw2-az1", .enis = 1 };
+	struct csi_node_meta m = {
+	    .zone = (char *)"us-west-2a", .zone_id = (char *)"usw2-az1", .enis = 1};
 	struct csi_node_kv *kv;
 	size_t n;
 
@@ -102,10 +106,12 @@ TEST(csi_node_meta_topology)
 	csi_node_topology_free(kv, n);
 
 	m.zone_id = NULL;
-	m.outpost_arn = (char *)"arn:aws:outposts:us-west-2:123456789012:outpost/op-0123456789abcdef0";
+	m.outpost_arn =
+	    (char *)"arn:aws:outposts:us-west-2:123456789012:outpost/op-0123456789abcdef0";
 	ASSERT_OK(csi_node_topology(&m, &kv, &n));
 	ASSERT_EQ(n, 7);
-	ASSERT_STREQ(topo_get(kv, n, "topology.ebs.csi.aws.com/outpost-id"), "op-0123456789abcdef0");
+	ASSERT_STREQ(topo_get(kv, n, "topology.ebs.csi.aws.com/outpost-id"),
+		     "op-0123456789abcdef0");
 	ASSERT_STREQ(topo_get(kv, n, "topology.ebs.csi.aws.com/region"), "us-west-2");
 	ASSERT_STREQ(topo_get(kv, n, "topology.ebs.csi.aws.com/partition"), "aws");
 	ASSERT_STREQ(topo_get(kv, n, "topology.ebs.csi.aws.com/account-id"), "123456789012");

@@ -114,12 +114,13 @@ TEST(csi_node_mount_options)
 	ASSERT_EQ(csi_mount_bind_flags(flags | MS_SYNCHRONOUS), MS_RDONLY | MS_NOATIME | MS_NODEV);
 
 	/* rw after ro clears it; duplicates are dropped; quotes keep commas */
-	const char *o2[] = { "ro", "rw", "discard", "discard", "context=\"system_u:object_r:x:s0:c1,c2\"" };
+	const char *o2[] = {"ro", "rw", "discard", "discard",
+			    "context=\"system_u:object_r:x:s0:c1,c2\""};
 	ASSERT_OK(csi_mount_options(o2, ARRAY_SIZE(o2), &flags, data, sizeof(data)));
 	ASSERT_EQ(flags, 0);
 	ASSERT_STREQ(data, "discard,context=\"system_u:object_r:x:s0:c1,c2\"");
 
-	static const char *const refused[] = { "bind", "remount", "rshared", "a\nb", "context=\"x" };
+	static const char *const refused[] = {"bind", "remount", "rshared", "a\nb", "context=\"x"};
 	for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
 		const char *o[] = { refused[i] };
 		ASSERT_ERR(csi_mount_options(o, 1, &flags, data, sizeof(data)), EINVAL);

@@ -18,7 +18,8 @@ static struct csi_node *new_node(void)
 	return csi_node_new(&cfg, &n) < 0 ? NULL : n;
 }
 
-static struct csi_node_volume_req req_mount(const char *vol, const char *staging, const char *target)
+static struct csi_node_volume_req req_mount(const char *vol, const char *staging,
+					    const char *target)
 {
 	return (struct csi_node_volume_req){
 		.volume_id = vol,
