@@ -43,7 +43,8 @@
  * Memory: everything a handler allocates for its reply should come from the call's arena
  * (rpc_call_alloc, rpc_call_new, rpc_call_strdup, rpc_call_printf, rpc_call_map_add,
  * rpc_call_array_add); it is freed after the reply is encoded. The request is freed by the
- * server after the handler returns: copy what must outlive the call. */
+ * server after the reply is encoded, so a reply may point into the request (e.g. echo its
+ * capabilities); copy what must outlive the call. */
 #pragma once
 #include <protobuf-c/protobuf-c.h>
 #include <stdbool.h>

@@ -118,3 +118,185 @@ void csi_devices_release(struct csi_devices *d, const char *node, const char *vo
 void csi_devices_mark_bad(struct csi_devices *d, const char *node, const char *name);
 /* Names held right now on a node (tests). */
 size_t csi_devices_held(struct csi_devices *d, const char *node);
+
+/* ---- the controller (csi_controller.c) ---- */
+
+struct aws_client;
+struct aws_batcher;
+struct aws_error;
+struct metric;
+struct coalescer;
+
+struct csi_ctrl {
+	struct aws_client *aws;
+	bool batching;
+	struct aws_batcher *b_volumes, *b_instances, *b_snapshots, *b_mods;
+	struct csi_devices *devices;
+	struct coalescer *coalescer;
+
+	/* options */
+	struct csi_kv *extra_tags;
+	size_t n_extra_tags;
+	const char *cluster_id;     /* --k8s-tag-cluster-id */
+	struct csi_tag_opts tag_opts;
+	int64_t modify_window_ns;   /* --modify-volume-request-handler-timeout */
+	int64_t attach_timeout_ns;  /* bound on waiting for attached/detached */
+	int64_t create_timeout_ns;  /* bound on waiting for available */
+	int64_t poll_scale;         /* tests: divides the waits between polls (1 normally) */
+
+	pthread_mutex_t lock;       /* guards what follows */
+	char **inflight;            /* keys of operations in progress */
+	size_t n_inflight, cap_inflight;
+	char **zones;               /* DescribeAvailabilityZones, cached */
+	size_t n_zones;
+	int64_t probe_at;           /* last successful probe (monotonic) */
+
+	struct metric *m_requests, *m_errors;
+};
+
+/* The in-flight set: -EBUSY when key is already there (ABORTED for the caller). */
+int ctrl_inflight_add(struct csi_ctrl *c, const char *key);
+void ctrl_inflight_del(struct csi_ctrl *c, const char *key);
+/* Sleeps ns (at most what is left before the call's deadline); false when the call is
+ * stopping or its deadline passed. */
+bool ctrl_sleep(struct rpc_call *call, int64_t ns);
+/* Sets the call's status from a failed AWS call: NotFound-kind errors give not_found_code,
+ * throttling and transport errors UNAVAILABLE, others fallback_code. Returns the code. */
+int ctrl_aws_fail(struct rpc_call *call, int r, const struct aws_error *e, const char *what,
+		  int not_found_code, int fallback_code);
+/* A copy of kv pairs of a request map (entries of protobuf-c map fields). */
+struct csi_kv *ctrl_map_kv(struct rpc_call *call, ProtobufCMessage *const *entries, size_t n);
+
+/* ---- EC2 (csi_controller_ec2.c) ---- */
+
+struct ec2_attachment {
+	char instance[32];
+	char device[32];
+	char state[16]; /* attaching, attached, detaching, detached, busy */
+};
+
+struct ec2_volume {
+	char id[32];
+	char az[48];
+	char state[16]; /* creating, available, in-use, deleting, deleted, error */
+	char type[16];
+	char snapshot[32];
+	char kms[256];
+	char outpost[256];
+	long long size_gib, iops, throughput;
+	bool encrypted, multi_attach;
+	struct csi_kv *tags;
+	size_t n_tags;
+	struct ec2_attachment *att;
+	size_t n_att;
+};
+
+struct ec2_snapshot {
+	char id[32];
+	char volume[32];
+	char state[16]; /* pending, completed, error */
+	long long size_gib;
+	int64_t start_ns; /* wall clock */
+	struct csi_kv *tags;
+	size_t n_tags;
+};
+
+struct ec2_modification {
+	char state[16]; /* modifying, optimizing, completed, failed */
+	char message[256];
+	long long target_size, target_iops, target_throughput;
+	char target_type[16];
+};
+
+void ec2_volume_release(struct ec2_volume *v);
+void ec2_volumes_free(struct ec2_volume *v, size_t n);
+void ec2_snapshot_release(struct ec2_snapshot *s);
+void ec2_snapshots_free(struct ec2_snapshot *s, size_t n);
+const char *ec2_tag(const struct csi_kv *tags, size_t n, const char *key);
+
+struct _xmlNode;
+int ec2_volume_parse(const struct _xmlNode *item, struct ec2_volume *ret);
+int ec2_snapshot_parse(const struct _xmlNode *item, struct ec2_snapshot *ret);
+
+/* All return 0 or a negative errno (aws_error_errno of the reply) with err filled. */
+int ec2_describe_volume(struct csi_ctrl *c, const char *id, struct ec2_volume *ret, struct aws_error *err);
+/* Volumes carrying tag key=value (any state but deleted). */
+int ec2_find_volumes(struct csi_ctrl *c, const char *key, const char *value, struct ec2_volume **ret,
+		     size_t *ret_n, struct aws_error *err);
+/* One page of the driver's volumes (tag ebs.csi.aws.com/cluster=true); token NULL for the
+ * first; *ret_next is malloc'd or NULL at the end. max 0: AWS's default page. */
+int ec2_list_volumes(struct csi_ctrl *c, const char *token, int max, struct ec2_volume **ret,
+		     size_t *ret_n, char **ret_next, struct aws_error *err);
+
+struct ec2_create_volume {
+	const char *zone, *zone_id;
+	const char *type;
+	long long size_gib, iops, throughput;
+	bool encrypted;
+	const char *kms_key;
+	const char *snapshot;
+	bool multi_attach;
+	const char *outpost;
+	long long init_rate;
+	const char *client_token;
+	const struct csi_kv *tags;
+	size_t n_tags;
+};
+int ec2_create_volume(struct csi_ctrl *c, const struct ec2_create_volume *q, char ret_id[32],
+		      struct aws_error *err);
+int ec2_delete_volume(struct csi_ctrl *c, const char *id, struct aws_error *err);
+int ec2_attach_volume(struct csi_ctrl *c, const char *volume, const char *instance, const char *device,
+		      struct aws_error *err);
+int ec2_detach_volume(struct csi_ctrl *c, const char *volume, const char *instance, struct aws_error *err);
+/* The device names of an instance's block-device mappings (strv), and its state and zone. */
+int ec2_describe_instance(struct csi_ctrl *c, const char *id, char ***ret_devices, char ret_state[16],
+			  char ret_az[48], struct aws_error *err);
+int ec2_modify_volume(struct csi_ctrl *c, const char *id, long long size_gib, const char *type,
+		      long long iops, long long throughput, struct aws_error *err);
+/* The latest modification of a volume; -ENOENT when it has none. */
+int ec2_describe_modification(struct csi_ctrl *c, const char *id, struct ec2_modification *ret,
+			      struct aws_error *err);
+int ec2_create_tags(struct csi_ctrl *c, const char *id, const struct csi_kv *tags, size_t n,
+		    struct aws_error *err);
+
+int ec2_create_snapshot(struct csi_ctrl *c, const char *volume, const struct csi_kv *tags, size_t n,
+			struct ec2_snapshot *ret, struct aws_error *err);
+int ec2_delete_snapshot(struct csi_ctrl *c, const char *id, struct aws_error *err);
+int ec2_describe_snapshot(struct csi_ctrl *c, const char *id, struct ec2_snapshot *ret, struct aws_error *err);
+int ec2_find_snapshots(struct csi_ctrl *c, const char *key, const char *value, struct ec2_snapshot **ret,
+		       size_t *ret_n, struct aws_error *err);
+/* One page of snapshots: of a volume (source_volume set), else the driver's (tagged). */
+int ec2_list_snapshots(struct csi_ctrl *c, const char *source_volume, const char *token, int max,
+		       struct ec2_snapshot **ret, size_t *ret_n, char **ret_next, struct aws_error *err);
+
+/* The region's available zones (cached after the first success). */
+int ec2_zones(struct csi_ctrl *c, char ***ret, size_t *ret_n, struct aws_error *err);
+/* A DryRun call: 0 when AWS answers DryRunOperation. */
+int ec2_dry_run(struct csi_ctrl *c, struct aws_error *err);
+
+/* ---- handlers ---- */
+int csi_ctrl_create_volume(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_delete_volume(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_validate(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_list_volumes(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_get_volume(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_publish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_unpublish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_expand(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_modify(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_create_snapshot(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_delete_snapshot(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+
+/* Builds the CSI Volume of an EC2 volume (capacity, id, zone topology; context optional). */
+Csi__V1__Volume *csi_ctrl_volume_msg(struct rpc_call *call, const struct ec2_volume *v,
+				     const struct csi_kv *ctx, size_t n_ctx);
+
+/* The coalescer (csi_controller_modify.c). */
+int csi_coalescer_new(struct coalescer **ret);
+void csi_coalescer_free(struct coalescer *co);
+
+/* Paging tokens (csi_controller_snapshot.c): our own token over an AWS token and an offset
+ * into its page. */
+int csi_token_encode(const char *aws_token, size_t skip, char **ret);
+int csi_token_decode(const char *token, char **ret_aws_token, size_t *ret_skip);
