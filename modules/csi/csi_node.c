@@ -229,7 +229,10 @@ int csi_node_main(int argc, char **argv)
 		 KV_S("zone", meta.zone ? meta.zone : ""),
 		 KV_S("device_dir", device_dir ? device_dir : "/dev/disk/by-id"));
 	struct csi_identity id = { .controller = false };
+	struct csi_node_untaint *untaint =
+		csi_node_untaint_start(getenv("CSI_NODE_NAME"), csi_flags.driver_name);
 	ret = csi_serve("csi-node", &id, csi_node_methods, node);
+	csi_node_untaint_stop(untaint);
 out:
 	csi_node_free(node);
 	csi_node_topology_free(topo, ntopo);

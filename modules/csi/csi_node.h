@@ -7,8 +7,10 @@
  *   csi_node_service.c, csi_node_publish.c, csi_node_expand.c
  *                      the Node calls as plain C (csi_node_service.h)
  *   csi_node_mount.c, csi_node_device.c, csi_node_format.c, csi_node_exec.c,
- *   csi_node_limits.c  the pieces they are made of */
+ *   csi_node_limits.c  the pieces they are made of
+ *   csi_node_taint.c   removing the startup taint from the Node */
 #pragma once
+#include <cjson/cJSON.h>
 #include <libxml/tree.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -66,3 +68,15 @@ int csi_node_ec2_non_csi_volumes(struct aws_client *c, const char *instance_id, 
 int csi_node_parse_type_facts(const xmlNode *result, const char *instance_type,
 			      struct csi_node_type_facts *ret);
 int csi_node_parse_non_csi_volumes(const xmlNode *result, const char *instance_id, int *ret);
+
+/* The taint new nodes may carry until the node plugin runs (upstream's name). */
+#define CSI_NODE_STARTUP_TAINT "ebs.csi.aws.com/agent-not-ready"
+
+/* Starts removing the startup taint from node_name in the background (see csi_node_taint.c);
+ * NULL when node_name is empty. csi_node_untaint_stop ends it (at shutdown) and frees it. */
+struct csi_node_untaint;
+struct csi_node_untaint *csi_node_untaint_start(const char *node_name, const char *driver);
+void csi_node_untaint_stop(struct csi_node_untaint *u);
+/* The JSON patch that removes the startup taint from a Node object: 1 and the patch (malloc'd)
+ * in ret, 0 when the node has no such taint, -ENOMEM. */
+int csi_node_untaint_patch(const cJSON *node, char **ret);

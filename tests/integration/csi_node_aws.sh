@@ -118,6 +118,23 @@ EOF
 	check "kubernetes: zone id" test "$(field '.accessible_topology.segments["topology.k8s.aws/zone-id"]' "$info")" = use1-az6
 	check "kubernetes: the instance type from the label (c7i is Nitro: 27 - root)" \
 		test "$(field .max_volumes_per_node "$info")" = 26
+
+	# the startup taint goes once kubelet has registered the plugin (CSINode), others stay
+	kubectl --kubeconfig "$T_TMP/kc" taint node ip-10-0-0-1.ec2.internal \
+		ebs.csi.aws.com/agent-not-ready=:NoExecute other=x:NoSchedule >/dev/null 2>&1
+	taints() { kubectl --kubeconfig "$T_TMP/kc" get node ip-10-0-0-1.ec2.internal -o jsonpath='{.spec.taints[*].key}'; }
+	check "taint: set up" test "$(taints)" = "ebs.csi.aws.com/agent-not-ready other"
+	CSI_NODE_NAME=ip-10-0-0-1.ec2.internal bg untaint "$AWS_K8S" csi-node --endpoint "unix://$T_TMP/u.sock" \
+		--kubeconfig "$T_TMP/kc" --describe-instance-type=false --v 4
+	sleep 2.5
+	check "taint: kept while the plugin is not registered" test "$(taints)" = "ebs.csi.aws.com/agent-not-ready other"
+	echo '{"apiVersion":"storage.k8s.io/v1","kind":"CSINode","metadata":{"name":"ip-10-0-0-1.ec2.internal"},
+ "spec":{"drivers":[{"name":"ebs.csi.aws.com","nodeID":"i-0123456789abcdef0","allocatable":{"count":26},
+ "topologyKeys":["topology.ebs.csi.aws.com/zone"]}]}}' >"$T_TMP/csinode.json"
+	kubectl --kubeconfig "$T_TMP/kc" create -f "$T_TMP/csinode.json" >/dev/null 2>&1
+	for _ in $(seq 100); do [ "$(taints)" = other ] && break; sleep 0.1; done
+	check "taint: removed once CSINode lists the driver, the other taint kept" test "$(taints)" = other
+	check "taint: logged" grep -q "removed the startup taint" "$T_TMP/untaint.log"
 else
 	skip "kubernetes metadata source" "kubectl is not installed"
 fi

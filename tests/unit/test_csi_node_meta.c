@@ -123,3 +123,28 @@ TEST(csi_node_meta_topology)
 	ASSERT_EQ(n, 3);
 	csi_node_topology_free(kv, n);
 }
+
+TEST(csi_node_untaint_patch)
+{
+	const char *with = "{\"spec\":{\"taints\":[{\"key\":\"a\",\"effect\":\"NoSchedule\"},"
+			   "{\"key\":\"ebs.csi.aws.com/agent-not-ready\",\"effect\":\"NoExecute\"}]}}";
+	cJSON *node = cJSON_Parse(with);
+	char *patch = NULL;
+
+	ASSERT_NOT_NULL(node);
+	ASSERT_EQ(csi_node_untaint_patch(node, &patch), 1);
+	ASSERT_STREQ(patch, "[{\"op\":\"test\",\"path\":\"/spec/taints\",\"value\":[{\"key\":\"a\","
+			    "\"effect\":\"NoSchedule\"},{\"key\":\"ebs.csi.aws.com/agent-not-ready\","
+			    "\"effect\":\"NoExecute\"}]},{\"op\":\"replace\",\"path\":\"/spec/taints\","
+			    "\"value\":[{\"key\":\"a\",\"effect\":\"NoSchedule\"}]}]");
+	free(patch);
+	cJSON_Delete(node);
+	node = cJSON_Parse("{\"spec\":{\"taints\":[{\"key\":\"a\"}]}}");
+	patch = NULL;
+	ASSERT_EQ(csi_node_untaint_patch(node, &patch), 0);
+	ASSERT_NULL(patch);
+	cJSON_Delete(node);
+	node = cJSON_Parse("{\"spec\":{}}");
+	ASSERT_EQ(csi_node_untaint_patch(node, &patch), 0);
+	cJSON_Delete(node);
+}
