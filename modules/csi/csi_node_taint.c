@@ -91,13 +91,15 @@ static int untaint_once(struct kube_client *kc, const char *node_name, const cha
 	int r;
 
 	if ((r = kube_get(kc, KUBE_REF(&kube_csinodes, NULL, node_name), &csinode, &st)) < 0) {
-		log_v(4, "CSINode not readable yet", KV_S("node", node_name), KV_S("error", st.message));
+		log_v(4, "CSINode not readable yet", KV_S("node", node_name),
+		      KV_S("error", st.message));
 		return r == -ENOENT ? -EAGAIN : r;
 	}
 	bool ready = csinode_ready(csinode, driver);
 	cJSON_Delete(csinode);
 	if (!ready) {
-		log_v(4, "the driver has no allocatable count in CSINode yet", KV_S("node", node_name));
+		log_v(4, "the driver has no allocatable count in CSINode yet",
+		      KV_S("node", node_name));
 		return -EAGAIN;
 	}
 	if ((r = kube_get(kc, KUBE_REF(&kube_nodes, NULL, node_name), &node, &st)) < 0)
@@ -106,13 +108,14 @@ static int untaint_once(struct kube_client *kc, const char *node_name, const cha
 	cJSON_Delete(node);
 	if (r <= 0)
 		return r;
-	if ((r = kube_patch(kc, KUBE_REF(&kube_nodes, NULL, node_name), KUBE_PATCH_JSON, patch, NULL,
-			    &st)) < 0) {
+	if ((r = kube_patch(kc, KUBE_REF(&kube_nodes, NULL, node_name), KUBE_PATCH_JSON, patch,
+			    NULL, &st)) < 0) {
 		log_v(2, "removing the startup taint failed", KV_S("node", node_name),
 		      KV_S("error", st.message));
 		return r;
 	}
-	log_info("removed the startup taint", KV_S("node", node_name), KV_S("taint", CSI_NODE_STARTUP_TAINT));
+	log_info("removed the startup taint", KV_S("node", node_name),
+		 KV_S("taint", CSI_NODE_STARTUP_TAINT));
 	return 0;
 }
 
@@ -124,7 +127,8 @@ struct csi_node_untaint {
 /* A client with a short request timeout, so that a stop never waits long for it. */
 static int client(struct kube_client **ret, char *err, size_t errlen)
 {
-	struct kube_config_opts o = { .kubeconfig = kube_flag_kubeconfig, .master = kube_flag_master };
+	struct kube_config_opts o = { .kubeconfig = kube_flag_kubeconfig,
+				      .master = kube_flag_master };
 	struct kube_config *cfg = NULL;
 	int r;
 
@@ -173,7 +177,8 @@ struct csi_node_untaint *csi_node_untaint_start(const char *node_name, const cha
 		return NULL;
 	u->node_name = strdup(node_name);
 	u->driver = strdup(driver);
-	if (!u->node_name || !u->driver || pthread_create(&u->thread, NULL, untaint_thread, u) != 0) {
+	if (!u->node_name || !u->driver ||
+	    pthread_create(&u->thread, NULL, untaint_thread, u) != 0) {
 		free(u->node_name);
 		free(u->driver);
 		free(u);

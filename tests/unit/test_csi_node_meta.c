@@ -126,17 +126,19 @@ TEST(csi_node_meta_topology)
 
 TEST(csi_node_untaint_patch)
 {
-	const char *with = "{\"spec\":{\"taints\":[{\"key\":\"a\",\"effect\":\"NoSchedule\"},"
-			   "{\"key\":\"ebs.csi.aws.com/agent-not-ready\",\"effect\":\"NoExecute\"}]}}";
+	const char *with =
+	    "{\"spec\":{\"taints\":[{\"key\":\"a\",\"effect\":\"NoSchedule\"},"
+	    "{\"key\":\"ebs.csi.aws.com/agent-not-ready\",\"effect\":\"NoExecute\"}]}}";
 	cJSON *node = cJSON_Parse(with);
 	char *patch = NULL;
 
 	ASSERT_NOT_NULL(node);
 	ASSERT_EQ(csi_node_untaint_patch(node, &patch), 1);
-	ASSERT_STREQ(patch, "[{\"op\":\"test\",\"path\":\"/spec/taints\",\"value\":[{\"key\":\"a\","
-			    "\"effect\":\"NoSchedule\"},{\"key\":\"ebs.csi.aws.com/agent-not-ready\","
-			    "\"effect\":\"NoExecute\"}]},{\"op\":\"replace\",\"path\":\"/spec/taints\","
-			    "\"value\":[{\"key\":\"a\",\"effect\":\"NoSchedule\"}]}]");
+	ASSERT_STREQ(patch,
+		     "[{\"op\":\"test\",\"path\":\"/spec/taints\",\"value\":[{\"key\":\"a\","
+		     "\"effect\":\"NoSchedule\"},{\"key\":\"ebs.csi.aws.com/agent-not-ready\","
+		     "\"effect\":\"NoExecute\"}]},{\"op\":\"replace\",\"path\":\"/spec/taints\","
+		     "\"value\":[{\"key\":\"a\",\"effect\":\"NoSchedule\"}]}]");
 	free(patch);
 	cJSON_Delete(node);
 	node = cJSON_Parse("{\"spec\":{\"taints\":[{\"key\":\"a\"}]}}");
