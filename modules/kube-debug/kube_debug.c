@@ -41,7 +41,8 @@ static const char kube_debug_usage[] =
 	"  sync RES[,RES...]            list+sync informers, print time and resident memory\n"
 	"  leader                       take part in leader election (--out FILE: write\n"
 	"                               'IDENTITY NANOSECONDS' lines while leading)\n"
-	"  event RES NAME TYPE REASON MESSAGE   record an Event (--count repeats)";
+	"  event RES NAME TYPE REASON MESSAGE   record an Event --count times ('{i}' in\n"
+	"                               MESSAGE: the repeat's number)";
 
 static const struct flag kube_debug_flags[] = {
 	KUBE_FLAGS,

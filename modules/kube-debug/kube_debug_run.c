@@ -364,8 +364,16 @@ int dbg_event(struct kube_client *kc, const struct kube_resource *res, char **ar
 		cJSON_Delete(obj);
 		return dbg_fail(r, NULL, "recorder");
 	}
+	/* "{i}" in the message becomes the repeat's number: distinct messages */
+	const char *brace = strstr(args[3], "{i}");
+	int64_t t0 = now_mono_ns();
 	for (long long i = 0; i < (dbg.count > 0 ? dbg.count : 1); i++)
-		kube_eventf(rec, &ref, args[1], args[2], "%s", args[3]);
+		if (brace)
+			kube_eventf(rec, &ref, args[1], args[2], "%.*s%lld%s", (int)(brace - args[3]),
+				    args[3], i + 1, brace + 3);
+		else
+			kube_eventf(rec, &ref, args[1], args[2], "%s", args[3]);
+	printf("recorded in %lld ms\n", (long long)((now_mono_ns() - t0) / NSEC_PER_MSEC));
 	r = kube_recorder_flush(rec, dbg.duration > 0 ? dbg.duration : 60 * NSEC_PER_SEC);
 	kube_recorder_get_stats(rec, &st);
 	printf("events: recorded=%lu created=%lu patched=%lu dropped_queue=%lu dropped_spam=%lu "
