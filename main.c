@@ -9,6 +9,7 @@
 #include "common/base/log.h"
 #include "common/base/signals.h"
 #include "modules/aws/aws.h"
+#include "modules/ccm/ccm.h"
 #include "modules/csi-client/csi_client.h"
 #include "modules/csi/csi.h"
 #include "modules/kube-debug/kube_debug.h"
@@ -23,6 +24,7 @@ struct cmd {
 
 static const struct cmd commands[] = {
 	{ "aws", aws_main, "call any AWS API action through the shared AWS client (debugging)" },
+	{ "ccm", ccm_main, "the AWS cloud-controller-manager (cloud-node, lifecycle, route)" },
 	{ "csi-client", csi_client_main, "call a CSI plugin over its socket and print the reply as JSON" },
 	{ "csi-controller", csi_controller_main, "the EBS CSI controller plugin (volumes, attachments, snapshots)" },
 	{ "csi-node", csi_node_main, "the EBS CSI node plugin (a DaemonSet on every node)" },

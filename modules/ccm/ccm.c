@@ -1,0 +1,536 @@
+/* aws-k8s ccm: the AWS cloud-controller-manager. This file holds the flags (every flag of the
+ * upstream binary is accepted, so that an existing manifest runs unchanged; the ones without
+ * an effect here say so in --help), the start-up checks and the process's life: serve the
+ * health endpoints, win the leader election, start the Node informer and the controllers,
+ * and stop them on SIGTERM (releasing the Lease) or at once when the Lease is lost. */
+#include "modules/ccm/ccm.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "awsk8s_version.h"
+#include "common/base/flags.h"
+#include "common/base/json.h"
+#include "common/base/log.h"
+#include "common/base/signals.h"
+#include "common/base/timeutil.h"
+#include "common/http/server.h"
+#include "common/kube/events.h"
+#include "common/kube/informer.h"
+#include "common/kube/kubeflags.h"
+#include "common/kube/leaderelection.h"
+#include "common/kube/rest.h"
+#include "common/metrics/metrics.h"
+#include "modules/ccm/ccm_internal.h"
+
+static const char ccm_usage[] =
+	"The AWS cloud-controller-manager: the cloud-node, cloud-node-lifecycle and route\n"
+	"controllers, with the upstream flags and cloud config (--cloud-config, INI [Global] and\n"
+	"[ServiceOverride \"N\"] sections). Credentials come from the AWS SDKs' chain\n"
+	"(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity, shared files, container and\n"
+	"instance-profile credentials); [Global] RoleARN is assumed on top.";
+
+static struct {
+	char *cloud_provider, *cloud_config, *cluster_name, *cluster_cidr;
+	bool allocate_node_cidrs, configure_cloud_routes, allow_untagged, version;
+	char **controllers;
+	int64_t node_monitor_period, node_status_update_frequency, route_period;
+	long long node_syncs;
+	char *bind_address, *cert_dir, *tls_cert_file, *tls_key_file;
+	long long secure_port;
+} f;
+
+#define IGNORED(name, type, def, help) { name, type, NULL, def, NULL, help " (accepted; no effect)" }
+
+const struct flag ccm_flag_table[] = {
+	/* generic */
+	{ "cloud-provider", FLAG_STRING, &f.cloud_provider, NULL, NULL,
+	  "The provider for cloud services: aws." },
+	{ "cloud-config", FLAG_STRING, &f.cloud_config, NULL, NULL,
+	  "The path to the cloud provider configuration file. Empty string for no configuration "
+	  "file." },
+	{ "cluster-name", FLAG_STRING, &f.cluster_name, "kubernetes", NULL,
+	  "The instance prefix for the cluster." },
+	{ "cluster-cidr", FLAG_STRING, &f.cluster_cidr, NULL, NULL,
+	  "CIDR Range for Pods in cluster. Requires --allocate-node-cidrs to be true" },
+	{ "allocate-node-cidrs", FLAG_BOOL, &f.allocate_node_cidrs, "false", NULL,
+	  "Should CIDRs for Pods be allocated and set on the cloud provider." },
+	{ "configure-cloud-routes", FLAG_BOOL, &f.configure_cloud_routes, "true", NULL,
+	  "Should CIDRs allocated by allocate-node-cidrs be configured on the cloud provider." },
+	{ "controllers", FLAG_STRLIST, &f.controllers, "*", NULL,
+	  "A list of controllers to enable. '*' enables all on-by-default controllers, 'foo' "
+	  "enables the controller named 'foo', '-foo' disables the controller named 'foo'. All "
+	  "controllers: cloud-node-controller, cloud-node-lifecycle-controller, "
+	  "node-route-controller, service-lb-controller, tagging-controller, "
+	  "node-ipam-controller. Disabled-by-default controllers: tagging-controller, "
+	  "node-ipam-controller." },
+	{ "node-monitor-period", FLAG_DURATION, &f.node_monitor_period, "5s", NULL,
+	  "The period for syncing NodeStatus in NodeController." },
+	{ "node-status-update-frequency", FLAG_DURATION, &f.node_status_update_frequency, "5m",
+	  NULL, "Specifies how often the controller updates nodes' status." },
+	{ "route-reconciliation-period", FLAG_DURATION, &f.route_period, "10s", NULL,
+	  "The period for reconciling routes created for Nodes by cloud provider." },
+	{ "concurrent-node-syncs", FLAG_INT, &f.node_syncs, "1", NULL,
+	  "Number of workers concurrently synchronizing nodes.", 1, 64 },
+	IGNORED("concurrent-node-status-updates", FLAG_INT, "0",
+		"Number of workers concurrently updating node statuses"),
+	IGNORED("concurrent-service-syncs", FLAG_INT, "1",
+		"The number of services that are allowed to sync concurrently"),
+	{ "allow-untagged-cloud", FLAG_BOOL, &f.allow_untagged, "false", NULL,
+	  "Allow the cluster to run without the cluster-id on cloud instances (deprecated)." },
+	IGNORED("cidr-allocator-type", FLAG_STRING, "RangeAllocator", "Type of CIDR allocator to use"),
+	IGNORED("min-resync-period", FLAG_DURATION, "12h",
+		"The resync period in reflectors will be random between MinResyncPeriod and "
+		"2*MinResyncPeriod"),
+	IGNORED("node-sync-period", FLAG_DURATION, "0", "Deprecated"),
+	IGNORED("use-service-account-credentials", FLAG_BOOL, "false",
+		"If true, use individual service account credentials for each controller"),
+	IGNORED("external-cloud-volume-plugin", FLAG_STRING, NULL,
+		"The plugin to use when cloud provider is set to external"),
+	IGNORED("controller-start-interval", FLAG_DURATION, "0",
+		"Interval between starting controller managers"),
+	IGNORED("feature-gates", FLAG_MAP, NULL, "A set of key=value pairs for alpha/experimental features"),
+	IGNORED("profiling", FLAG_BOOL, "true", "Enable profiling via web interface host:port/debug/pprof/"),
+	IGNORED("contention-profiling", FLAG_BOOL, "false", "Enable lock contention profiling"),
+	{ "version", FLAG_BOOL, &f.version, "false", NULL, "Print version information and quit." },
+	KUBE_FLAGS,
+	LEADER_ELECT_FLAGS("cloud-controller-manager"),
+	/* secure serving */
+	{ "bind-address", FLAG_STRING, &f.bind_address, "0.0.0.0", NULL,
+	  "The IP address on which to listen for the --secure-port port." },
+	{ "secure-port", FLAG_INT, &f.secure_port, "10258", NULL,
+	  "The port on which to serve HTTPS with authentication and authorization. If 0, don't "
+	  "serve HTTPS at all.", 0, 65535 },
+	{ "cert-dir", FLAG_STRING, &f.cert_dir, NULL, NULL,
+	  "The directory where the TLS certs are located. If --tls-cert-file and "
+	  "--tls-private-key-file are provided, this flag will be ignored." },
+	{ "tls-cert-file", FLAG_STRING, &f.tls_cert_file, NULL, NULL,
+	  "File containing the default x509 Certificate for HTTPS." },
+	{ "tls-private-key-file", FLAG_STRING, &f.tls_key_file, NULL, NULL,
+	  "File containing the default x509 private key matching --tls-cert-file." },
+	IGNORED("tls-cipher-suites", FLAG_STRLIST, NULL, "Comma-separated list of cipher suites"),
+	IGNORED("tls-min-version", FLAG_STRING, NULL, "Minimum TLS version supported"),
+	IGNORED("tls-sni-cert-key", FLAG_STRLIST, NULL, "A pair of x509 certificate and private key file paths"),
+	IGNORED("http2-max-streams-per-connection", FLAG_INT, "0",
+		"The limit that the server gives to clients for the maximum number of streams"),
+	IGNORED("permit-port-sharing", FLAG_BOOL, "false", "Use SO_REUSEPORT"),
+	IGNORED("permit-address-sharing", FLAG_BOOL, "false", "Use SO_REUSEADDR"),
+	/* authentication and authorization of the secure port */
+	IGNORED("authentication-kubeconfig", FLAG_STRING, NULL, "kubeconfig for tokenreviews"),
+	IGNORED("authentication-skip-lookup", FLAG_BOOL, "false", "Skip the authentication config lookup"),
+	IGNORED("authentication-token-webhook-cache-ttl", FLAG_DURATION, "10s",
+		"The duration to cache responses from the webhook token authenticator"),
+	IGNORED("authentication-tolerate-lookup-failure", FLAG_BOOL, "false",
+		"Tolerate a failed authentication config lookup"),
+	IGNORED("client-ca-file", FLAG_STRING, NULL, "Client certificate authority bundle"),
+	IGNORED("requestheader-allowed-names", FLAG_STRLIST, NULL, "Front-proxy client common names"),
+	IGNORED("requestheader-client-ca-file", FLAG_STRING, NULL, "Front-proxy client CA bundle"),
+	IGNORED("requestheader-extra-headers-prefix", FLAG_STRLIST, "x-remote-extra-",
+		"Request header prefixes to inspect"),
+	IGNORED("requestheader-group-headers", FLAG_STRLIST, "x-remote-group", "Request headers for groups"),
+	IGNORED("requestheader-username-headers", FLAG_STRLIST, "x-remote-user", "Request headers for usernames"),
+	IGNORED("requestheader-uid-headers", FLAG_STRLIST, NULL, "Request headers for UIDs"),
+	IGNORED("authorization-always-allow-paths", FLAG_STRLIST, "/healthz,/readyz,/livez",
+		"HTTP paths to skip during authorization"),
+	IGNORED("authorization-kubeconfig", FLAG_STRING, NULL, "kubeconfig for subjectaccessreviews"),
+	IGNORED("authorization-webhook-cache-authorized-ttl", FLAG_DURATION, "10s",
+		"The duration to cache 'authorized' responses"),
+	IGNORED("authorization-webhook-cache-unauthorized-ttl", FLAG_DURATION, "10s",
+		"The duration to cache 'unauthorized' responses"),
+	/* webhooks */
+	IGNORED("webhooks", FLAG_STRLIST, NULL, "A list of webhooks to enable"),
+	IGNORED("webhook-bind-address", FLAG_STRING, "0.0.0.0", "The webhook server's IP address"),
+	IGNORED("webhook-secure-port", FLAG_INT, "10260", "The webhook server's port"),
+	IGNORED("webhook-cert-dir", FLAG_STRING, NULL, "The webhook server's TLS certificate directory"),
+	IGNORED("webhook-tls-cert-file", FLAG_STRING, NULL, "The webhook server's certificate"),
+	IGNORED("webhook-tls-private-key-file", FLAG_STRING, NULL, "The webhook server's key"),
+	IGNORED("webhook-tls-cipher-suites", FLAG_STRLIST, NULL, "The webhook server's cipher suites"),
+	IGNORED("webhook-tls-min-version", FLAG_STRING, NULL, "The webhook server's minimum TLS version"),
+	IGNORED("webhook-tls-sni-cert-key", FLAG_STRLIST, NULL, "The webhook server's SNI certificates"),
+	IGNORED("webhook-http2-max-streams-per-connection", FLAG_INT, "0", "The webhook server's HTTP/2 limit"),
+	IGNORED("webhook-permit-port-sharing", FLAG_BOOL, "false", "The webhook server's SO_REUSEPORT"),
+	IGNORED("webhook-permit-address-sharing", FLAG_BOOL, "false", "The webhook server's SO_REUSEADDR"),
+	/* the AWS provider's own controllers */
+	IGNORED("tags", FLAG_MAP, NULL, "Tags to apply to AWS resources in the tagging controller"),
+	IGNORED("resources", FLAG_STRLIST, NULL, "AWS resources name to add/remove tags in the tagging controller"),
+	IGNORED("nodeipam-controller-rate-limit", FLAG_FLOAT, "0", "The node IPAM controller's rate limit"),
+	IGNORED("nodeipam-controller-burst-limit", FLAG_INT, "0", "The node IPAM controller's burst limit"),
+	IGNORED("dualstack", FLAG_BOOL, "false", "The node IPAM controller's IP mode"),
+	IGNORED("node-cidr-mask-size", FLAG_INT, "0", "Mask size for node cidr in cluster"),
+	/* metrics and logs */
+	IGNORED("allow-metric-labels", FLAG_MAP, NULL, "The map from metric-label to allowed values"),
+	IGNORED("allow-metric-labels-manifest", FLAG_STRING, NULL, "The path to the allow-list manifest"),
+	IGNORED("disabled-metrics", FLAG_STRLIST, NULL, "Metrics to disable"),
+	IGNORED("show-hidden-metrics-for-version", FLAG_STRING, NULL, "Show hidden metrics of a version"),
+	IGNORED("log-flush-frequency", FLAG_DURATION, "5s", "Maximum number of seconds between log flushes"),
+	IGNORED("vmodule", FLAG_STRING, NULL, "Comma-separated list of pattern=N settings"),
+	IGNORED("log-text-split-stream", FLAG_BOOL, "false", "Split text output streams"),
+	IGNORED("log-text-info-buffer-size", FLAG_STRING, "0", "Text info buffer size"),
+	IGNORED("log-json-split-stream", FLAG_BOOL, "false", "Split JSON output streams"),
+	IGNORED("log-json-info-buffer-size", FLAG_STRING, "0", "JSON info buffer size"),
+	LOG_FLAGS,
+	{ NULL },
+};
+
+/* Controller selection ----------------------------------------------------------------- */
+
+static const struct {
+	const char *name, *alias;
+	unsigned bit;
+	bool on_by_default;
+} controllers[] = {
+	{ "cloud-node-controller", "cloud-node", CCM_CTL_NODE, true },
+	{ "cloud-node-lifecycle-controller", "cloud-node-lifecycle", CCM_CTL_LIFECYCLE, true },
+	{ "node-route-controller", "route", CCM_CTL_ROUTE, true },
+	{ "service-lb-controller", "service", CCM_CTL_SERVICE, true },
+	{ "tagging-controller", NULL, CCM_CTL_TAGGING, false },
+	{ "node-ipam-controller", NULL, CCM_CTL_NODE_IPAM, false },
+};
+
+static int controller_index(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(controllers); i++)
+		if (strcmp(controllers[i].name, name) == 0 ||
+		    (controllers[i].alias && strcmp(controllers[i].alias, name) == 0))
+			return (int)i;
+	return -1;
+}
+
+int ccm_controllers_parse(char *const *list, unsigned *ret, char *err, size_t errlen)
+{
+	unsigned on = 0, decided = 0;
+	bool star = false;
+
+	for (char *const *p = list; p && *p; p++) {
+		const char *s = *p;
+		bool neg = s[0] == '-';
+		if (strcmp(s, "*") == 0) {
+			star = true;
+			continue;
+		}
+		int i = controller_index(neg ? s + 1 : s);
+		if (i < 0) {
+			snprintf(err, errlen, "--controllers: '%s' is not in the list of known controllers",
+				 neg ? s + 1 : s);
+			return -EINVAL;
+		}
+		unsigned bit = controllers[i].bit;
+		if (decided & bit)
+			continue; /* the first explicit mention wins */
+		decided |= bit;
+		if (!neg)
+			on |= bit;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(controllers); i++)
+		if (star && !(decided & controllers[i].bit) && controllers[i].on_by_default)
+			on |= controllers[i].bit;
+	*ret = on;
+	return 0;
+}
+
+/* The process --------------------------------------------------------------------------- */
+
+bool ccm_may_act(struct ccm *m)
+{
+	return !stop_requested() && (!m->le || kube_le_is_leader(m->le));
+}
+
+struct kube_store *ccm_node_store(struct ccm *m)
+{
+	return kube_informer_store(m->nodes);
+}
+
+void ccm_node_event(struct ccm *m, const cJSON *node, const char *type, const char *reason,
+		    const char *fmt, ...)
+{
+	struct kube_event_ref ref;
+	char msg[KUBE_EVENT_MAX_MESSAGE];
+	va_list ap;
+
+	if (!m->rec)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	kube_event_ref_from(node, &kube_nodes, &ref);
+	kube_eventf(m->rec, &ref, type, reason, "%s", msg);
+}
+
+/* What the controllers read of a Node: everything else is dropped before it is stored. */
+static cJSON *node_transform(void *ud, cJSON *obj)
+{
+	static const char *const keep[] = {
+		"metadata.uid",	   "metadata.labels", "metadata.annotations", "spec.providerID",
+		"spec.taints",	   "spec.podCIDR",    "spec.podCIDRs",	      "status.addresses",
+		"status.conditions", NULL,
+	};
+	cJSON *p = kube_project(obj, keep);
+	cJSON_Delete(obj);
+	if (!p)
+		return NULL;
+	/* one annotation and one condition are read */
+	cJSON *md = cJSON_GetObjectItemCaseSensitive(p, "metadata");
+	cJSON *ann = md ? cJSON_GetObjectItemCaseSensitive(md, "annotations") : NULL;
+	if (ann) {
+		cJSON *a = ann->child;
+		while (a) {
+			cJSON *next = a->next;
+			if (!a->string || strcmp(a->string, CCM_ANNOTATION_PROVIDED_IP) != 0)
+				cJSON_Delete(cJSON_DetachItemViaPointer(ann, a));
+			a = next;
+		}
+	}
+	cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "status");
+	cJSON *conds = st ? cJSON_GetObjectItemCaseSensitive(st, "conditions") : NULL;
+	for (int i = cJSON_GetArraySize(conds) - 1; i >= 0; i--) {
+		const char *t = json_str(cJSON_GetArrayItem(conds, i), "type");
+		if (!t || strcmp(t, "Ready") != 0)
+			cJSON_DeleteItemFromArray(conds, i);
+	}
+	(void)ud;
+	return p;
+}
+
+static void on_add(void *ud, const cJSON *obj)
+{
+	struct ccm *m = ud;
+	ccm_node_changed(m, NULL, obj);
+	ccm_route_changed(m, NULL, obj);
+}
+
+static void on_update(void *ud, const cJSON *old, const cJSON *obj)
+{
+	struct ccm *m = ud;
+	ccm_node_changed(m, old, obj);
+	ccm_route_changed(m, old, obj);
+}
+
+static void on_delete(void *ud, const cJSON *obj)
+{
+	struct ccm *m = ud;
+	ccm_node_deleted(m, obj);
+	ccm_route_changed(m, obj, NULL);
+}
+
+static volatile bool lost_lease;
+
+static void le_started(void *ud)
+{
+	log_info("started leading");
+}
+
+static void le_stopped(void *ud, bool lost)
+{
+	if (lost) {
+		log_error("leaderelection lost");
+		lost_lease = true;
+		stop_request(); /* stop acting at once; the process exits */
+	}
+}
+
+static void le_new_leader(void *ud, const char *id)
+{
+	log_info("new leader elected", KV_S("identity", id));
+}
+
+/* Informer, then controllers: a controller never runs before the store is complete. */
+static int start_controllers(struct ccm *m)
+{
+	int r;
+
+	if ((r = kube_informer_start(m->nodes)) < 0)
+		return r;
+	while (!kube_informer_wait_synced(m->nodes, NSEC_PER_SEC))
+		if (stop_requested() || !ccm_may_act(m))
+			return -ECANCELED;
+	log_info("node informer synced", KV_U("nodes", kube_store_len(ccm_node_store(m))));
+	if ((m->controllers & CCM_CTL_NODE) && (r = ccm_node_start(m)) < 0)
+		return r;
+	if ((m->controllers & CCM_CTL_LIFECYCLE) && (r = ccm_lc_start(m)) < 0)
+		return r;
+	if ((m->controllers & CCM_CTL_ROUTE) && m->set.routes && (r = ccm_route_start(m)) < 0)
+		return r;
+	return 0;
+}
+
+static void stop_controllers(struct ccm *m)
+{
+	if (m->nodes)
+		kube_informer_stop(m->nodes);
+	ccm_route_stop(m);
+	ccm_lc_stop(m);
+	ccm_node_stop(m);
+}
+
+static int fail(const char *fmt, const char *a)
+{
+	log_error(fmt, KV_S("error", a));
+	return 1;
+}
+
+/* Start-up checks and set-up that need no server. Returns an exit code, or -1 to go on. */
+static int setup(struct ccm *m)
+{
+	char err[512] = "";
+	int r;
+
+	if (!f.cloud_provider || !*f.cloud_provider)
+		return fail("--cloud-provider cannot be empty", "");
+	if (strcmp(f.cloud_provider, "aws") != 0)
+		return fail("unsupported --cloud-provider: only aws", f.cloud_provider);
+	if (kube_le_flags_check(err, sizeof(err)) < 0 ||
+	    ccm_controllers_parse(f.controllers, &m->controllers, err, sizeof(err)) < 0) {
+		fprintf(stderr, "aws-k8s ccm: %s\n", err);
+		return 2;
+	}
+	if (f.node_monitor_period <= 0 || f.route_period <= 0 || f.node_status_update_frequency <= 0) {
+		fprintf(stderr, "aws-k8s ccm: periods must be positive\n");
+		return 2;
+	}
+	m->set = (struct ccm_settings){
+		.node_monitor_period = f.node_monitor_period,
+		.node_status_update_frequency = f.node_status_update_frequency,
+		.route_period = f.route_period,
+		.node_workers = (int)f.node_syncs,
+		.routes = f.allocate_node_cidrs && f.configure_cloud_routes,
+		.cluster_name = f.cluster_name,
+	};
+	for (unsigned bit = CCM_CTL_SERVICE; bit <= CCM_CTL_NODE_IPAM; bit <<= 1)
+		if (m->controllers & bit)
+			log_info("controller not available in this build; skipped",
+				 KV_S("controller", bit == CCM_CTL_SERVICE  ? "service-lb-controller"
+						    : bit == CCM_CTL_TAGGING ? "tagging-controller"
+									     : "node-ipam-controller"));
+	if ((m->controllers & CCM_CTL_ROUTE) && !m->set.routes)
+		log_info("will not configure cloud provider routes",
+			 KV_B("allocate-node-cidrs", f.allocate_node_cidrs),
+			 KV_B("configure-cloud-routes", f.configure_cloud_routes));
+	if ((m->controllers & CCM_CTL_ROUTE) && m->set.routes &&
+	    ccm_cidrs_parse(f.cluster_cidr, &m->cluster_cidrs, &m->n_cluster_cidrs) < 0)
+		return fail("the route controller needs a valid --cluster-cidr (one CIDR, or an IPv4 "
+			    "and an IPv6 one)",
+			    f.cluster_cidr ? f.cluster_cidr : "");
+
+	if ((r = ccm_config_load(f.cloud_config, &m->cfg, err, sizeof(err))) < 0)
+		return fail("cannot read the cloud config", err);
+	if ((r = ccm_cloud_new(&(struct ccm_cloud_opts){ .cfg = m->cfg }, &m->cloud, err,
+			       sizeof(err))) < 0)
+		return fail("cannot set up AWS", err);
+	r = ccm_cloud_cluster_id(m->cloud, ccm_config_cluster_id(m->cfg), &m->cluster_id, err,
+				 sizeof(err));
+	if (r < 0 && !(f.allow_untagged && r == -ENOENT))
+		return fail("no cluster ID: a ClusterID is required for the cloud provider to "
+			    "function properly (tag the instances or set KubernetesClusterID)",
+			    err);
+	if (r < 0)
+		log_warn("running without a cluster ID (--allow-untagged-cloud): every instance is "
+			 "considered part of the cluster");
+	log_info("AWS cloud provider", KV_S("region", ccm_cloud_region(m->cloud)),
+		 KV_S("cluster", m->cluster_id ? m->cluster_id : ""),
+		 KV_S("ipFamilies", m->cfg->node_ip_families[0]));
+	if ((r = kube_client_from_flags("ccm", &m->kc, err, sizeof(err))) < 0)
+		return fail("cannot reach the Kubernetes API", err);
+	return -1;
+}
+
+int ccm_main(int argc, char **argv)
+{
+	struct ccm m = { 0 };
+	struct http_server *srv = NULL;
+	char err[512] = "";
+	int r, code = 1;
+
+	int n = flags_parse("ccm", ccm_usage, ccm_flag_table, argc, argv);
+	if (n < 0)
+		return flags_exit_code(n);
+	if (f.version) {
+		printf("aws-k8s ccm %s (commit %s)\n", AWSK8S_VERSION, AWSK8S_COMMIT);
+		flags_free(ccm_flag_table);
+		return 0;
+	}
+	if (n > 0) {
+		fprintf(stderr, "aws-k8s ccm: unexpected argument '%s'\n", argv[0]);
+		flags_free(ccm_flag_table);
+		return 2;
+	}
+	if ((code = setup(&m)) >= 0)
+		goto out;
+	code = 1;
+	metrics_register_process();
+	struct ccm_serve_opts so = { .bind_address = f.bind_address, .port = f.secure_port,
+				     .cert_dir = f.cert_dir, .cert_file = f.tls_cert_file,
+				     .key_file = f.tls_key_file };
+	if ((r = ccm_serve_start(&so, &m, &srv, err, sizeof(err))) < 0) {
+		fail("cannot start the secure server", err);
+		goto out;
+	}
+	if ((r = kube_recorder_new(m.kc, &(struct kube_recorder_opts){
+						 .component = "cloud-node-controller" },
+				   &m.rec)) < 0) {
+		log_error("cannot create the event recorder", KV_E(r));
+		goto out;
+	}
+	struct kube_informer_opts io = {
+		.res = &kube_nodes,
+		.transform = node_transform,
+		.handlers = { .on_add = on_add, .on_update = on_update, .on_delete = on_delete,
+			      .ud = &m },
+		.name = "nodes",
+	};
+	if ((r = kube_informer_new(m.kc, &io, &m.nodes)) < 0) {
+		log_error("cannot create the node informer", KV_E(r));
+		goto out;
+	}
+	if (kube_flag_leader_elect) {
+		struct kube_le_config lc = { .on_started_leading = le_started,
+					     .on_stopped_leading = le_stopped,
+					     .on_new_leader = le_new_leader,
+					     .ud = &m };
+		kube_le_config_from_flags(&lc);
+		if ((r = kube_le_new(m.kc, &lc, &m.le)) < 0 || (r = kube_le_start(m.le)) < 0) {
+			log_error("cannot start the leader election", KV_E(r));
+			goto out;
+		}
+		log_info("attempting to acquire leader lease",
+			 KV_S("lease", kube_flag_le_resource_namespace),
+			 KV_S("name", kube_flag_le_resource_name),
+			 KV_S("identity", kube_le_identity(m.le)));
+	}
+	bool started = false;
+	while (!stop_requested()) {
+		if (!started && (!m.le || kube_le_is_leader(m.le))) {
+			started = true;
+			if ((r = start_controllers(&m)) < 0 && r != -ECANCELED) {
+				log_error("cannot start the controllers", KV_E(r));
+				goto out;
+			}
+		}
+		if (m.le && kube_le_done(m.le) && !stop_requested()) {
+			log_error("leader election ended");
+			lost_lease = true;
+			break;
+		}
+		stop_wait(100 * NSEC_PER_MSEC);
+	}
+	log_info("stopping");
+	code = lost_lease ? 1 : 0;
+out:
+	stop_controllers(&m);
+	if (m.le) {
+		kube_le_stop(m.le); /* releases the Lease after a graceful stop */
+		kube_le_free(m.le);
+	}
+	kube_informer_free(m.nodes);
+	kube_recorder_free(m.rec);
+	http_server_free(srv);
+	kube_client_free(m.kc);
+	ccm_cloud_free(m.cloud);
+	ccm_config_free(m.cfg);
+	free(m.cluster_id);
+	free(m.cluster_cidrs);
+	flags_free(ccm_flag_table);
+	return code;
+}

@@ -1,0 +1,665 @@
+/* The cloud-node controller: initializes Nodes that carry the uninitialized taint (providerID,
+ * addresses, labels, then the taint comes off), and re-syncs the addresses and labels of
+ * initialized Nodes every --node-status-update-frequency.
+ *
+ * AWS calls: a reconcile that finds no fresh lookup result for its Node looks up, in one go,
+ * every uninitialized Node of the store that has none either (up to CCM_DESCRIBE_CHUNK by ID
+ * and as many by name), so initializing N Nodes costs about N/100 DescribeInstances whatever
+ * the number of workers. The re-sync pass describes all initialized Nodes by ID, 100 per
+ * call. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/buf.h"
+#include "common/base/json.h"
+#include "common/base/log.h"
+#include "common/base/timeutil.h"
+#include "common/kube/events.h"
+#include "common/kube/informer.h"
+#include "common/kube/kmap.h"
+#include "common/kube/rest.h"
+#include "common/kube/workqueue.h"
+#include "modules/ccm/ccm_internal.h"
+
+#define LOOKUP_TTL_OK_NS (60 * NSEC_PER_SEC)
+#define LOOKUP_TTL_MISS_NS (5 * NSEC_PER_SEC)
+#define RESYNC_KEY "resync"
+
+struct lookup {
+	int64_t at;
+	int r; /* 0, -ENOENT, -ENOTUNIQ */
+	enum ccm_match_kind kind;
+	struct ccm_instance inst;
+};
+
+struct ccm_node_ctl {
+	struct ccm *m;
+	struct kube_wq *q;  /* keys: Node names */
+	struct kube_wq *sq; /* one key: the status re-sync pass */
+	pthread_mutex_t lock;
+	struct kmap cache; /* Node name -> struct lookup */
+};
+
+static void lookup_free(void *p)
+{
+	struct lookup *l = p;
+	if (!l)
+		return;
+	ccm_instance_release(&l->inst);
+	free(l);
+}
+
+static void cache_drop(struct ccm_node_ctl *ctl, const char *name)
+{
+	pthread_mutex_lock(&ctl->lock);
+	lookup_free(kmap_remove(&ctl->cache, name));
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+/* A fresh cached result for name, copied. 1 when found. */
+static int cache_get(struct ccm_node_ctl *ctl, const char *name, struct lookup *ret)
+{
+	int r = 0;
+	pthread_mutex_lock(&ctl->lock);
+	struct lookup *l = kmap_get(&ctl->cache, name);
+	int64_t ttl = l && l->r == 0 ? LOOKUP_TTL_OK_NS : LOOKUP_TTL_MISS_NS;
+	if (l && now_mono_ns() - l->at < ttl) {
+		*ret = (struct lookup){ .at = l->at, .r = l->r, .kind = l->kind };
+		r = l->r == 0 ? ccm_instance_copy(&l->inst, &ret->inst) : 0;
+		if (r == 0)
+			r = 1;
+	}
+	pthread_mutex_unlock(&ctl->lock);
+	return r;
+}
+
+static void cache_put(struct ccm_node_ctl *ctl, const char *name, int r,
+		      const struct ccm_instance *inst, enum ccm_match_kind kind)
+{
+	struct lookup *l = calloc(1, sizeof(*l)), *old = NULL;
+	if (!l)
+		return;
+	l->at = now_mono_ns();
+	l->r = r;
+	l->kind = kind;
+	if (inst && ccm_instance_copy(inst, &l->inst) < 0) {
+		free(l);
+		return;
+	}
+	pthread_mutex_lock(&ctl->lock);
+	if (kmap_put(&ctl->cache, name, l, (void **)&old) < 0)
+		lookup_free(l);
+	lookup_free(old);
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+int ccm_node_instance_id(const cJSON *node, char *buf, size_t n)
+{
+	const char *pid = json_str(node, "spec.providerID");
+	if (!pid || !*pid)
+		return -ENOENT;
+	return ccm_parse_provider_id(pid, buf, n);
+}
+
+/* The batch one reconcile looks up: its own Node first, then other uninitialized Nodes that
+ * have no fresh result. */
+struct batch {
+	char *names[CCM_DESCRIBE_CHUNK]; /* Node names, by-ID group then by-name group */
+	char *pids[CCM_DESCRIBE_CHUNK];
+	size_t n_id;
+	char *id_nodes[CCM_DESCRIBE_CHUNK];
+	char *ids[CCM_DESCRIBE_CHUNK];
+	size_t n_name;
+	char *name_nodes[CCM_DESCRIBE_CHUNK]; /* the names to look up are the Node names */
+	char *name_pids[CCM_DESCRIBE_CHUNK];
+};
+
+static void batch_release(struct batch *b)
+{
+	for (size_t i = 0; i < b->n_id; i++) {
+		free(b->id_nodes[i]);
+		free(b->ids[i]);
+		free(b->pids[i]);
+	}
+	for (size_t i = 0; i < b->n_name; i++) {
+		free(b->name_nodes[i]);
+		free(b->name_pids[i]);
+	}
+}
+
+/* Adds a Node to the batch; 0 added, 1 skipped (full group, foreign providerID), < 0 error. */
+static int batch_add(struct batch *b, const cJSON *node)
+{
+	const char *name = json_str(node, "metadata.name");
+	const char *pid = json_str(node, "spec.providerID");
+	struct ccm_node_ref ref = { .name = name, .provider_id = pid };
+	char id[64];
+	int r;
+
+	if (!name)
+		return 1;
+	r = ccm_node_lookup_id(&ref, id, sizeof(id));
+	if (r == 0) {
+		if (b->n_id >= CCM_DESCRIBE_CHUNK)
+			return 1;
+		size_t i = b->n_id;
+		if (!(b->id_nodes[i] = strdup(name)) || !(b->ids[i] = strdup(id)) ||
+		    (pid && !(b->pids[i] = strdup(pid)))) {
+			free(b->id_nodes[i]);
+			free(b->ids[i]);
+			return -ENOMEM;
+		}
+		b->n_id++;
+		return 0;
+	}
+	if (r != -ENOENT)
+		return 1;
+	if (b->n_name >= CCM_DESCRIBE_CHUNK)
+		return 1;
+	size_t i = b->n_name;
+	if (!(b->name_nodes[i] = strdup(name)) || (pid && !(b->name_pids[i] = strdup(pid)))) {
+		free(b->name_nodes[i]);
+		return -ENOMEM;
+	}
+	b->n_name++;
+	return 0;
+}
+
+static bool fresh(struct ccm_node_ctl *ctl, const char *name)
+{
+	struct lookup l;
+	int r = cache_get(ctl, name, &l);
+	if (r > 0)
+		ccm_instance_release(&l.inst);
+	return r > 0;
+}
+
+/* Looks up the Node's instance together with the other pending Nodes. */
+static int lookup_batch(struct ccm_node_ctl *ctl, const cJSON *self, struct aws_error *err)
+{
+	struct ccm *m = ctl->m;
+	struct batch b = { 0 };
+	struct kube_obj **objs = NULL;
+	struct ccm_instance *cands = NULL;
+	size_t n_objs = 0, n_cands = 0;
+	int r;
+
+	if ((r = batch_add(&b, self)) < 0)
+		goto out;
+	if (kube_store_list(ccm_node_store(m), &objs, &n_objs) >= 0) {
+		for (size_t i = 0; i < n_objs; i++) {
+			const cJSON *n = objs[i]->json;
+			const char *name = json_str(n, "metadata.name");
+			if (b.n_id >= CCM_DESCRIBE_CHUNK && b.n_name >= CCM_DESCRIBE_CHUNK)
+				break;
+			if (!name || strcmp(name, json_str(self, "metadata.name")) == 0 ||
+			    !ccm_node_has_taint(n, CCM_TAINT_UNINITIALIZED) || fresh(ctl, name))
+				continue;
+			if ((r = batch_add(&b, n)) < 0)
+				goto out;
+		}
+	}
+	if ((r = ccm_cloud_describe_ids(m->cloud, (const char *const *)b.ids, b.n_id, &cands,
+					&n_cands, err)) < 0 ||
+	    (r = ccm_cloud_find_by_names(m->cloud, (const char *const *)b.name_nodes, b.n_name,
+					 &cands, &n_cands, err)) < 0)
+		goto out;
+	log_v(4, "looked instances up", KV_U("by_id", b.n_id), KV_U("by_name", b.n_name),
+	      KV_U("found", n_cands));
+	for (size_t g = 0; g < 2; g++) {
+		size_t n = g == 0 ? b.n_id : b.n_name;
+		for (size_t i = 0; i < n; i++) {
+			struct ccm_node_ref ref = {
+				.name = g == 0 ? b.id_nodes[i] : b.name_nodes[i],
+				.provider_id = g == 0 ? b.pids[i] : b.name_pids[i],
+			};
+			enum ccm_match_kind kind = CCM_MATCH_ID;
+			int k = ccm_match_instance(&ref, cands, n_cands, m->cluster_id, &kind);
+			/* a terminated instance cannot back a Node being initialized */
+			if (k >= 0 && !ccm_instance_exists(&cands[k]))
+				k = -ENOENT;
+			cache_put(ctl, ref.name, k < 0 ? k : 0, k >= 0 ? &cands[k] : NULL, kind);
+		}
+	}
+	r = 0;
+out:
+	batch_release(&b);
+	kube_objv_free(objs, n_objs);
+	ccm_instances_free(cands, n_cands);
+	return r;
+}
+
+/* Labels, providerID and taint: applied to a fresh copy of the Node by kube_update_retry. */
+struct init_mut {
+	const char *provider_id;
+	const cJSON *labels;
+};
+
+static int init_mutate(void *ud, cJSON *obj)
+{
+	struct init_mut *im = ud;
+	cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+	int r;
+
+	if (!spec && !(spec = cJSON_AddObjectToObject(obj, "spec")))
+		return -ENOMEM;
+	const char *pid = json_str(spec, "providerID");
+	if ((!pid || !*pid) && (r = json_set_str(obj, "spec.providerID", im->provider_id)) < 0)
+		return r;
+	cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+	cJSON *labels = md ? cJSON_GetObjectItemCaseSensitive(md, "labels") : NULL;
+	if (md && !cJSON_IsObject(labels)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(md, "labels");
+		labels = cJSON_AddObjectToObject(md, "labels");
+	}
+	if (!labels)
+		return -ENOMEM;
+	const cJSON *l;
+	cJSON_ArrayForEach(l, im->labels)
+	{
+		cJSON *v = cJSON_CreateString(l->valuestring);
+		if (!v || (r = json_put(labels, l->string, v)) < 0) {
+			cJSON_Delete(v);
+			return -ENOMEM;
+		}
+	}
+	cJSON *taints = cJSON_GetObjectItemCaseSensitive(spec, "taints");
+	for (int i = cJSON_GetArraySize(taints) - 1; i >= 0; i--) {
+		const char *k = json_str(cJSON_GetArrayItem(taints, i), "key");
+		if (k && strcmp(k, CCM_TAINT_UNINITIALIZED) == 0)
+			cJSON_DeleteItemFromArray(taints, i);
+	}
+	return 0;
+}
+
+/* The addresses a Node should have; NULL with 0 when the kubelet's --node-ip is not among
+ * them (upstream then leaves the addresses alone). */
+static int want_addresses(struct ccm *m, const cJSON *node, const struct ccm_instance *inst,
+			  cJSON **ret)
+{
+	cJSON *a = NULL;
+	int r;
+
+	*ret = NULL;
+	if ((r = ccm_instance_addresses(inst, m->cfg->node_ip_families, &a)) < 0)
+		return r;
+	const cJSON *ann = json_find(node, "metadata.annotations");
+	const char *provided = ann ? json_str_key(ann, CCM_ANNOTATION_PROVIDED_IP) : NULL;
+	r = ccm_addresses_prefer_node_ip(a, provided, &a);
+	if (r == -ENOENT) {
+		ccm_node_event(m, node, KUBE_EVENT_WARNING, "NodeAddressesNotMatching",
+			       "failed to get node address from cloud provider that matches ip: %s",
+			       provided);
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	if ((r = ccm_addresses_keep_hostname(a, json_find(node, "status.addresses"))) < 0) {
+		cJSON_Delete(a);
+		return r;
+	}
+	*ret = a;
+	return 0;
+}
+
+/* PATCHes status.addresses when they differ (a JSON merge patch: the list is replaced). */
+static int sync_addresses(struct ccm *m, const cJSON *node, const cJSON *want)
+{
+	const char *name = json_str(node, "metadata.name");
+	struct kube_status st = { 0 };
+	int r;
+
+	if (!want || !ccm_addresses_differ(want, json_find(node, "status.addresses")))
+		return 0;
+	_cleanup_free_ char *list = json_print(want);
+	_cleanup_buf_ struct buf patch = BUF_INIT(0);
+	if (!list || (r = buf_printf(&patch, "{\"status\":{\"addresses\":%s}}", list)) < 0)
+		return -ENOMEM;
+	if (!ccm_may_act(m))
+		return -ECANCELED;
+	r = kube_patch(m->kc, KUBE_REF_SUB(&kube_nodes, NULL, name, "status"), KUBE_PATCH_MERGE,
+		       patch.data, NULL, &st);
+	if (r < 0)
+		log_error("failed to update node addresses", KV_S("node", name),
+			  KV_S("error", st.message), KV_E(r));
+	else
+		log_v(2, "updated node addresses", KV_S("node", name));
+	return r;
+}
+
+static int want_labels(struct ccm *m, const struct ccm_instance *inst, cJSON **ret)
+{
+	char zid[64];
+	const char *zone_id = NULL;
+	if (ccm_cloud_zone_id(m->cloud, inst->zone, zid, sizeof(zid)) == 0)
+		zone_id = zid;
+	return ccm_instance_labels(inst, ccm_cloud_region(m->cloud), zone_id, ret);
+}
+
+static int initialize(struct ccm_node_ctl *ctl, const cJSON *node, const struct lookup *lk)
+{
+	struct ccm *m = ctl->m;
+	const char *name = json_str(node, "metadata.name");
+	char pid[320];
+	cJSON *addrs = NULL, *labels = NULL;
+	struct kube_status st = { 0 };
+	int r;
+
+	if ((r = ccm_format_provider_id(lk->inst.zone, lk->inst.id, pid, sizeof(pid))) < 0 ||
+	    (r = want_labels(m, &lk->inst, &labels)) < 0 ||
+	    (r = want_addresses(m, node, &lk->inst, &addrs)) < 0) {
+		log_error("failed to compute the node's cloud properties", KV_S("node", name),
+			  KV_S("instance", lk->inst.id), KV_E(r));
+		goto out;
+	}
+	/* addresses first: the taint comes off last, once everything else is set */
+	if ((r = sync_addresses(m, node, addrs)) < 0)
+		goto out;
+	if (!ccm_may_act(m)) {
+		r = -ECANCELED;
+		goto out;
+	}
+	struct init_mut im = { .provider_id = pid, .labels = labels };
+	r = kube_update_retry(m->kc, KUBE_REF(&kube_nodes, NULL, name), init_mutate, &im, NULL,
+			      &st);
+	if (r < 0) {
+		log_error("failed to initialize node", KV_S("node", name), KV_S("error", st.message),
+			  KV_E(r));
+		goto out;
+	}
+	log_info("initialized node", KV_S("node", name), KV_S("instance", lk->inst.id),
+		 KV_S("providerID", json_str(node, "spec.providerID") ? json_str(node, "spec.providerID") : pid),
+		 KV_S("matched", lk->kind == CCM_MATCH_ID	   ? "instance-id"
+				 : lk->kind == CCM_MATCH_PRIVATE_DNS ? "private-dns-name"
+								     : "name-tag"));
+	ccm_node_event(m, node, KUBE_EVENT_NORMAL, "Synced", "Node synced successfully");
+out:
+	cJSON_Delete(addrs);
+	cJSON_Delete(labels);
+	return r;
+}
+
+/* The reconcile of one Node. */
+static int reconcile(void *ud, const char *key, int64_t *requeue_after)
+{
+	struct ccm_node_ctl *ctl = ud;
+	struct ccm *m = ctl->m;
+	struct kube_obj *o = NULL;
+	struct lookup lk = { 0 };
+	struct aws_error err = { 0 };
+	int r;
+
+	if (kube_store_get(ccm_node_store(m), key, &o) < 0) {
+		cache_drop(ctl, key);
+		return 0;
+	}
+	const cJSON *node = o->json;
+	if (!ccm_node_has_taint(node, CCM_TAINT_UNINITIALIZED)) {
+		cache_drop(ctl, key);
+		r = 0;
+		goto out;
+	}
+	char id[64] = "";
+	r = ccm_node_instance_id(node, id, sizeof(id));
+	if (r == -ENOTSUP) {
+		log_v(2, "not initializing a node of another provider", KV_S("node", key),
+		      KV_S("providerID", json_str(node, "spec.providerID")));
+		r = 0;
+		goto out;
+	}
+	if (r < 0 && r != -ENOENT) {
+		ccm_node_event(m, node, KUBE_EVENT_WARNING, "FailedToInitialize",
+			       "invalid providerID %s", json_str(node, "spec.providerID"));
+		goto out;
+	}
+	bool fetched = false;
+	if ((r = cache_get(ctl, key, &lk)) == 0) {
+		if ((r = lookup_batch(ctl, node, &err)) < 0) {
+			log_error("failed to look the node's instance up", KV_S("node", key),
+				  KV_S("error", err.message), KV_E(r));
+			goto out;
+		}
+		fetched = true;
+		r = cache_get(ctl, key, &lk);
+	}
+	if (r < 0)
+		goto out;
+	if (r == 0) { /* the batch could not cache it (allocation): try again */
+		r = -EAGAIN;
+		goto out;
+	}
+	if (lk.r == -ENOENT || lk.r == -ENOTUNIQ || lk.r == -EINVAL) {
+		const char *pid = json_str(node, "spec.providerID");
+		/* the recorder folds repeats of one message into one Event with a count */
+		if (lk.r == -ENOTUNIQ)
+			ccm_node_event(m, node, KUBE_EVENT_WARNING, "FailedToInitialize",
+				       "several EC2 instances of this cluster match node %s: not "
+				       "initializing it",
+				       key);
+		else if (pid && *pid)
+			ccm_node_event(m, node, KUBE_EVENT_WARNING, "FailedToInitialize",
+				       "EC2 instance %s (providerID %s) does not exist", id, pid);
+		else if (ccm_instance_id_from_node_name(key, id, sizeof(id)) == 0)
+			ccm_node_event(m, node, KUBE_EVENT_WARNING, "FailedToInitialize",
+				       "EC2 instance %s does not exist", id);
+		else
+			ccm_node_event(m, node, KUBE_EVENT_WARNING, "FailedToInitialize",
+				       "no live EC2 instance of this cluster has the private DNS name "
+				       "or the Name tag %s",
+				       key);
+		log_warn("cannot initialize node", KV_S("node", key), KV_B("fresh", fetched),
+			 KV_S("reason", lk.r == -ENOTUNIQ ? "several instances match"
+							  : "no instance matches"));
+		r = lk.r;
+		goto out;
+	}
+	r = initialize(ctl, node, &lk);
+	if (r >= 0)
+		cache_drop(ctl, key);
+out:
+	(void)requeue_after;
+	ccm_instance_release(&lk.inst);
+	kube_obj_unref(o);
+	return r;
+}
+
+/* The re-sync pass ---------------------------------------------------------------------- */
+
+struct resync_item {
+	struct kube_obj *node;
+	char id[64];
+};
+
+/* Sets the labels the cloud gives that are missing or different (a merge patch). */
+static int sync_labels(struct ccm *m, const cJSON *node, const cJSON *want)
+{
+	const char *name = json_str(node, "metadata.name");
+	const cJSON *have = json_find(node, "metadata.labels"), *l;
+	cJSON *patch_labels = cJSON_CreateObject();
+	_cleanup_free_ char *text = NULL;
+	struct kube_status st = { 0 };
+	int r = 0;
+
+	if (!patch_labels)
+		return -ENOMEM;
+	cJSON_ArrayForEach(l, want)
+	{
+		const char *cur = have ? json_str_key(have, l->string) : NULL;
+		if (cur && strcmp(cur, l->valuestring) == 0)
+			continue;
+		if (!cJSON_AddStringToObject(patch_labels, l->string, l->valuestring)) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	if (cJSON_GetArraySize(patch_labels) == 0)
+		goto out;
+	cJSON *doc = cJSON_CreateObject(), *md = doc ? cJSON_AddObjectToObject(doc, "metadata") : NULL;
+	if (!md) {
+		cJSON_Delete(doc);
+		r = -ENOMEM;
+		goto out;
+	}
+	cJSON_AddItemToObject(md, "labels", patch_labels);
+	patch_labels = NULL;
+	text = json_print(doc);
+	cJSON_Delete(doc);
+	if (!text) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (!ccm_may_act(m)) {
+		r = -ECANCELED;
+		goto out;
+	}
+	r = kube_patch(m->kc, KUBE_REF(&kube_nodes, NULL, name), KUBE_PATCH_MERGE, text, NULL, &st);
+	if (r < 0)
+		log_error("failed to update node labels", KV_S("node", name), KV_S("error", st.message),
+			  KV_E(r));
+	else
+		log_v(2, "updated node labels", KV_S("node", name));
+out:
+	cJSON_Delete(patch_labels);
+	return r;
+}
+
+static int resync(void *ud, const char *key, int64_t *requeue_after)
+{
+	struct ccm_node_ctl *ctl = ud;
+	struct ccm *m = ctl->m;
+	struct kube_obj **objs = NULL;
+	size_t n_objs = 0, n_items = 0, n_inst = 0;
+	struct resync_item *items = NULL;
+	const char **ids = NULL;
+	struct ccm_instance *inst = NULL;
+	struct aws_error err = { 0 };
+	unsigned failed = 0;
+	int r;
+
+	*requeue_after = m->set.node_status_update_frequency;
+	if ((r = kube_store_list(ccm_node_store(m), &objs, &n_objs)) < 0)
+		return r;
+	if (n_objs && (!(items = calloc(n_objs, sizeof(*items))) ||
+		       !(ids = calloc(n_objs, sizeof(*ids))))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n_objs; i++) {
+		const cJSON *n = objs[i]->json;
+		if (ccm_node_has_taint(n, CCM_TAINT_UNINITIALIZED) ||
+		    ccm_node_instance_id(n, items[n_items].id, sizeof(items[n_items].id)) < 0)
+			continue;
+		items[n_items].node = objs[i];
+		ids[n_items] = items[n_items].id;
+		n_items++;
+	}
+	if ((r = ccm_cloud_describe_ids(m->cloud, ids, n_items, &inst, &n_inst, &err)) < 0) {
+		log_error("node status re-sync: describing instances failed",
+			  KV_S("error", err.message), KV_E(r));
+		*requeue_after = 0; /* retried with backoff */
+		goto out;
+	}
+	for (size_t i = 0; i < n_items && ccm_may_act(m); i++) {
+		const struct ccm_instance *in = NULL;
+		for (size_t k = 0; k < n_inst && !in; k++)
+			if (strcmp(inst[k].id, items[i].id) == 0)
+				in = &inst[k];
+		if (!in || !ccm_instance_exists(in))
+			continue; /* the lifecycle controller's business */
+		const cJSON *node = items[i].node->json;
+		cJSON *addrs = NULL, *labels = NULL;
+		if (want_addresses(m, node, in, &addrs) < 0 || sync_addresses(m, node, addrs) < 0)
+			failed++;
+		if (want_labels(m, in, &labels) < 0 || sync_labels(m, node, labels) < 0)
+			failed++;
+		cJSON_Delete(addrs);
+		cJSON_Delete(labels);
+	}
+	log_v(2, "node status re-sync done", KV_U("nodes", n_items), KV_U("instances", n_inst),
+	      KV_U("failed", failed));
+	r = 0;
+out:
+	(void)key;
+	ccm_instances_free(inst, n_inst);
+	free(ids);
+	free(items);
+	kube_objv_free(objs, n_objs);
+	return r;
+}
+
+/* Start, stop, informer hooks ------------------------------------------------------------ */
+
+int ccm_node_start(struct ccm *m)
+{
+	struct ccm_node_ctl *ctl = calloc(1, sizeof(*ctl));
+	struct kube_store *s = ccm_node_store(m);
+	struct kube_obj **objs = NULL;
+	size_t n = 0;
+	int r;
+
+	if (!ctl)
+		return -ENOMEM;
+	ctl->m = m;
+	m->node_alloc = ctl;
+	pthread_mutex_init(&ctl->lock, NULL);
+	/* failures retry from 500 ms, doubling up to 5 minutes */
+	if ((r = kube_wq_new(&(struct kube_wq_opts){ .name = "cloud-node",
+						     .base_delay_ns = 500 * NSEC_PER_MSEC,
+						     .max_delay_ns = 300 * NSEC_PER_SEC },
+			     &ctl->q)) < 0 ||
+	    (r = kube_wq_new(&(struct kube_wq_opts){ .name = "cloud-node-status",
+						     .base_delay_ns = NSEC_PER_SEC,
+						     .max_delay_ns = 300 * NSEC_PER_SEC },
+			     &ctl->sq)) < 0)
+		return r;
+	__atomic_store_n(&m->node, ctl, __ATOMIC_RELEASE); /* the informer's hooks now see it */
+	if (kube_store_list(s, &objs, &n) >= 0) {
+		for (size_t i = 0; i < n; i++)
+			ccm_node_changed(m, NULL, objs[i]->json);
+		kube_objv_free(objs, n);
+	}
+	/* the first re-sync after one period, as upstream's UpdateNodeStatus loop */
+	if ((r = kube_wq_add_after(ctl->sq, RESYNC_KEY, m->set.node_status_update_frequency)) < 0 ||
+	    (r = kube_wq_run(ctl->q, m->set.node_workers, reconcile, ctl)) < 0 ||
+	    (r = kube_wq_run(ctl->sq, 1, resync, ctl)) < 0)
+		return r;
+	log_info("started the cloud-node controller", KV_I("workers", m->set.node_workers));
+	return 0;
+}
+
+void ccm_node_stop(struct ccm *m)
+{
+	struct ccm_node_ctl *ctl = m->node_alloc;
+	if (!ctl)
+		return;
+	__atomic_store_n(&m->node, NULL, __ATOMIC_RELEASE);
+	m->node_alloc = NULL;
+	kube_wq_free(ctl->q);
+	kube_wq_free(ctl->sq);
+	kmap_clear(&ctl->cache, lookup_free);
+	pthread_mutex_destroy(&ctl->lock);
+	free(ctl);
+}
+
+void ccm_node_changed(struct ccm *m, const cJSON *old, const cJSON *node)
+{
+	struct ccm_node_ctl *ctl = __atomic_load_n(&m->node, __ATOMIC_ACQUIRE);
+	const char *name = json_str(node, "metadata.name");
+	(void)old;
+	if (!ctl || !name || !ccm_node_has_taint(node, CCM_TAINT_UNINITIALIZED))
+		return;
+	int r = kube_wq_add(ctl->q, name);
+	if (r < 0 && r != -ESHUTDOWN)
+		log_error("cannot queue node", KV_S("node", name), KV_E(r));
+}
+
+void ccm_node_deleted(struct ccm *m, const cJSON *node)
+{
+	struct ccm_node_ctl *ctl = __atomic_load_n(&m->node, __ATOMIC_ACQUIRE);
+	const char *name = json_str(node, "metadata.name");
+	if (ctl && name)
+		cache_drop(ctl, name);
+}

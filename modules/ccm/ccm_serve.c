@@ -1,0 +1,245 @@
+/* The ccm's HTTPS endpoint: /healthz, /readyz, /livez and /metrics on
+ * --bind-address:--secure-port, as upstream serves them (Deckhouse probes
+ * https://127.0.0.1:10471/healthz). The certificate is --tls-cert-file/--tls-private-key-file,
+ * else a self-signed one: read from --cert-dir when a pair is there, else made at start (and
+ * written to --cert-dir when it is set), as k8s.io/apiserver's MaybeDefaultWithSelfSignedCerts
+ * does. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/base/buf.h"
+#include "common/base/log.h"
+#include "common/base/signals.h"
+#include "common/http/server.h"
+#include "common/kube/config.h"
+#include "common/kube/informer.h"
+#include "common/kube/leaderelection.h"
+#include "modules/ccm/ccm_internal.h"
+
+#define PEM_MAX ((size_t)1 << 20)
+
+static char *bio_text(BIO *b)
+{
+	char *data;
+	long n = BIO_get_mem_data(b, &data);
+	char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+	if (s) {
+		memcpy(s, data, (size_t)n);
+		s[n] = 0;
+	}
+	return s;
+}
+
+int ccm_self_signed(const char *cn, const char *const *dns, const char *const *ips,
+		    char **ret_cert, char **ret_key)
+{
+	EVP_PKEY *key = NULL;
+	X509 *x = NULL;
+	BIO *cb = NULL, *kb = NULL;
+	_cleanup_buf_ struct buf san = BUF_INIT(4096);
+	unsigned char serial[16];
+	int r = -EIO;
+
+	if (!(key = EVP_EC_gen("P-256")) || !(x = X509_new()))
+		goto out;
+	if (RAND_bytes(serial, sizeof(serial)) != 1)
+		goto out;
+	serial[0] &= 0x7f;
+	BIGNUM *bn = BN_bin2bn(serial, sizeof(serial), NULL);
+	if (!bn || !BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x))) {
+		BN_free(bn);
+		goto out;
+	}
+	BN_free(bn);
+	X509_set_version(x, 2);
+	/* valid from an hour ago (clock skew) for a year, as client-go's helper */
+	if (!X509_gmtime_adj(X509_getm_notBefore(x), -3600) ||
+	    !X509_gmtime_adj(X509_getm_notAfter(x), 365L * 24 * 3600))
+		goto out;
+	X509_NAME *name = X509_get_subject_name(x);
+	char issuer[256];
+	snprintf(issuer, sizeof(issuer), "%s@%lld", cn, (long long)time(NULL));
+	if (!X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)issuer, -1,
+					-1, 0) ||
+	    !X509_set_issuer_name(x, name) || !X509_set_pubkey(x, key))
+		goto out;
+	for (size_t i = 0; dns && dns[i]; i++)
+		buf_printf(&san, "%sDNS:%s", san.len ? "," : "", dns[i]);
+	for (size_t i = 0; ips && ips[i]; i++)
+		buf_printf(&san, "%sIP:%s", san.len ? "," : "", ips[i]);
+	X509V3_CTX ctx;
+	X509V3_set_ctx_nodb(&ctx);
+	X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+	const char *exts[][2] = {
+		{ "basicConstraints", "critical,CA:TRUE" },
+		{ "keyUsage", "critical,digitalSignature,keyEncipherment,keyCertSign" },
+		{ "extendedKeyUsage", "serverAuth" },
+		{ "subjectAltName", san.len ? san.data : NULL },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(exts); i++) {
+		if (!exts[i][1])
+			continue;
+		X509_EXTENSION *e = X509V3_EXT_conf(NULL, &ctx, exts[i][0], exts[i][1]);
+		if (!e)
+			goto out;
+		int ok = X509_add_ext(x, e, -1);
+		X509_EXTENSION_free(e);
+		if (!ok)
+			goto out;
+	}
+	if (!X509_sign(x, key, EVP_sha256()))
+		goto out;
+	if (!(cb = BIO_new(BIO_s_mem())) || !(kb = BIO_new(BIO_s_mem())) ||
+	    !PEM_write_bio_X509(cb, x) ||
+	    !PEM_write_bio_PrivateKey(kb, key, NULL, NULL, 0, NULL, NULL))
+		goto out;
+	char *c = bio_text(cb), *k = bio_text(kb);
+	if (!c || !k) {
+		free(c);
+		free(k);
+		r = -ENOMEM;
+		goto out;
+	}
+	*ret_cert = c;
+	*ret_key = k;
+	r = 0;
+out:
+	BIO_free(cb);
+	BIO_free(kb);
+	X509_free(x);
+	EVP_PKEY_free(key);
+	return r;
+}
+
+static int write_file(const char *path, const char *data, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	size_t len = strlen(data), off = 0;
+	while (off < len) {
+		ssize_t w = write(fd, data + off, len - off);
+		if (w < 0) {
+			int e = -errno;
+			close(fd);
+			return e;
+		}
+		off += (size_t)w;
+	}
+	return close(fd) < 0 ? -errno : 0;
+}
+
+/* The certificate and key to serve with. */
+static int load_pair(const struct ccm_serve_opts *o, char **cert, char **key, char *err,
+		     size_t errlen)
+{
+	size_t len;
+	int r;
+
+	if (o->cert_file && *o->cert_file) {
+		if (!o->key_file || !*o->key_file) {
+			snprintf(err, errlen, "--tls-cert-file needs --tls-private-key-file");
+			return -EINVAL;
+		}
+		if ((r = kube_read_file(o->cert_file, PEM_MAX, cert, &len)) < 0) {
+			snprintf(err, errlen, "reading --tls-cert-file '%s': %s", o->cert_file,
+				 strerror(-r));
+			return r;
+		}
+		if ((r = kube_read_file(o->key_file, PEM_MAX, key, &len)) < 0) {
+			snprintf(err, errlen, "reading --tls-private-key-file '%s': %s", o->key_file,
+				 strerror(-r));
+			free(*cert);
+			return r;
+		}
+		return 0;
+	}
+	char cp[4096] = "", kp[4096] = "";
+	if (o->cert_dir && *o->cert_dir) {
+		str_printf(cp, sizeof(cp), "%s/cloud-controller-manager.crt", o->cert_dir);
+		str_printf(kp, sizeof(kp), "%s/cloud-controller-manager.key", o->cert_dir);
+		if (kube_read_file(cp, PEM_MAX, cert, &len) == 0) {
+			if (kube_read_file(kp, PEM_MAX, key, &len) == 0)
+				return 0;
+			free(*cert);
+		}
+	}
+	static const char *const dns[] = { "localhost", NULL };
+	static const char *const ips[] = { "127.0.0.1", NULL };
+	if ((r = ccm_self_signed("localhost", dns, ips, cert, key)) < 0) {
+		snprintf(err, errlen, "cannot make a self-signed certificate");
+		return r;
+	}
+	if (*cp) {
+		mkdir(o->cert_dir, 0700);
+		if ((r = write_file(cp, *cert, 0644)) < 0 || (r = write_file(kp, *key, 0600)) < 0)
+			log_warn("cannot write the self-signed certificate to --cert-dir",
+				 KV_S("dir", o->cert_dir), KV_E(r));
+	}
+	return 0;
+}
+
+static int check_synced(void *ud, char *why, size_t n)
+{
+	struct ccm *m = ud;
+	/* a standby replica is ready; a leader once its Node informer has synced */
+	if (m->nodes && !kube_informer_has_synced(m->nodes)) {
+		snprintf(why, n, "the node informer has not synced yet");
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+static int check_leader(void *ud, char *why, size_t n)
+{
+	struct ccm *m = ud;
+	/* as upstream's leaderElection healthz: failing once the lease is lost while acting */
+	if (m->le && kube_le_done(m->le) && !stop_requested()) {
+		snprintf(why, n, "leader election ended");
+		return -EIO;
+	}
+	return 0;
+}
+
+int ccm_serve_start(const struct ccm_serve_opts *o, struct ccm *m, struct http_server **ret,
+		    char *err, size_t errlen)
+{
+	_cleanup_free_ char *cert = NULL, *key = NULL;
+	struct http_server *s = NULL;
+	char bind[300];
+	int r;
+
+	if (o->port == 0)
+		return 0; /* serving off, as upstream with --secure-port=0 */
+	if ((r = load_pair(o, &cert, &key, err, errlen)) < 0)
+		return r;
+	const char *addr = o->bind_address && *o->bind_address ? o->bind_address : "0.0.0.0";
+	bool v6 = strchr(addr, ':') != NULL;
+	str_printf(bind, sizeof(bind), v6 ? "[%s]:%lld" : "%s:%lld", addr, o->port);
+	struct http_server_opts so = { .bind = bind, .tls_cert_pem = cert, .tls_key_pem = key,
+				       .threads = 2 };
+	if ((r = http_server_new(&so, &s)) < 0 || (r = http_server_add_standard(s)) < 0 ||
+	    (r = http_server_add_check(s, HTTP_CHECK_READYZ, "informer-sync", check_synced, m)) < 0 ||
+	    (r = http_server_add_check(s, HTTP_CHECK_HEALTHZ, "leaderElection", check_leader, m)) <
+		    0 ||
+	    (r = http_server_start(s)) < 0) {
+		snprintf(err, errlen, "cannot serve on %s: %s", bind, strerror(-r));
+		http_server_free(s);
+		return r;
+	}
+	log_info("serving securely", KV_S("address", bind), KV_I("port", http_server_port(s)));
+	*ret = s;
+	return 0;
+}
