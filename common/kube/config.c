@@ -50,13 +50,16 @@ int kube_read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 	struct stat st;
 	int fd, r = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* non-blocking: a FIFO named by a broken config must not hang us; then regular files only */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0)
 		r = -errno;
 	else if (S_ISDIR(st.st_mode))
 		r = -EISDIR;
+	else if (!S_ISREG(st.st_mode))
+		r = -EINVAL;
 	while (r == 0) {
 		ssize_t n = read(fd, chunk, sizeof(chunk));
 		if (n < 0 && errno == EINTR)

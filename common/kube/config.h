@@ -68,7 +68,8 @@ void kube_config_free(struct kube_config *c);
 int kube_read_token_file(const char *path, char **ret);
 /* Strict base64 (standard alphabet, padding optional, white space ignored). */
 int kube_base64_decode(const char *s, size_t len, char **ret, size_t *ret_len);
-/* Reads a whole file of at most max bytes (NUL-terminated); -EFBIG when larger. */
+/* Reads a whole regular file of at most max bytes (NUL-terminated); -EFBIG when larger,
+ * -EINVAL for a device or a FIFO. */
 int kube_read_file(const char *path, size_t max, char **ret, size_t *ret_len);
 
 static inline void kube_config_freep(struct kube_config **c)

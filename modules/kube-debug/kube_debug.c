@@ -160,9 +160,19 @@ static int read_object(const char *path, cJSON **ret)
 	size_t len;
 	int r;
 
-	if (strcmp(path, "-") == 0)
-		path = "/dev/stdin";
-	if ((r = kube_read_file(path, 16 << 20, &data, &len)) < 0) {
+	if (strcmp(path, "-") == 0) {
+		_cleanup_buf_ struct buf b = BUF_INIT(16 << 20);
+		char chunk[4096];
+		size_t n;
+		while ((n = fread(chunk, 1, sizeof(chunk), stdin)) > 0)
+			if ((r = buf_append(&b, chunk, n)) < 0)
+				return r;
+		len = b.len;
+		data = buf_steal(&b);
+		r = data ? 0 : -ENOMEM;
+	} else
+		r = kube_read_file(path, 16 << 20, &data, &len);
+	if (r < 0) {
 		fprintf(stderr, "kube-debug: cannot read '%s': %s\n", path, strerror(-r));
 		return r;
 	}
