@@ -75,7 +75,8 @@ void aws_creds_free(struct aws_creds *p);
  * -ENOKEY when no source is configured, -EKEYEXPIRED when they expired and cannot be renewed,
  * or the error of the source (-EACCES, -ETIMEDOUT, -EBADMSG...). */
 int aws_creds_get(struct aws_creds *p, struct aws_credentials *ret);
-/* Drops cached credentials so the next get fetches again (after an ExpiredToken reply). */
+/* Drops cached temporary credentials so the next get fetches again and fails if that fails
+ * (after an ExpiredToken reply). Static keys are kept. */
 void aws_creds_invalidate(struct aws_creds *p);
 /* Which source the chain picked (AWS_CREDS_NONE before the first successful get). */
 enum aws_creds_source aws_creds_source(struct aws_creds *p);

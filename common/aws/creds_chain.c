@@ -165,9 +165,12 @@ void aws_creds_invalidate(struct aws_creds *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
+	/* the service said they expired: never use them again, fetch at the next get */
 	if (p->have && p->source != AWS_CREDS_STATIC && p->source != AWS_CREDS_ENV &&
-	    p->source != AWS_CREDS_PROFILE)
-		p->refresh_at = 1; /* refresh at the next get */
+	    p->source != AWS_CREDS_PROFILE) {
+		aws_credentials_release(&p->cur);
+		p->have = false;
+	}
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -670,10 +673,13 @@ static int resolve(struct aws_creds *p)
 	}
 	return -ENOKEY;
 found_profile:
-	free(p->profile);
-	p->profile = strdup(name);
-	if (!p->profile)
-		return -ENOMEM;
+	if (name != p->profile) { /* name may be p->profile itself */
+		char *copy = strdup(name);
+		if (!copy)
+			return -ENOMEM;
+		free(p->profile);
+		p->profile = copy;
+	}
 found:
 	p->resolved = true;
 	log_v(2, "using AWS credentials", KV_S("source", aws_creds_source_name(p->source)));

@@ -349,15 +349,23 @@ TEST(aws_creds_refresh_before_expiry)
 	ASSERT_OK(aws_creds_get(p, &cr));
 	ASSERT_STREQ(cr.access_key_id, "AKID2");
 	aws_credentials_release(&cr);
-	/* invalidate forces a fetch; once they expired, the failure is returned */
+	/* invalidate forces a fetch, and a failing one is an error then */
 	f.fail_after = 0;
 	aws_creds_invalidate(p);
 	ASSERT_OK(aws_creds_get(p, &cr));
 	ASSERT_STREQ(cr.access_key_id, "AKID4");
 	aws_credentials_release(&cr);
 	f.fail_after = 4;
-	f.life_ns = 0;
-	sleep_ns(450 * NSEC_PER_MSEC);
+	aws_creds_invalidate(p);
+	ASSERT_ERR(aws_creds_get(p, &cr), ETIMEDOUT);
+	/* once they expired and cannot be renewed: -EKEYEXPIRED */
+	f.fail_after = 0;
+	f.life_ns = 300 * NSEC_PER_MSEC;
+	ASSERT_OK(aws_creds_get(p, &cr));
+	ASSERT_STREQ(cr.access_key_id, "AKID6");
+	aws_credentials_release(&cr);
+	f.fail_after = 6;
+	sleep_ns(350 * NSEC_PER_MSEC);
 	ASSERT_ERR(aws_creds_get(p, &cr), EKEYEXPIRED);
 	aws_creds_free(p);
 }
