@@ -101,6 +101,12 @@ check "moto: the volume is gone" test "$(moto_py 'print(len([v for v in ec2.desc
 mkdir -p "$T/check" && mount -o ro "$L" "$T/check"
 check "the data is on the device" test "$(cat "$T/check/data")" = e2e
 umount "$T/check"
+# ---- a clean stop: SIGTERM, exit 0, no sanitizer report (under SANITIZE=address,undefined) ----
+node_pid=$(cat "$T_TMP/node.pid")
+kill -TERM "$node_pid"
+wait "$node_pid"
+check "csi-node stops cleanly on SIGTERM (exit 0)" test $? = 0
+check "csi-node: no sanitizer report" sh -c "! grep -E 'ERROR: AddressSanitizer|runtime error|LeakSanitizer' '$T_TMP/node.log'"
 if [ "$T_FAIL" -gt 0 ]; then
 	echo "--- node log"; tail -n 20 "$T/node.log"
 	echo "--- controller log"; tail -n 20 "$T/csi-ctrl.log"
