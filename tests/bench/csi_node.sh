@@ -10,7 +10,7 @@ fi
 . "$(dirname "$0")/../lib/testlib.sh"
 runs=${RUNS:-5}
 
-if [ "$(id -u)" != 0 ] || ! "$AWS_K8S" csi-client --help >/dev/null 2>&1; then
+if [ "$(id -u)" != 0 ] || ! "$AWS_K8S" --help 2>/dev/null | grep -q "^  csi-client "; then
 	echo "csi-node: needs root and a binary with csi-client; skipped"
 	exit 0
 fi
