@@ -9,6 +9,7 @@
 
 #include "common/base/buf.h"
 #include "common/base/json.h"
+#include "common/kube/frozen.h"
 #include "common/kube/kmap.h"
 
 struct index {
@@ -34,6 +35,20 @@ struct kube_obj *kube_obj_new(cJSON *json)
 	return o;
 }
 
+struct kube_obj *kube_obj_new_frozen(cJSON *json)
+{
+	cJSON *f = kube_json_freeze(json);
+	struct kube_obj *o = f ? kube_obj_new(f) : NULL;
+
+	cJSON_Delete(json);
+	if (!o) {
+		free(f);
+		return NULL;
+	}
+	o->frozen = true;
+	return o;
+}
+
 struct kube_obj *kube_obj_ref(struct kube_obj *o)
 {
 	if (o)
@@ -44,7 +59,10 @@ struct kube_obj *kube_obj_ref(struct kube_obj *o)
 void kube_obj_unref(struct kube_obj *o)
 {
 	if (o && __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		cJSON_Delete(o->json);
+		if (o->frozen)
+			free(o->json);
+		else
+			cJSON_Delete(o->json);
 		free(o);
 	}
 }

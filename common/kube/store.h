@@ -7,6 +7,7 @@
  * until they drop it. Thread-safe (a read-write lock). */
 #pragma once
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,11 +18,14 @@
 struct kube_obj {
 	int refs; /* atomic */
 	uint32_t mark;
+	bool frozen; /* json is a frozen block (see frozen.h) */
 	cJSON *json;
 };
 
 /* Wraps json (taking ownership) with one reference. */
 struct kube_obj *kube_obj_new(cJSON *json);
+/* The same with a frozen copy of json (json is freed): what informers store. */
+struct kube_obj *kube_obj_new_frozen(cJSON *json);
 struct kube_obj *kube_obj_ref(struct kube_obj *o);
 void kube_obj_unref(struct kube_obj *o);
 /* Drops a reference on each of n objects and frees the vector. */
