@@ -3,6 +3,7 @@
 
 #include "common/base/buf.h"
 #include "common/base/json.h"
+#include "common/kube/frozen.h"
 #include "common/kube/informer.h"
 #include "common/kube/kmap.h"
 #include "common/kube/store.h"
@@ -155,4 +156,34 @@ TEST(kube_store_projection_and_strip)
 			"\"status\":{\"phase\":\"Running\"}}");
 	cJSON_Delete(p);
 	cJSON_Delete(j);
+}
+
+TEST(kube_store_frozen_json_reads_like_the_tree)
+{
+	static const char text[] =
+		"{\"metadata\":{\"name\":\"p\",\"labels\":{\"a\":\"b\",\"c\":\"\"}},\"spec\":{\"n\":3,"
+		"\"f\":1.5,\"ok\":true,\"none\":null,\"list\":[1,\"x\",{\"k\":[]},[]],\"e\":{}}}";
+	cJSON *t = cJSON_Parse(text), *t2 = cJSON_Parse(text);
+	cJSON *f = kube_json_freeze(t), *f2 = kube_json_freeze(t2);
+	_cleanup_free_ char *s = json_print(f);
+
+	ASSERT_NOT_NULL(f);
+	ASSERT_STREQ(s, text);
+	ASSERT_STREQ(json_str(f, "metadata.labels.a"), "b");
+	ASSERT_STREQ(json_str(f, "spec.list.1"), "x");
+	ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(f, "spec")), 6);
+	ASSERT_TRUE(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(f, "spec"), "none")));
+	/* keys are shared between objects */
+	ASSERT_TRUE(cJSON_GetObjectItem(f, "metadata")->string ==
+		    cJSON_GetObjectItem(f2, "metadata")->string);
+	/* a duplicate of a frozen object is an ordinary tree */
+	cJSON *d = cJSON_Duplicate(f, true);
+	_cleanup_free_ char *ds = json_print(d);
+	ASSERT_STREQ(ds, text);
+	cJSON_Delete(d);
+	ASSERT_LT(kube_json_frozen_size(t), 28 * sizeof(cJSON));
+	cJSON_Delete(t);
+	cJSON_Delete(t2);
+	free(f);
+	free(f2);
 }
