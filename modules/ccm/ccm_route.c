@@ -26,13 +26,41 @@
 
 #define PASS_KEY "routes"
 #define TRIGGER_DELAY_NS (500 * NSEC_PER_MSEC)
+/* how long an instance found to belong to someone else is not described again */
+#define FOREIGN_TTL_NS (10 * 60 * NSEC_PER_SEC)
+#define FOREIGN_MAX 10000
 
 struct ccm_route_ctl {
 	struct ccm *m;
 	struct kube_wq *q;
 	pthread_mutex_t lock;
 	struct kmap enis; /* ENI ID -> instance ID (malloc'd), learned from descriptions */
+	struct kmap foreign; /* instance ID -> int64_t expiry (malloc'd): routes left alone */
 };
+
+static bool foreign_known(struct ccm_route_ctl *ctl, const char *id)
+{
+	pthread_mutex_lock(&ctl->lock);
+	int64_t *exp = kmap_get(&ctl->foreign, id);
+	bool r = exp && *exp > now_mono_ns();
+	pthread_mutex_unlock(&ctl->lock);
+	return r;
+}
+
+static void foreign_add(struct ccm_route_ctl *ctl, const char *id)
+{
+	int64_t *exp = malloc(sizeof(*exp)), *old = NULL;
+	if (!exp)
+		return;
+	*exp = now_mono_ns() + FOREIGN_TTL_NS;
+	pthread_mutex_lock(&ctl->lock);
+	if (ctl->foreign.size >= FOREIGN_MAX)
+		kmap_clear(&ctl->foreign, free);
+	if (kmap_put(&ctl->foreign, id, exp, (void **)&old) < 0)
+		free(exp);
+	free(old);
+	pthread_mutex_unlock(&ctl->lock);
+}
 
 static struct metric *route_ops;
 
@@ -177,7 +205,7 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 							   ? NULL
 							   : plan.ops[i].instance_id)
 						: plan.orphans[i - plan.n_ops].instance_id;
-		bool dup = !id || !*id;
+		bool dup = !id || !*id || (i >= plan.n_ops && foreign_known(ctl, id));
 		for (size_t k = 0; k < n_ids && !dup; k++)
 			dup = strcmp(ids[k], id) == 0;
 		if (!dup)
@@ -192,11 +220,16 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 	/* orphans: delete when the instance is gone or is this cluster's (its Node is gone) */
 	for (size_t i = 0; i < plan.n_orphans && ccm_may_act(m); i++) {
 		const struct ccm_route_orphan *o = &plan.orphans[i];
+		if (foreign_known(ctl, o->instance_id)) {
+			skipped++;
+			continue;
+		}
 		const struct ccm_instance *in = find_inst(inst, n_inst, o->instance_id);
 		if (!ccm_route_orphan_delete(in, m->cluster_id)) {
-			log_v(2, "leaving a route to an instance of another owner",
-			      KV_S("table", o->table), KV_S("cidr", o->cidr),
-			      KV_S("instance", o->instance_id));
+			log_info("leaving a route to an instance of another owner",
+				 KV_S("table", o->table), KV_S("cidr", o->cidr),
+				 KV_S("instance", o->instance_id));
+			foreign_add(ctl, o->instance_id);
 			skipped++;
 			continue;
 		}
@@ -315,6 +348,7 @@ void ccm_route_stop(struct ccm *m)
 	m->route_alloc = NULL;
 	kube_wq_free(ctl->q);
 	kmap_clear(&ctl->enis, free);
+	kmap_clear(&ctl->foreign, free);
 	pthread_mutex_destroy(&ctl->lock);
 	free(ctl);
 }
