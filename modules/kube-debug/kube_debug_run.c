@@ -14,6 +14,7 @@
 #include "common/base/signals.h"
 #include "common/base/timeutil.h"
 #include "common/kube/events.h"
+#include "common/kube/frozen.h"
 #include "common/kube/informer.h"
 #include "common/kube/kubeflags.h"
 #include "common/kube/leaderelection.h"
@@ -258,10 +259,21 @@ int dbg_sync(struct kube_client *kc, const char *resources)
 	int64_t ms = (now_mono_ns() - t0) / NSEC_PER_MSEC;
 	if (r >= 0) {
 		long rss = rss_kb();
+		size_t stored = 0;
 		malloc_trim(0);
+		/* the bytes of the stored objects themselves, to tell them from heap overhead */
+		for (size_t i = 0; i < n; i++) {
+			struct kube_obj **v = NULL;
+			size_t m = 0;
+			if (kube_store_list(kube_informer_store(infs[i]), &v, &m) < 0)
+				continue;
+			for (size_t k = 0; k < m; k++)
+				stored += kube_json_frozen_size(v[k]->json);
+			kube_objv_free(v, m);
+		}
 		printf("{\"sync_ms\":%lld,\"rss_before_kb\":%ld,\"rss_kb\":%ld,\"rss_trimmed_kb\":%ld,"
-		       "\"transform\":\"%s\"",
-		       (long long)ms, rss0, rss, rss_kb(), dbg.transform);
+		       "\"stored_kb\":%zu,\"transform\":\"%s\"",
+		       (long long)ms, rss0, rss, rss_kb(), stored / 1024, dbg.transform);
 		for (size_t i = 0; i < n; i++)
 			printf(",\"%s\":%zu", names[i], kube_store_len(kube_informer_store(infs[i])));
 		printf("}\n");
