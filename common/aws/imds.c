@@ -420,7 +420,7 @@ int aws_imds_identity_parse(const char *json, size_t len, struct aws_imds_identi
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
 		const char *v = json_str_key(root, fields[i].key);
-		if (!v) {
+		if (!v || !*v) {
 			if (fields[i].required) {
 				cJSON_Delete(root);
 				return -EBADMSG;
