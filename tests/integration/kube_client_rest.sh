@@ -115,6 +115,27 @@ check "a bad token is EACCES (401)" grep -q 'errno=EACCES code=401' <<<"$out"
 out=$("$AWS_K8S" kube-debug --kubeconfig "$T_TMP/nonexistent" get nodes x 2>&1)
 check "a missing kubeconfig is named in the error" grep -q "nonexistent" <<<"$out"
 
+# --- a rotated token file: re-read after a 401 (as a service-account token is) ---
+ctl POST auth -d '{"tokens":[{"token":"robot-1","user":"robot","groups":["system:masters"]}]}' >/dev/null
+echo robot-1 >"$T_TMP/robot-tok"
+jq --arg f "$T_TMP/robot-tok" '.users[0].user = {tokenFile: $f}' "$KC" >"$T_TMP/kc-robot"
+bg robot "$AWS_K8S" kube-debug --kubeconfig "$T_TMP/kc-robot" informer configmaps --namespace default \
+	--watch-timeout 120 --duration 60s
+check "an informer authenticates with a token file" wait_for "$T_TMP/robot.log" "^SYNCED " 10
+# rotate: the new token is valid, the old one revoked, the open watch dropped
+ctl DELETE requests >/dev/null
+ctl POST auth -d '{"tokens":[{"token":"robot-2","user":"robot","groups":["system:masters"]}]}' >/dev/null
+echo robot-2 >"$T_TMP/robot-tok.new" && mv "$T_TMP/robot-tok.new" "$T_TMP/robot-tok"
+cfg=$(ctl GET auth | jq -c '{tokens: [.tokens[] | select(.token != "robot-1" and .user != "admin")], rules: [], authorize: .authorize}')
+ctl PUT auth -d "$cfg" >/dev/null
+ctl POST watches/drop >/dev/null
+printf '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"after-rotation"}}' | kcreate configmaps
+check "after the token rotates, the informer re-reads the file and goes on" \
+	wait_for "$T_TMP/robot.log" "^ADD default/after-rotation " 15
+check "the old token was refused (401), then the new one used" \
+	test "$(ctl GET requests | jq -c '[.requests[] | select(.path | test("configmaps.*watch")) | .code] | [(map(select(. == 401)) | length > 0), last]')" = "[true,200]"
+kill "$(cat "$T_TMP/robot.pid")"
+
 # --- client-side rate limiting: 7 pages at 5 qps with burst 1 take over a second ---
 t0=$(date +%s%N)
 kd --kube-api-qps 5 --kube-api-burst 1 --quiet list configmaps --namespace default --limit 1 >/dev/null
