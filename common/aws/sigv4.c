@@ -4,7 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -32,25 +32,147 @@ static void hex_encode(const unsigned char *in, size_t n, char *out)
 	out[2 * n] = 0;
 }
 
-static int sha256_hex(const void *data, size_t len, char out[65])
+/* OpenSSL 3's one-shot helpers look the digest up on every call, which costs more than the
+ * hashing of a small request: the digest is fetched once, each thread keeps a digest context,
+ * and HMAC is built on it. Each thread also keeps the last signing key (it depends only on the
+ * secret, the date, the region and the service), keyed by a hash of the secret, as the SDKs'
+ * signing-key caches do. */
+struct sigv4_tls {
+	EVP_MD_CTX *ctx;
+	bool valid;
+	char date[9];
+	char region[64];
+	char service[64];
+	unsigned char secret_hash[SHA256_LEN];
+	unsigned char key[SHA256_LEN];
+};
+
+static EVP_MD *md_sha256;
+static pthread_key_t tls_key;
+static pthread_once_t crypto_once = PTHREAD_ONCE_INIT;
+static bool crypto_ok;
+
+static void tls_free(void *p)
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
+	struct sigv4_tls *t = p;
+
+	if (!t)
+		return;
+	EVP_MD_CTX_free(t->ctx);
+	explicit_bzero(t, sizeof(*t));
+	free(t);
+}
+
+static void crypto_init(void)
+{
+	md_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	crypto_ok = md_sha256 && pthread_key_create(&tls_key, tls_free) == 0;
+}
+
+static struct sigv4_tls *tls_get(void)
+{
+	struct sigv4_tls *t;
+
+	pthread_once(&crypto_once, crypto_init);
+	if (!crypto_ok)
+		return NULL;
+	t = pthread_getspecific(tls_key);
+	if (t)
+		return t;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->ctx = EVP_MD_CTX_new();
+	if (!t->ctx || pthread_setspecific(tls_key, t) != 0) {
+		EVP_MD_CTX_free(t->ctx);
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+/* SHA-256 of the concatenation of up to two parts. */
+static int sha256(struct sigv4_tls *t, const void *a, size_t alen, const void *b, size_t blen,
+		  unsigned char out[SHA256_LEN])
+{
 	unsigned int mdlen = 0;
 
-	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != SHA256_LEN)
+	if (!EVP_DigestInit_ex(t->ctx, md_sha256, NULL) || !EVP_DigestUpdate(t->ctx, a, alen) ||
+	    (blen && !EVP_DigestUpdate(t->ctx, b, blen)) ||
+	    !EVP_DigestFinal_ex(t->ctx, out, &mdlen) || mdlen != SHA256_LEN)
 		return -EIO;
+	return 0;
+}
+
+static int sha256_hex(struct sigv4_tls *t, const void *data, size_t len, char out[65])
+{
+	unsigned char md[SHA256_LEN];
+	int r = sha256(t, data, len, NULL, 0, md);
+
+	if (r < 0)
+		return r;
 	hex_encode(md, SHA256_LEN, out);
 	return 0;
 }
 
-static int hmac(const void *key, size_t klen, const void *msg, size_t mlen,
+/* HMAC-SHA256 (RFC 2104) over the thread's digest context. */
+static int hmac(struct sigv4_tls *t, const void *key, size_t klen, const void *msg, size_t mlen,
 		unsigned char out[SHA256_LEN])
 {
-	unsigned int olen = 0;
+	unsigned char k[64] = { 0 }, pad[64], inner[SHA256_LEN];
+	int r;
 
-	if (!HMAC(EVP_sha256(), key, (int)klen, msg, mlen, out, &olen) || olen != SHA256_LEN)
-		return -EIO;
-	return 0;
+	if (klen > sizeof(k)) {
+		if ((r = sha256(t, key, klen, NULL, 0, k)) < 0)
+			return r;
+	} else {
+		memcpy(k, key, klen);
+	}
+	for (size_t i = 0; i < sizeof(pad); i++)
+		pad[i] = k[i] ^ 0x36;
+	r = sha256(t, pad, sizeof(pad), msg, mlen, inner);
+	for (size_t i = 0; r >= 0 && i < sizeof(pad); i++)
+		pad[i] = k[i] ^ 0x5c;
+	if (r >= 0)
+		r = sha256(t, pad, sizeof(pad), inner, sizeof(inner), out);
+	explicit_bzero(k, sizeof(k));
+	explicit_bzero(pad, sizeof(pad));
+	explicit_bzero(inner, sizeof(inner));
+	return r;
+}
+
+/* The signing key for (secret, date, region, service), from the thread's cache or derived. */
+static int signing_key(struct sigv4_tls *t, const char *secret, const char *date,
+		       const char *region, const char *service, unsigned char out[SHA256_LEN])
+{
+	unsigned char sh[SHA256_LEN], k1[SHA256_LEN], k2[SHA256_LEN];
+	char ks[256];
+	int r;
+
+	if ((r = sha256(t, secret, strlen(secret), NULL, 0, sh)) < 0)
+		return r;
+	if (t->valid && strcmp(t->date, date) == 0 && strcmp(t->region, region) == 0 &&
+	    strcmp(t->service, service) == 0 && memcmp(t->secret_hash, sh, sizeof(sh)) == 0) {
+		memcpy(out, t->key, SHA256_LEN);
+		return 0;
+	}
+	if ((r = str_printf(ks, sizeof(ks), "AWS4%s", secret)) < 0)
+		return r;
+	if ((r = hmac(t, ks, strlen(ks), date, strlen(date), k1)) < 0 ||
+	    (r = hmac(t, k1, SHA256_LEN, region, strlen(region), k2)) < 0 ||
+	    (r = hmac(t, k2, SHA256_LEN, service, strlen(service), k1)) < 0 ||
+	    (r = hmac(t, k1, SHA256_LEN, "aws4_request", 12, out)) < 0)
+		goto out;
+	t->valid = str_copy(t->date, sizeof(t->date), date) >= 0 &&
+		   str_copy(t->region, sizeof(t->region), region) >= 0 &&
+		   str_copy(t->service, sizeof(t->service), service) >= 0;
+	memcpy(t->secret_hash, sh, sizeof(sh));
+	memcpy(t->key, out, SHA256_LEN);
+out:
+	explicit_bzero(ks, sizeof(ks));
+	explicit_bzero(k1, sizeof(k1));
+	explicit_bzero(k2, sizeof(k2));
+	return r;
 }
 
 static int hexval(int c)
@@ -317,11 +439,12 @@ int sigv4_sign_ex(const struct sigv4_input *in, const struct aws_credentials *cr
 		  struct sigv4_output *out, struct buf *ret_canonical, struct buf *ret_string_to_sign)
 {
 	struct buf creq = BUF_INIT(0), sts = BUF_INIT(0), signed_list = BUF_INIT(0);
-	char date[9], creq_hash[65], sig[65], secret[256];
+	char date[9], creq_hash[65], sig[65];
+	struct sigv4_tls *t = tls_get();
 	unsigned char k[SHA256_LEN], k2[SHA256_LEN];
 	const char *token;
 	struct tm tm;
-	time_t t;
+	time_t secs;
 	int r;
 
 	if (!in || !cr || !out || !in->method || !*in->method || !in->host || !*in->host ||
@@ -329,15 +452,17 @@ int sigv4_sign_ex(const struct sigv4_input *in, const struct aws_credentials *cr
 	    !cr->access_key_id || !*cr->access_key_id || !cr->secret_access_key ||
 	    (in->body_len && !in->body))
 		return -EINVAL;
+	if (!t)
+		return -ENOMEM;
 	token = cr->session_token && *cr->session_token ? cr->session_token : NULL;
 
-	t = (time_t)(in->time_ns / 1000000000LL);
-	if (!gmtime_r(&t, &tm) || strftime(out->amz_date, sizeof(out->amz_date),
+	secs = (time_t)(in->time_ns / 1000000000LL);
+	if (!gmtime_r(&secs, &tm) || strftime(out->amz_date, sizeof(out->amz_date),
 					   "%Y%m%dT%H%M%SZ", &tm) != 16)
 		return -EINVAL;
 	memcpy(date, out->amz_date, 8);
 	date[8] = 0;
-	if ((r = sha256_hex(in->body ? in->body : "", in->body_len, out->payload_hash)) < 0)
+	if ((r = sha256_hex(t, in->body ? in->body : "", in->body_len, out->payload_hash)) < 0)
 		return r;
 
 	/* The canonical request. */
@@ -347,20 +472,15 @@ int sigv4_sign_ex(const struct sigv4_input *in, const struct aws_credentials *cr
 	    (r = canonical_headers(in, out->amz_date, token, &creq, &signed_list)) < 0 ||
 	    (r = buf_printf(&creq, "\n%s\n%s", signed_list.data, out->payload_hash)) < 0)
 		goto out;
-	if ((r = sha256_hex(creq.data, creq.len, creq_hash)) < 0)
+	if ((r = sha256_hex(t, creq.data, creq.len, creq_hash)) < 0)
 		goto out;
 
 	/* The string to sign and the signature. */
 	if ((r = buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s",
 			    out->amz_date, date, in->region, in->service, creq_hash)) < 0)
 		goto out;
-	if ((r = str_printf(secret, sizeof(secret), "AWS4%s", cr->secret_access_key)) < 0)
-		goto out;
-	if ((r = hmac(secret, strlen(secret), date, 8, k)) < 0 ||
-	    (r = hmac(k, SHA256_LEN, in->region, strlen(in->region), k2)) < 0 ||
-	    (r = hmac(k2, SHA256_LEN, in->service, strlen(in->service), k)) < 0 ||
-	    (r = hmac(k, SHA256_LEN, "aws4_request", 12, k2)) < 0 ||
-	    (r = hmac(k2, SHA256_LEN, sts.data, sts.len, k)) < 0)
+	if ((r = signing_key(t, cr->secret_access_key, date, in->region, in->service, k2)) < 0 ||
+	    (r = hmac(t, k2, SHA256_LEN, sts.data, sts.len, k)) < 0)
 		goto out;
 	hex_encode(k, SHA256_LEN, sig);
 
@@ -389,7 +509,6 @@ int sigv4_sign_ex(const struct sigv4_input *in, const struct aws_credentials *cr
 	}
 	r = 0;
 out:
-	explicit_bzero(secret, sizeof(secret));
 	explicit_bzero(k, sizeof(k));
 	explicit_bzero(k2, sizeof(k2));
 	buf_release(&creq);
