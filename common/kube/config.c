@@ -50,7 +50,8 @@ int kube_read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 	struct stat st;
 	int fd, r = 0;
 
-	/* non-blocking: a FIFO named by a broken config must not hang us; then regular files only */
+	/* non-blocking: a FIFO named by a broken config must not hang us; then regular files only
+	 */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
@@ -226,7 +227,8 @@ static int kc_data(struct kc *k, const cJSON *obj, const char *where, const char
 	if (r < 0)
 		return r == -ENOENT ? 0 : r;
 	if ((r = kube_base64_decode(s, strlen(s), &out, &n)) < 0)
-		return r == -ENOMEM ? r : kc_fail(k, -EINVAL, "%s.%s: invalid base64", where, field);
+		return r == -ENOMEM ? r
+				    : kc_fail(k, -EINVAL, "%s.%s: invalid base64", where, field);
 	if (strlen(out) != n || n == 0) {
 		free_secret(out);
 		return kc_fail(k, -EINVAL, "%s.%s: not PEM text", where, field);
@@ -260,7 +262,8 @@ static int kc_find(struct kc *k, const cJSON *root, const char *list, const char
 
 	if (arr && !cJSON_IsNull(arr) && !cJSON_IsArray(arr))
 		return kc_fail(k, -EINVAL, "%s: not a list", list);
-	cJSON_ArrayForEach(item, arr) {
+	cJSON_ArrayForEach(item, arr)
+	{
 		char here[64];
 		const char *n = NULL;
 		snprintf(here, sizeof(here), "%s[%d]", list, i++);
@@ -312,9 +315,10 @@ static int kc_cluster(struct kc *k, const cJSON *cl, const char *where, struct k
 		c->ca_file = NULL;
 	}
 	if (c->insecure_skip_verify && (c->ca_file || c->ca_pem))
-		return kc_fail(k, -EINVAL,
-			       "%s: insecure-skip-tls-verify is not allowed with a certificate authority",
-			       where);
+		return kc_fail(
+		    k, -EINVAL,
+		    "%s: insecure-skip-tls-verify is not allowed with a certificate authority",
+		    where);
 	return 0;
 }
 
@@ -347,8 +351,9 @@ static int kc_user(struct kc *k, const cJSON *u, const char *where, struct kube_
 	if (c->token_file) {
 		char *t = NULL;
 		if ((r = kube_read_token_file(c->token_file, &t)) < 0)
-			return kc_fail(k, r == -ENOMEM ? r : -EINVAL, "%s.tokenFile: cannot read '%s': %s",
-				       where, c->token_file, strerror(-r));
+			return kc_fail(k, r == -ENOMEM ? r : -EINVAL,
+				       "%s.tokenFile: cannot read '%s': %s", where, c->token_file,
+				       strerror(-r));
 		free_secret(c->token);
 		c->token = t;
 	}
@@ -360,14 +365,15 @@ static int kc_user(struct kc *k, const cJSON *u, const char *where, struct kube_
 			       "tokenFile or a client certificate)",
 			       where);
 	if (cJSON_GetObjectItemCaseSensitive(u, "auth-provider"))
-		return kc_fail(k, -EINVAL, "%s.auth-provider: auth providers are not supported", where);
+		return kc_fail(k, -EINVAL, "%s.auth-provider: auth providers are not supported",
+			       where);
 	return 0;
 }
 
 int kube_config_parse(const char *data, size_t len, const char *path, const char *context,
 		      struct kube_config **ret, char *err, size_t errlen)
 {
-	struct kc k = { .path = path, .err = err, .errlen = errlen };
+	struct kc k = {.path = path, .err = err, .errlen = errlen};
 	cJSON *root = NULL;
 	const cJSON *ctx, *cl, *u;
 	const char *cluster_name, *user_name = NULL;
@@ -415,11 +421,13 @@ int kube_config_parse(const char *data, size_t len, const char *path, const char
 		goto out;
 	if (user_name) {
 		char uwhere[96];
-		if ((r = kc_find(&k, root, "users", user_name, "user", &u, uwhere, sizeof(uwhere))) < 0 ||
+		if ((r = kc_find(&k, root, "users", user_name, "user", &u, uwhere,
+				 sizeof(uwhere))) < 0 ||
 		    (r = kc_user(&k, u, uwhere, c)) < 0)
 			goto out;
 	}
-	if ((r = kc_find(&k, root, "clusters", cluster_name, "cluster", &cl, where, sizeof(where))) < 0 ||
+	if ((r = kc_find(&k, root, "clusters", cluster_name, "cluster", &cl, where,
+			 sizeof(where))) < 0 ||
 	    (r = kc_cluster(&k, cl, where, c)) < 0)
 		goto out;
 	if ((!c->namespace && !(c->namespace = strdup("default"))) ||
@@ -436,7 +444,7 @@ out:
 }
 
 static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
 {
 	va_list ap;
@@ -521,7 +529,8 @@ static int master_only(const char *master, struct kube_config **ret)
 		c->server = strdup(master);
 	else if (asprintf(&c->server, "https://%s", master) < 0)
 		c->server = NULL;
-	if (!c->server || !(c->namespace = strdup("default")) || !(c->source = strdup("--master"))) {
+	if (!c->server || !(c->namespace = strdup("default")) ||
+	    !(c->source = strdup("--master"))) {
 		kube_config_free(c);
 		return -ENOMEM;
 	}

@@ -35,22 +35,22 @@ struct kube_config {
 	char *key_file;
 	char *cert_pem;
 	char *key_pem;
-	char *token;      /* bearer token (read from token_file when that is set) */
+	char *token;	  /* bearer token (read from token_file when that is set) */
 	char *token_file; /* re-read when it changes (service-account token rotation) */
-	char *username;   /* basic authentication */
+	char *username;	  /* basic authentication */
 	char *password;
 	bool insecure_skip_verify;
 	char *namespace; /* the context's namespace, the pod's namespace in-cluster, or "default" */
-	char *context;   /* the kubeconfig context used (NULL in-cluster) */
-	char *source;    /* "in-cluster", "--master", or the kubeconfig path: for messages */
+	char *context;	 /* the kubeconfig context used (NULL in-cluster) */
+	char *source;	 /* "in-cluster", "--master", or the kubeconfig path: for messages */
 	bool in_cluster;
 };
 
 struct kube_config_opts {
 	const char *kubeconfig; /* --kubeconfig */
-	const char *master;     /* --master */
-	const char *context;    /* a context other than current-context */
-	const char *sa_dir;     /* in-cluster service-account directory; NULL: KUBE_SA_DIR */
+	const char *master;	/* --master */
+	const char *context;	/* a context other than current-context */
+	const char *sa_dir;	/* in-cluster service-account directory; NULL: KUBE_SA_DIR */
 };
 
 /* Resolves the configuration. On failure a sentence for the user is in err. -ENOENT when no

@@ -74,9 +74,9 @@ static struct kube_ev *ev_new(struct kube_recorder *r, const struct kube_event_r
 			      const char *type, const char *reason, char *message)
 {
 	struct kube_ev *ev = calloc(1, sizeof(*ev));
-	bool fail = !ev;
+	bool fail = false;
 
-	if (fail) {
+	if (!ev) {
 		free(message);
 		return NULL;
 	}
@@ -156,11 +156,13 @@ static cJSON *event_json(const struct kube_ev *ev)
 	json_set_str(e, "metadata.name", ev->event_name);
 	json_set_str(e, "metadata.namespace", ev->ns && *ev->ns ? ev->ns : "default");
 	io = cJSON_AddObjectToObject(e, "involvedObject");
-	const char *fields[][2] = { { "kind", ev->kind }, { "namespace", ev->ns },
-				    { "name", ev->name }, { "uid", ev->uid },
-				    { "apiVersion", ev->api_version },
-				    { "resourceVersion", ev->resource_version },
-				    { "fieldPath", ev->field_path } };
+	const char *fields[][2] = {{"kind", ev->kind},
+				   {"namespace", ev->ns},
+				   {"name", ev->name},
+				   {"uid", ev->uid},
+				   {"apiVersion", ev->api_version},
+				   {"resourceVersion", ev->resource_version},
+				   {"fieldPath", ev->field_path}};
 	for (size_t i = 0; io && i < ARRAY_SIZE(fields); i++)
 		if (fields[i][1] && *fields[i][1])
 			cJSON_AddStringToObject(io, fields[i][0], fields[i][1]);
@@ -206,9 +208,9 @@ static int patch_event(struct kube_recorder *r, struct kube_ev *ev, struct kube_
 	cJSON_Delete(p);
 	if (!text)
 		return -ENOMEM;
-	return kube_patch(r->c,
-			  KUBE_REF(&kube_events, ev->ns && *ev->ns ? ev->ns : "default", ev->event_name),
-			  KUBE_PATCH_STRATEGIC, text, NULL, st);
+	return kube_patch(
+	    r->c, KUBE_REF(&kube_events, ev->ns && *ev->ns ? ev->ns : "default", ev->event_name),
+	    KUBE_PATCH_STRATEGIC, text, NULL, st);
 }
 
 static bool transient(int r)

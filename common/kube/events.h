@@ -50,9 +50,9 @@ void kube_event_ref_from(const cJSON *obj, const struct kube_resource *res,
 			 struct kube_event_ref *ref);
 
 struct kube_recorder_opts {
-	const char *component; /* source.component, e.g. "cloud-controller-manager" */
-	const char *host;      /* source.host (optional) */
-	size_t queue_max;      /* 0: KUBE_EVENT_QUEUE */
+	const char *component;	/* source.component, e.g. "cloud-controller-manager" */
+	const char *host;	/* source.host (optional) */
+	size_t queue_max;	/* 0: KUBE_EVENT_QUEUE */
 	int64_t retry_sleep_ns; /* 0: 10 s */
 };
 

@@ -216,7 +216,7 @@ static bool spam_allows(struct kube_correlator *c, const char *key, int64_t now)
 	if (!sp) {
 		if (!(sp = malloc(sizeof(*sp))))
 			return true;
-		*sp = (struct spam_rec){ SPAM_BURST, now };
+		*sp = (struct spam_rec){SPAM_BURST, now};
 		if (lru_put(&c->spam, key, sp) < 0)
 			return true;
 	}
@@ -232,8 +232,7 @@ static bool spam_allows(struct kube_correlator *c, const char *key, int64_t now)
 }
 
 /* True when the event must be combined with its similar ones. */
-static bool aggregate(struct kube_correlator *c, const char *key, const char *message,
-		      int64_t now)
+static bool aggregate(struct kube_correlator *c, const char *key, const char *message, int64_t now)
 {
 	struct agg_rec *a = lru_get(&c->agg, key);
 
@@ -291,7 +290,7 @@ enum kube_ev_action kube_correlate(struct kube_correlator *c, struct kube_ev *ev
 	ev->count = 1;
 	ev->first_ns = ev->last_ns = now;
 	if ((g = calloc(1, sizeof(*g))) && (g->name = strdup(name))) {
-		*g = (struct log_rec){ 1, now, now, g->name };
+		*g = (struct log_rec){1, now, now, g->name};
 		lru_put(&c->log, key.data, g);
 	} else
 		free(g);

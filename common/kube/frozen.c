@@ -23,7 +23,8 @@ static const char *intern(const char *s)
 	pthread_mutex_lock(&intern_lock);
 	e = kmap_find(&intern_map, s);
 	if (!e && intern_map.size < KUBE_INTERN_MAX_STRINGS &&
-	    intern_bytes + len + 1 <= KUBE_INTERN_MAX_BYTES && kmap_put(&intern_map, s, NULL, NULL) == 0) {
+	    intern_bytes + len + 1 <= KUBE_INTERN_MAX_BYTES &&
+	    kmap_put(&intern_map, s, NULL, NULL) == 0) {
 		intern_bytes += len + 1;
 		e = kmap_find(&intern_map, s);
 	}
@@ -94,9 +95,9 @@ static cJSON *copy(struct fill *f, const cJSON *v)
 	for (; v; v = v->next) {
 		size_t i = f->next++;
 		cJSON *n = &f->nodes[i];
-		*n = (cJSON){ .type = (v->type & 0xff) | cJSON_StringIsConst,
-			      .valueint = v->valueint,
-			      .valuedouble = v->valuedouble };
+		*n = (cJSON){.type = (v->type & 0xff) | cJSON_StringIsConst,
+			     .valueint = v->valueint,
+			     .valuedouble = v->valuedouble};
 		if (v->string)
 			n->string = (char *)(f->keys[i] ? f->keys[i] : put_string(f, v->string));
 		if ((cJSON_IsString(v) || cJSON_IsRaw(v)) && v->valuestring)
@@ -117,7 +118,7 @@ static cJSON *copy(struct fill *f, const cJSON *v)
 
 cJSON *kube_json_freeze(const cJSON *v)
 {
-	struct plan p = { 0 };
+	struct plan p = {0};
 	cJSON *root = NULL;
 
 	if (!v)
@@ -129,8 +130,9 @@ cJSON *kube_json_freeze(const cJSON *v)
 	if (!p.failed) {
 		void *block = malloc(p.nodes * sizeof(cJSON) + p.bytes);
 		if (block) {
-			struct fill f = { .nodes = block, .strings = (char *)block + p.nodes * sizeof(cJSON),
-					  .keys = p.keys };
+			struct fill f = {.nodes = block,
+					 .strings = (char *)block + p.nodes * sizeof(cJSON),
+					 .keys = p.keys};
 			root = copy(&f, &top);
 			root->prev = NULL;
 		}
@@ -141,7 +143,7 @@ cJSON *kube_json_freeze(const cJSON *v)
 
 size_t kube_json_frozen_size(const cJSON *v)
 {
-	struct plan p = { 0 };
+	struct plan p = {0};
 	cJSON top;
 
 	if (!v)

@@ -74,9 +74,9 @@ static int set_path(cJSON *root, const char *path, cJSON *item)
 
 cJSON *kube_project(const cJSON *obj, const char *const *paths)
 {
-	static const char *const always[] = { "metadata.name", "metadata.namespace",
-					      "metadata.resourceVersion", NULL };
-	const char *const *lists[] = { always, paths };
+	static const char *const always[] = {"metadata.name", "metadata.namespace",
+					     "metadata.resourceVersion", NULL};
+	const char *const *lists[] = {always, paths};
 	cJSON *out = cJSON_CreateObject();
 
 	for (size_t l = 0; out && l < ARRAY_SIZE(lists); l++)
@@ -142,8 +142,8 @@ static int upsert(struct kube_informer *inf, cJSON *json)
 	if (kube_store_len(inf->store) >= inf->max_objects &&
 	    kube_store_get(inf->store, key, &cur) < 0) {
 		if (STAT_INC(dropped) == 0)
-			log_warn("informer store is full, dropping objects", KV_S("informer", inf->name),
-				 KV_U("max", inf->max_objects));
+			log_warn("informer store is full, dropping objects",
+				 KV_S("informer", inf->name), KV_U("max", inf->max_objects));
 		cJSON_Delete(json);
 		return 0;
 	}
@@ -198,7 +198,7 @@ static void set_rv(struct kube_informer *inf, char *rv)
 
 static const struct kube_ref *informer_ref(struct kube_informer *inf, struct kube_ref *ref)
 {
-	*ref = (struct kube_ref){ .res = inf->o.res, .ns = inf->ns };
+	*ref = (struct kube_ref){.res = inf->o.res, .ns = inf->ns};
 	return ref;
 }
 
@@ -206,9 +206,9 @@ static const struct kube_ref *informer_ref(struct kube_informer *inf, struct kub
 static int relist(struct kube_informer *inf, char **rv)
 {
 	struct kube_list_opts lo = {
-		.label_selector = inf->label_selector,
-		.field_selector = inf->field_selector,
-		.limit = inf->o.page_size > 0 ? inf->o.page_size : 500,
+	    .label_selector = inf->label_selector,
+	    .field_selector = inf->field_selector,
+	    .limit = inf->o.page_size > 0 ? inf->o.page_size : 500,
 	};
 	struct kube_status st;
 	struct kube_obj **gone = NULL;
@@ -240,16 +240,16 @@ static int relist(struct kube_informer *inf, char **rv)
 static void *informer_main(void *p)
 {
 	struct kube_informer *inf = p;
-	struct backoff b = { .base_ns = 800 * NSEC_PER_MSEC, .max_ns = 30 * NSEC_PER_SEC,
-			     .jitter = 1.0 };
+	struct backoff b = {
+	    .base_ns = 800 * NSEC_PER_MSEC, .max_ns = 30 * NSEC_PER_SEC, .jitter = 1.0};
 	struct kube_watch_opts wo = {
-		.label_selector = inf->label_selector,
-		.field_selector = inf->field_selector,
-		.timeout_seconds = inf->o.watch_timeout_seconds,
-		.max_event = inf->o.max_event,
-		.cancel = &inf->cancel,
-		.on_event = on_event,
-		.ud = inf,
+	    .label_selector = inf->label_selector,
+	    .field_selector = inf->field_selector,
+	    .timeout_seconds = inf->o.watch_timeout_seconds,
+	    .max_event = inf->o.max_event,
+	    .cancel = &inf->cancel,
+	    .on_event = on_event,
+	    .ud = inf,
 	};
 	struct kube_ref ref;
 	bool listed_before = false;
@@ -279,9 +279,11 @@ static void *informer_main(void *p)
 		if (r == -ECANCELED)
 			break;
 		if (r == -KUBE_EGONE)
-			log_v(2, "resource version too old, listing again", KV_S("informer", inf->name));
+			log_v(2, "resource version too old, listing again",
+			      KV_S("informer", inf->name));
 		else {
-			log_warn("watch failed, listing again", KV_S("informer", inf->name), KV_E(r));
+			log_warn("watch failed, listing again", KV_S("informer", inf->name),
+				 KV_E(r));
 			if (kube_sleep_cancellable(backoff_next(&b), &inf->cancel))
 				break;
 		}

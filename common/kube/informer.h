@@ -59,14 +59,14 @@ struct kube_informer_opts {
 	size_t n_indexers;
 	struct kube_handlers handlers;
 	long long watch_timeout_seconds; /* 0: 5 to 10 min at random */
-	size_t max_event;                /* 0: KUBE_WATCH_MAX_EVENT */
-	size_t max_objects;              /* 0: KUBE_INFORMER_MAX_OBJECTS */
-	const char *name;                /* for logs; NULL: the plural */
+	size_t max_event;		 /* 0: KUBE_WATCH_MAX_EVENT */
+	size_t max_objects;		 /* 0: KUBE_INFORMER_MAX_OBJECTS */
+	const char *name;		 /* for logs; NULL: the plural */
 };
 
 struct kube_informer_stats {
-	unsigned long lists;    /* full lists (the first one and every relist) */
-	unsigned long relists;  /* lists after a 410 or an error */
+	unsigned long lists;   /* full lists (the first one and every relist) */
+	unsigned long relists; /* lists after a 410 or an error */
 	unsigned long list_errors;
 	unsigned long dropped; /* objects over max_objects */
 	struct kube_watch_stats watch;
@@ -84,7 +84,7 @@ bool kube_informer_has_synced(struct kube_informer *inf);
 /* Waits until the first list is in the store; false on timeout (negative: no limit) or stop. */
 bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ns);
 struct kube_store *kube_informer_store(struct kube_informer *inf);
-/* The resourceVersion the informer is at (malloc'd), or NULL. */
+/* The resourceVersion of the last list or of the last watch that ended (malloc'd), or NULL. */
 char *kube_informer_last_rv(struct kube_informer *inf);
 void kube_informer_get_stats(struct kube_informer *inf, struct kube_informer_stats *ret);
 

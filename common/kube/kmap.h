@@ -19,7 +19,10 @@ struct kmap {
 	size_t size;
 };
 
-#define KMAP_INIT { NULL, 0, 0 }
+#define KMAP_INIT                                                                                  \
+	{                                                                                          \
+		NULL, 0, 0                                                                         \
+	}
 
 void *kmap_get(const struct kmap *m, const char *key);
 struct kmap_entry *kmap_find(const struct kmap *m, const char *key);

@@ -30,10 +30,10 @@ struct kube_le {
 	pthread_mutex_t lock; /* guards what other threads read */
 	bool leading, done;
 	int64_t renewed_ns; /* start of the last successful acquire or renew (monotonic) */
-	char *holder;       /* last observed holder */
+	char *holder;	    /* last observed holder */
 
 	/* the election thread's own state */
-	cJSON *lease;        /* the Lease as last read or written */
+	cJSON *lease;	     /* the Lease as last read or written */
 	char *observed_spec; /* its spec, printed, to see changes */
 	int64_t observed_ns; /* when the spec last changed, on our clock */
 };
@@ -42,11 +42,12 @@ static struct metric *m_master;
 
 static void metrics_once(void)
 {
-	m_master = metric_gauge("leader_election_master_status",
-				"Gauge of if the reporting system is master of the relevant lease, 0 "
-				"indicates backup, 1 indicates master. 'name' is the string used to "
-				"identify the lease. Please make sure to group by name.",
-				(const char *[]){ "name", NULL });
+	m_master =
+	    metric_gauge("leader_election_master_status",
+			 "Gauge of if the reporting system is master of the relevant lease, 0 "
+			 "indicates backup, 1 indicates master. 'name' is the string used to "
+			 "identify the lease. Please make sure to group by name.",
+			 (const char *[]){"name", NULL});
 }
 
 int kube_le_default_identity(char *buf, size_t n)
@@ -64,7 +65,9 @@ int kube_le_default_identity(char *buf, size_t n)
 	return str_printf(buf, n,
 			  "%s_%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
 			  host, u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10],
-			  u[11], u[12], u[13], u[14], u[15]) < 0 ? -ENAMETOOLONG : 0;
+			  u[11], u[12], u[13], u[14], u[15]) < 0
+		   ? -ENAMETOOLONG
+		   : 0;
 }
 
 void kube_le_config_from_flags(struct kube_le_config *cfg)
@@ -190,8 +193,10 @@ static int write_lease(struct kube_le *le, cJSON *spec, bool create, int64_t tim
 	cJSON_Delete(lease);
 	if ((r = lease_path(le, !create, &path)) < 0)
 		return r;
-	struct kube_call k = { .method = create ? "POST" : "PUT", .path = path.data, .body = body,
-			       .timeout_ns = timeout_ns };
+	struct kube_call k = {.method = create ? "POST" : "PUT",
+			      .path = path.data,
+			      .body = body,
+			      .timeout_ns = timeout_ns};
 	if ((r = kube_call_do(le->c, &k, &out, &st)) < 0) {
 		log_v(4, "cannot write the lease", KV_S("lease", le->name), KV_E(r),
 		      KV_S("reason", st.reason));
@@ -213,10 +218,11 @@ static int try_acquire_or_renew(struct kube_le *le, int64_t timeout_ns)
 
 	if ((r = lease_path(le, true, &path)) < 0)
 		return r;
-	struct kube_call k = { .method = "GET", .path = path.data, .timeout_ns = timeout_ns };
+	struct kube_call k = {.method = "GET", .path = path.data, .timeout_ns = timeout_ns};
 	r = kube_call_do(le->c, &k, &lease, &st);
 	if (r == -ENOENT)
-		return write_lease(le, lease_spec(le, le->identity, dur, NULL, 0), true, timeout_ns);
+		return write_lease(le, lease_spec(le, le->identity, dur, NULL, 0), true,
+				   timeout_ns);
 	if (r < 0)
 		return r;
 	observe(le, lease);
@@ -228,8 +234,8 @@ static int try_acquire_or_renew(struct kube_le *le, int64_t timeout_ns)
 		return -EBUSY; /* held by another, and not expired on our clock */
 	const char *acquire = ours ? json_str(le->lease, "spec.acquireTime") : NULL;
 	_cleanup_free_ char *keep = acquire ? strdup(acquire) : NULL;
-	return write_lease(le, lease_spec(le, le->identity, dur, keep, ours ? trans : trans + 1), false,
-			   timeout_ns);
+	return write_lease(le, lease_spec(le, le->identity, dur, keep, ours ? trans : trans + 1),
+			   false, timeout_ns);
 }
 
 static void release(struct kube_le *le)
@@ -240,7 +246,8 @@ static void release(struct kube_le *le)
 	if (!le->lease || !holder || strcmp(holder, le->identity) != 0)
 		return;
 	json_get_int(le->lease, "spec.leaseTransitions", &trans);
-	int r = write_lease(le, lease_spec(le, NULL, 1, NULL, trans), false, le->cfg.retry_period_ns);
+	int r =
+	    write_lease(le, lease_spec(le, NULL, 1, NULL, trans), false, le->cfg.retry_period_ns);
 	log_v(2, r < 0 ? "failed to release the lease" : "released the lease",
 	      KV_S("lease", le->name), KV_E(r));
 }
@@ -294,9 +301,9 @@ static bool renew_until_lost(struct kube_le *le)
 			}
 			log_v(2, "failed to renew the lease", KV_S("lease", le->name), KV_E(r));
 			int64_t left = deadline - now_mono_ns();
-			if (kube_sleep_cancellable(left < le->cfg.retry_period_ns ? left
-										 : le->cfg.retry_period_ns,
-						   &le->cancel))
+			if (kube_sleep_cancellable(
+				left < le->cfg.retry_period_ns ? left : le->cfg.retry_period_ns,
+				&le->cancel))
 				return false;
 		}
 	}
@@ -307,7 +314,8 @@ static void *le_main(void *p)
 	struct kube_le *le = p;
 
 	if (acquire(le)) {
-		log_v(2, "acquired the lease", KV_S("lease", le->name), KV_S("identity", le->identity));
+		log_v(2, "acquired the lease", KV_S("lease", le->name),
+		      KV_S("identity", le->identity));
 		if (le->cfg.on_started_leading)
 			le->cfg.on_started_leading(le->cfg.ud);
 		bool lost = renew_until_lost(le);

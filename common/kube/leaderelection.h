@@ -25,11 +25,11 @@ struct kube_client;
 struct kube_le_config {
 	const char *lock_namespace;
 	const char *lock_name;
-	const char *identity;      /* NULL: hostname_uuid */
+	const char *identity;	   /* NULL: hostname_uuid */
 	int64_t lease_duration_ns; /* 0: 15 s */
 	int64_t renew_deadline_ns; /* 0: 10 s */
 	int64_t retry_period_ns;   /* 0: 2 s */
-	bool no_release;           /* keep the Lease on a graceful stop */
+	bool no_release;	   /* keep the Lease on a graceful stop */
 	/* Called on the election thread: must return quickly (start the controllers' threads). */
 	void (*on_started_leading)(void *ud);
 	void (*on_stopped_leading)(void *ud, bool lost);

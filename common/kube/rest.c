@@ -42,14 +42,15 @@ static struct metric *m_requests, *m_duration;
 
 static void metrics_once(void)
 {
-	static const double buckets[] = { 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60 };
-	m_requests = metric_counter("rest_client_requests_total",
-				    "Number of HTTP requests, partitioned by status code, method, and host.",
-				    (const char *[]){ "code", "method", "host", NULL });
-	m_duration = metric_histogram("rest_client_request_duration_seconds",
-				      "Request latency in seconds. Broken down by verb, and host.",
-				      (const char *[]){ "verb", "host", NULL }, buckets,
-				      ARRAY_SIZE(buckets));
+	static const double buckets[] = {0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60};
+	m_requests =
+	    metric_counter("rest_client_requests_total",
+			   "Number of HTTP requests, partitioned by status code, method, and host.",
+			   (const char *[]){"code", "method", "host", NULL});
+	m_duration =
+	    metric_histogram("rest_client_request_duration_seconds",
+			     "Request latency in seconds. Broken down by verb, and host.",
+			     (const char *[]){"verb", "host", NULL}, buckets, ARRAY_SIZE(buckets));
 }
 
 static void free_secret(char *s)
@@ -77,7 +78,8 @@ void kube_client_free(struct kube_client *c)
 
 static char *base64_encode(const char *s, size_t n)
 {
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char tab[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	char *out = malloc((n + 2) / 3 * 4 + 1), *p = out;
 
 	if (!out)
@@ -118,7 +120,7 @@ int kube_client_new(const struct kube_config *cfg, const struct kube_client_opts
 		    struct kube_client **ret)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	struct kube_client_opts def = { 0 };
+	struct kube_client_opts def = {0};
 	struct kube_client *c;
 	char ua[128];
 	int r;
@@ -156,17 +158,17 @@ int kube_client_new(const struct kube_config *cfg, const struct kube_client_opts
 		return r;
 	}
 	struct http_client_opts ho = {
-		.timeout_ns = c->timeout_ns,
-		.ca_file = cfg->ca_file,
-		.ca_pem = cfg->ca_pem,
-		.cert_file = cfg->cert_file,
-		.key_file = cfg->key_file,
-		.cert_pem = cfg->cert_pem,
-		.key_pem = cfg->key_pem,
-		.insecure_skip_verify = cfg->insecure_skip_verify,
-		.bearer_token = cfg->token,
-		.user_agent = ua,
-		.max_response = o->max_response ? o->max_response : KUBE_DEFAULT_MAX_RESPONSE,
+	    .timeout_ns = c->timeout_ns,
+	    .ca_file = cfg->ca_file,
+	    .ca_pem = cfg->ca_pem,
+	    .cert_file = cfg->cert_file,
+	    .key_file = cfg->key_file,
+	    .cert_pem = cfg->cert_pem,
+	    .key_pem = cfg->key_pem,
+	    .insecure_skip_verify = cfg->insecure_skip_verify,
+	    .bearer_token = cfg->token,
+	    .user_agent = ua,
+	    .max_response = o->max_response ? o->max_response : KUBE_DEFAULT_MAX_RESPONSE,
 	};
 	if ((r = http_client_new(&ho, &c->http)) < 0) {
 		kube_client_free(c);
@@ -248,22 +250,38 @@ static bool token_refresh(struct kube_client *c, bool force)
 static const char *default_reason(long code)
 {
 	switch (code) {
-	case 400: return "BadRequest";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "NotFound";
-	case 405: return "MethodNotAllowed";
-	case 406: return "NotAcceptable";
-	case 409: return "Conflict";
-	case 410: return "Gone";
-	case 413: return "RequestEntityTooLarge";
-	case 415: return "UnsupportedMediaType";
-	case 422: return "Invalid";
-	case 429: return "TooManyRequests";
-	case 500: return "InternalError";
-	case 503: return "ServiceUnavailable";
-	case 504: return "Timeout";
-	default: return "Unknown";
+	case 400:
+		return "BadRequest";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "NotFound";
+	case 405:
+		return "MethodNotAllowed";
+	case 406:
+		return "NotAcceptable";
+	case 409:
+		return "Conflict";
+	case 410:
+		return "Gone";
+	case 413:
+		return "RequestEntityTooLarge";
+	case 415:
+		return "UnsupportedMediaType";
+	case 422:
+		return "Invalid";
+	case 429:
+		return "TooManyRequests";
+	case 500:
+		return "InternalError";
+	case 503:
+		return "ServiceUnavailable";
+	case 504:
+		return "Timeout";
+	default:
+		return "Unknown";
 	}
 }
 
@@ -378,19 +396,20 @@ static int exchange(struct kube_client *c, const struct kube_call *k, const char
 	size_t n = 0;
 	int r;
 
-	hdrs[n++] = (struct http_header){ "Accept", "application/json" };
+	hdrs[n++] = (struct http_header){"Accept", "application/json"};
 	if (k->body)
-		hdrs[n++] = (struct http_header){ "Content-Type", k->ctype ? k->ctype : "application/json" };
+		hdrs[n++] =
+		    (struct http_header){"Content-Type", k->ctype ? k->ctype : "application/json"};
 	if (c->basic_auth)
-		hdrs[n++] = (struct http_header){ "Authorization", c->basic_auth };
+		hdrs[n++] = (struct http_header){"Authorization", c->basic_auth};
 	struct http_request req = {
-		.method = k->method,
-		.url = url,
-		.headers = hdrs,
-		.n_headers = n,
-		.body = k->body,
-		.body_len = k->body ? (k->body_len ? k->body_len : strlen(k->body)) : 0,
-		.timeout_ns = k->timeout_ns,
+	    .method = k->method,
+	    .url = url,
+	    .headers = hdrs,
+	    .n_headers = n,
+	    .body = k->body,
+	    .body_len = k->body ? (k->body_len ? k->body_len : strlen(k->body)) : 0,
+	    .timeout_ns = k->timeout_ns,
 	};
 	for (int attempt = 0;; attempt++) {
 		int64_t t0 = now_mono_ns();
@@ -398,7 +417,8 @@ static int exchange(struct kube_client *c, const struct kube_call *k, const char
 		http_response_init(resp);
 		r = http_client_do(c->http, &req, resp);
 		record(c, k->method, r < 0 ? 0 : resp->status, t0);
-		log_v(6, "HTTP", KV_S("verb", k->method), KV_S("url", url), KV_I("status", resp->status),
+		log_v(6, "HTTP", KV_S("verb", k->method), KV_S("url", url),
+		      KV_I("status", resp->status),
 		      KV_I("milliseconds", (now_mono_ns() - t0) / NSEC_PER_MSEC));
 		if (r < 0 || resp->status != 401 || attempt > 0 || !token_refresh(c, true))
 			return r;
@@ -438,8 +458,8 @@ int kube_call_do(struct kube_client *c, const struct kube_call *k, cJSON **ret,
 		bool retryable = resp.status == 429 || resp.status >= 500;
 		if (!idempotent || !retryable || !st->retry_after_ns || attempt >= KUBE_MAX_RETRIES)
 			break;
-		int64_t wait = st->retry_after_ns < MAX_RETRY_WAIT_NS ? st->retry_after_ns
-								   : MAX_RETRY_WAIT_NS;
+		int64_t wait =
+		    st->retry_after_ns < MAX_RETRY_WAIT_NS ? st->retry_after_ns : MAX_RETRY_WAIT_NS;
 		log_v(4, "retrying after the server asked to", KV_S("url", url.data),
 		      KV_I("status", resp.status), KV_I("wait_ms", wait / NSEC_PER_MSEC));
 		if (stop_wait(wait)) {
@@ -455,19 +475,19 @@ int kube_stream(struct kube_client *c, const char *path_and_query, int64_t timeo
 		const struct http_stream_opts *so, struct http_response *resp)
 {
 	_cleanup_buf_ struct buf url = BUF_INIT(0);
-	struct http_header hdrs[2] = { { "Accept", "application/json" } };
+	struct http_header hdrs[2] = {{"Accept", "application/json"}};
 	size_t n = 1;
 	int r;
 
 	if ((r = http_url_join(c->server, path_and_query, &url)) < 0)
 		return r;
 	if (c->basic_auth)
-		hdrs[n++] = (struct http_header){ "Authorization", c->basic_auth };
+		hdrs[n++] = (struct http_header){"Authorization", c->basic_auth};
 	struct http_request req = {
-		.url = url.data,
-		.headers = hdrs,
-		.n_headers = n,
-		.timeout_ns = timeout_ns,
+	    .url = url.data,
+	    .headers = hdrs,
+	    .n_headers = n,
+	    .timeout_ns = timeout_ns,
 	};
 	for (int attempt = 0;; attempt++) {
 		int64_t t0 = now_mono_ns();

@@ -33,8 +33,8 @@
 #include "common/http/client.h"
 #include "common/kube/config.h"
 
-#define KUBE_ECONFLICT ESTALE   /* 409 Conflict */
-#define KUBE_EGONE EKEYEXPIRED  /* 410 Gone / Expired: the resourceVersion is too old */
+#define KUBE_ECONFLICT ESTALE  /* 409 Conflict */
+#define KUBE_EGONE EKEYEXPIRED /* 410 Gone / Expired: the resourceVersion is too old */
 #define KUBE_MAX_RETRIES 3
 #define KUBE_DEFAULT_MAX_RESPONSE ((size_t)256 << 20)
 
@@ -47,34 +47,34 @@ struct kube_resource {
 };
 
 extern const struct kube_resource kube_namespaces, kube_nodes, kube_pods, kube_services,
-	kube_endpoints, kube_secrets, kube_configmaps, kube_events, kube_pvs, kube_pvcs,
-	kube_serviceaccounts, kube_endpointslices, kube_leases, kube_volumeattachments,
-	kube_csinodes, kube_csidrivers, kube_storageclasses, kube_daemonsets, kube_deployments,
-	kube_pdbs, kube_tokenreviews, kube_subjectaccessreviews, kube_crds;
+    kube_endpoints, kube_secrets, kube_configmaps, kube_events, kube_pvs, kube_pvcs,
+    kube_serviceaccounts, kube_endpointslices, kube_leases, kube_volumeattachments, kube_csinodes,
+    kube_csidrivers, kube_storageclasses, kube_daemonsets, kube_deployments, kube_pdbs,
+    kube_tokenreviews, kube_subjectaccessreviews, kube_crds;
 
 struct kube_ref {
 	const struct kube_resource *res;
-	const char *ns;   /* NULL: all namespaces (lists, watches) or the object's own namespace */
+	const char *ns;	  /* NULL: all namespaces (lists, watches) or the object's own namespace */
 	const char *name; /* NULL: the collection, or the object's own name */
 	const char *sub;  /* subresource or NULL */
 };
-#define KUBE_REF(r, n, nm) (&(const struct kube_ref){ .res = (r), .ns = (n), .name = (nm) })
+#define KUBE_REF(r, n, nm) (&(const struct kube_ref){.res = (r), .ns = (n), .name = (nm)})
 #define KUBE_REF_SUB(r, n, nm, s)                                                                  \
-	(&(const struct kube_ref){ .res = (r), .ns = (n), .name = (nm), .sub = (s) })
+	(&(const struct kube_ref){.res = (r), .ns = (n), .name = (nm), .sub = (s)})
 
 /* What a failed call's Status said. */
 struct kube_status {
-	long http;             /* HTTP status; 0 when no reply arrived */
-	int code;              /* Status.code (the HTTP status when absent) */
-	char reason[48];       /* NotFound, AlreadyExists, Conflict, Expired, TooManyRequests... */
+	long http;	 /* HTTP status; 0 when no reply arrived */
+	int code;	 /* Status.code (the HTTP status when absent) */
+	char reason[48]; /* NotFound, AlreadyExists, Conflict, Expired, TooManyRequests... */
 	char message[512];
 	int64_t retry_after_ns; /* Retry-After header or details.retryAfterSeconds; 0 if none */
 };
 
 struct kube_client_opts {
 	const char *component; /* user agent "aws-k8s-<component>/<version>"; NULL: "aws-k8s" */
-	double qps;            /* 0: 5 (client-go's default); negative: no client-side limit */
-	int burst;             /* 0: 10 */
+	double qps;	       /* 0: 5 (client-go's default); negative: no client-side limit */
+	int burst;	       /* 0: 10 */
 	int64_t timeout_ns;    /* per request (not streams); 0: 60 s */
 	size_t max_response;   /* 0: KUBE_DEFAULT_MAX_RESPONSE */
 };
@@ -91,11 +91,11 @@ const char *kube_client_namespace(const struct kube_client *c);
 struct kube_list_opts {
 	const char *label_selector; /* "app=web,tier in (a,b)" */
 	const char *field_selector; /* "spec.nodeName=n1,status.phase!=Succeeded" */
-	long long limit;            /* page size; 0: no paging */
+	long long limit;	    /* page size; 0: no paging */
 	const char *continue_token;
 	const char *resource_version;
 	const char *resource_version_match; /* "NotOlderThan", "Exact" */
-	long long timeout_seconds;          /* watch: server-side end of the stream */
+	long long timeout_seconds;	    /* watch: server-side end of the stream */
 	bool allow_watch_bookmarks;
 };
 
@@ -134,8 +134,8 @@ int kube_update(struct kube_client *c, const struct kube_ref *ref, const cJSON *
 		struct kube_status *st);
 int kube_patch(struct kube_client *c, const struct kube_ref *ref, enum kube_patch_type type,
 	       const char *patch, cJSON **ret, struct kube_status *st);
-int kube_delete(struct kube_client *c, const struct kube_ref *ref,
-		const struct kube_delete_opts *o, struct kube_status *st);
+int kube_delete(struct kube_client *c, const struct kube_ref *ref, const struct kube_delete_opts *o,
+		struct kube_status *st);
 /* POST pods/<name>/eviction (policy/v1). A PodDisruptionBudget that forbids it gives -EAGAIN
  * with st->code 429. */
 int kube_evict(struct kube_client *c, const char *ns, const char *name,
@@ -152,7 +152,7 @@ int kube_get_path(struct kube_client *c, const char *path, cJSON **ret, struct k
 /* Lower level, for watches, reviews and tests. */
 struct kube_call {
 	const char *method;
-	const char *path; /* "/api/v1/nodes?limit=5" */
+	const char *path;  /* "/api/v1/nodes?limit=5" */
 	const char *ctype; /* of the body; NULL: application/json */
 	const char *body;
 	size_t body_len; /* 0: strlen(body) */

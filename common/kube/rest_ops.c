@@ -10,8 +10,8 @@
 #include "common/kube/rest.h"
 
 #define RES(n, g, v, p, k, nsd)                                                                    \
-	const struct kube_resource n = { .group = g, .version = v, .plural = p, .kind = k,         \
-					 .namespaced = nsd }
+	const struct kube_resource n = {                                                           \
+	    .group = g, .version = v, .plural = p, .kind = k, .namespaced = nsd}
 RES(kube_namespaces, "", "v1", "namespaces", "Namespace", false);
 RES(kube_nodes, "", "v1", "nodes", "Node", false);
 RES(kube_pods, "", "v1", "pods", "Pod", true);
@@ -126,18 +126,17 @@ static int obj_path(const struct kube_ref *ref, const cJSON *obj, bool with_name
 	return kube_path(&r, out);
 }
 
-static int call_json(struct kube_client *c, const char *method, const char *path,
-		     const char *ctype, const cJSON *body, cJSON **ret, struct kube_status *st)
+static int call_json(struct kube_client *c, const char *method, const char *path, const char *ctype,
+		     const cJSON *body, cJSON **ret, struct kube_status *st)
 {
 	_cleanup_free_ char *text = body ? json_print(body) : NULL;
 	if (body && !text)
 		return -ENOMEM;
-	struct kube_call k = { .method = method, .path = path, .ctype = ctype, .body = text };
+	struct kube_call k = {.method = method, .path = path, .ctype = ctype, .body = text};
 	return kube_call_do(c, &k, ret, st);
 }
 
-int kube_get(struct kube_client *c, const struct kube_ref *ref, cJSON **ret,
-	     struct kube_status *st)
+int kube_get(struct kube_client *c, const struct kube_ref *ref, cJSON **ret, struct kube_status *st)
 {
 	_cleanup_buf_ struct buf p = BUF_INIT(0);
 	int r = kube_path(ref, &p);
@@ -163,7 +162,7 @@ int kube_list_each(struct kube_client *c, const struct kube_ref *ref,
 		   const struct kube_list_opts *lo, int (*on_item)(void *ud, cJSON *item), void *ud,
 		   char **ret_rv, struct kube_status *st)
 {
-	struct kube_list_opts o = lo ? *lo : (struct kube_list_opts){ 0 };
+	struct kube_list_opts o = lo ? *lo : (struct kube_list_opts){0};
 	_cleanup_free_ char *cont = NULL, *rv = NULL;
 	int r;
 
@@ -228,9 +227,9 @@ int kube_patch(struct kube_client *c, const struct kube_ref *ref, enum kube_patc
 	       const char *patch, cJSON **ret, struct kube_status *st)
 {
 	static const char *const ctypes[] = {
-		[KUBE_PATCH_MERGE] = "application/merge-patch+json",
-		[KUBE_PATCH_STRATEGIC] = "application/strategic-merge-patch+json",
-		[KUBE_PATCH_JSON] = "application/json-patch+json",
+	    [KUBE_PATCH_MERGE] = "application/merge-patch+json",
+	    [KUBE_PATCH_STRATEGIC] = "application/strategic-merge-patch+json",
+	    [KUBE_PATCH_JSON] = "application/json-patch+json",
 	};
 	_cleanup_buf_ struct buf p = BUF_INIT(0);
 	int r;
@@ -239,7 +238,8 @@ int kube_patch(struct kube_client *c, const struct kube_ref *ref, enum kube_patc
 		return -EINVAL;
 	if ((r = kube_path(ref, &p)) < 0)
 		return r;
-	struct kube_call k = { .method = "PATCH", .path = p.data, .ctype = ctypes[type], .body = patch };
+	struct kube_call k = {
+	    .method = "PATCH", .path = p.data, .ctype = ctypes[type], .body = patch};
 	return kube_call_do(c, &k, ret, st);
 }
 
@@ -271,8 +271,8 @@ static cJSON *delete_options(const struct kube_delete_opts *o, bool always)
 	return d;
 }
 
-int kube_delete(struct kube_client *c, const struct kube_ref *ref,
-		const struct kube_delete_opts *o, struct kube_status *st)
+int kube_delete(struct kube_client *c, const struct kube_ref *ref, const struct kube_delete_opts *o,
+		struct kube_status *st)
 {
 	_cleanup_buf_ struct buf p = BUF_INIT(0);
 	cJSON *body = delete_options(o, false);

@@ -42,7 +42,8 @@ struct kube_indexer {
 
 /* Ready-made index functions. */
 size_t kube_index_by_node_name(const cJSON *obj, const char **out, size_t max); /* spec.nodeName */
-size_t kube_index_by_provider_id(const cJSON *obj, const char **out, size_t max); /* spec.providerID */
+size_t kube_index_by_provider_id(const cJSON *obj, const char **out,
+				 size_t max); /* spec.providerID */
 size_t kube_index_by_namespace(const cJSON *obj, const char **out, size_t max);
 
 struct kube_store;

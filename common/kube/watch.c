@@ -45,7 +45,7 @@ bool kube_sleep_cancellable(int64_t ns, const volatile bool *cancel)
 
 static int event_type(const char *t, enum kube_event_type *ret)
 {
-	static const char *const names[] = { "ADDED", "MODIFIED", "DELETED", "BOOKMARK" };
+	static const char *const names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK"};
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		if (strcmp(t, names[i]) == 0) {
 			*ret = (enum kube_event_type)i;
@@ -54,8 +54,8 @@ static int event_type(const char *t, enum kube_event_type *ret)
 	return -EBADMSG;
 }
 
-int kube_watch_decode(const char *line, size_t len, enum kube_event_type *ret_type,
-		      cJSON **ret_obj, struct kube_status *st)
+int kube_watch_decode(const char *line, size_t len, enum kube_event_type *ret_type, cJSON **ret_obj,
+		      struct kube_status *st)
 {
 	cJSON *ev = NULL, *obj;
 	const char *type, *v;
@@ -149,25 +149,25 @@ static int stream_once(struct kube_client *c, const struct kube_ref *ref,
 	_cleanup_buf_ struct buf path = BUF_INIT(0);
 	struct http_response resp;
 	struct kube_list_opts lo = {
-		.label_selector = o->label_selector,
-		.field_selector = o->field_selector,
-		.resource_version = *rv,
-		.timeout_seconds = o->timeout_seconds > 0 ? o->timeout_seconds
-							  : 300 + (long long)random_below(300),
-		.allow_watch_bookmarks = !o->no_bookmarks,
+	    .label_selector = o->label_selector,
+	    .field_selector = o->field_selector,
+	    .resource_version = *rv,
+	    .timeout_seconds =
+		o->timeout_seconds > 0 ? o->timeout_seconds : 300 + (long long)random_below(300),
+	    .allow_watch_bookmarks = !o->no_bookmarks,
 	};
 	int r;
 
-	*w = (struct wctx){ .o = o, .rv = rv, .st = st, .stats = stats };
+	*w = (struct wctx){.o = o, .rv = rv, .st = st, .stats = stats};
 	memset(st, 0, sizeof(*st));
 	if ((r = kube_path(ref, &path)) < 0 || (r = kube_query(&lo, true, &path)) < 0)
 		return r;
 	struct http_stream_opts so = {
-		.max_line = o->max_event ? o->max_event : KUBE_WATCH_MAX_EVENT,
-		.idle_timeout_ns = o->idle_timeout_ns,
-		.cancel = o->cancel,
-		.on_line = on_line,
-		.ud = w,
+	    .max_line = o->max_event ? o->max_event : KUBE_WATCH_MAX_EVENT,
+	    .idle_timeout_ns = o->idle_timeout_ns,
+	    .cancel = o->cancel,
+	    .on_line = on_line,
+	    .ud = w,
 	};
 	STAT_INC(stats, streams);
 	http_response_init(&resp);
@@ -207,7 +207,7 @@ int kube_watch_stream(struct kube_client *c, const struct kube_ref *ref,
 int kube_watch_loop(struct kube_client *c, const struct kube_ref *ref,
 		    const struct kube_watch_opts *o, char **rv, struct kube_watch_stats *stats)
 {
-	struct backoff b = { .base_ns = BACKOFF_BASE_NS, .max_ns = BACKOFF_MAX_NS, .jitter = 1.0 };
+	struct backoff b = {.base_ns = BACKOFF_BASE_NS, .max_ns = BACKOFF_MAX_NS, .jitter = 1.0};
 	int64_t last_err = 0;
 	struct kube_status st;
 	struct wctx w;

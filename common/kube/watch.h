@@ -17,7 +17,7 @@
 #include "common/kube/rest.h"
 
 #define KUBE_WATCH_MAX_EVENT ((size_t)16 << 20) /* one event line */
-#define KUBE_RV_MAX 128                         /* length of a resourceVersion */
+#define KUBE_RV_MAX 128				/* length of a resourceVersion */
 
 enum kube_event_type {
 	KUBE_EVENT_ADDED,
@@ -30,10 +30,10 @@ struct kube_watch_opts {
 	const char *label_selector;
 	const char *field_selector;
 	long long timeout_seconds; /* server-side end of a stream; 0: 5 to 10 min at random */
-	bool no_bookmarks;         /* do not ask for allowWatchBookmarks */
+	bool no_bookmarks;	   /* do not ask for allowWatchBookmarks */
 	bool pass_bookmarks;
-	size_t max_event;          /* 0: KUBE_WATCH_MAX_EVENT */
-	int64_t idle_timeout_ns;   /* 0: none (the server's timeout ends a quiet stream) */
+	size_t max_event;	 /* 0: KUBE_WATCH_MAX_EVENT */
+	int64_t idle_timeout_ns; /* 0: none (the server's timeout ends a quiet stream) */
 	const volatile bool *cancel;
 	/* Takes ownership of obj; a result < 0 ends the stream with that result. */
 	int (*on_event)(void *ud, enum kube_event_type type, cJSON *obj);
@@ -41,11 +41,11 @@ struct kube_watch_opts {
 };
 
 struct kube_watch_stats {
-	unsigned long streams;   /* streams started */
-	unsigned long events;    /* events handed over (bookmarks included) */
-	unsigned long errors;    /* streams ended by an error */
+	unsigned long streams;	 /* streams started */
+	unsigned long events;	 /* events handed over (bookmarks included) */
+	unsigned long errors;	 /* streams ended by an error */
 	unsigned long malformed; /* of which malformed lines or oversized events */
-	unsigned long gone;      /* 410s */
+	unsigned long gone;	 /* 410s */
 };
 
 /* 0 when the server ended the stream normally; -KUBE_EGONE; -EBADMSG for a malformed line or an
@@ -61,8 +61,8 @@ int kube_watch_loop(struct kube_client *c, const struct kube_ref *ref,
 /* Decodes one line of a watch stream into its type and object (ownership to the caller).
  * -EBADMSG for anything malformed (st->message says what), the Status's error for an ERROR
  * event (-KUBE_EGONE for 410), never a crash: this is what the fuzzer drives. */
-int kube_watch_decode(const char *line, size_t len, enum kube_event_type *ret_type,
-		      cJSON **ret_obj, struct kube_status *st);
+int kube_watch_decode(const char *line, size_t len, enum kube_event_type *ret_type, cJSON **ret_obj,
+		      struct kube_status *st);
 
 /* Sleeps up to ns, waking early when *cancel becomes true (checked every 50 ms); returns
  * whether it was cancelled. */

@@ -35,10 +35,10 @@ struct kube_wq {
 	pthread_cond_t cond;
 	struct qnode *head, *tail;
 	size_t len;
-	struct kmap dirty;      /* key -> time added (ns) */
+	struct kmap dirty;	/* key -> time added (ns) */
 	struct kmap processing; /* key -> time started (ns) */
-	struct kmap waiting;    /* key -> when (ns), the earliest delayed add */
-	struct kmap failures;   /* key -> count */
+	struct kmap waiting;	/* key -> when (ns), the earliest delayed add */
+	struct kmap failures;	/* key -> count */
 	struct delayed *heap;
 	size_t n_heap, cap_heap;
 	bool shutting_down, drain;
@@ -53,26 +53,28 @@ static struct metric *m_depth, *m_adds, *m_retries, *m_queue_dur, *m_work_dur;
 
 static void metrics_once(void)
 {
-	static const double b[] = { 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1, 10 };
-	const char *const labels[] = { "name", NULL };
+	static const double b[] = {1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1, 10};
+	const char *const labels[] = {"name", NULL};
 	m_depth = metric_gauge("workqueue_depth", "Current depth of workqueue", labels);
 	m_adds = metric_counter("workqueue_adds_total", "Total number of adds handled by workqueue",
 				labels);
 	m_retries = metric_counter("workqueue_retries_total",
 				   "Total number of retries handled by workqueue", labels);
-	m_queue_dur = metric_histogram("workqueue_queue_duration_seconds",
-				       "How long in seconds an item stays in workqueue before being "
-				       "requested.",
-				       labels, b, ARRAY_SIZE(b));
-	m_work_dur = metric_histogram("workqueue_work_duration_seconds",
-				      "How long in seconds processing an item from workqueue takes.",
-				      labels, b, ARRAY_SIZE(b));
+	m_queue_dur =
+	    metric_histogram("workqueue_queue_duration_seconds",
+			     "How long in seconds an item stays in workqueue before being "
+			     "requested.",
+			     labels, b, ARRAY_SIZE(b));
+	m_work_dur =
+	    metric_histogram("workqueue_work_duration_seconds",
+			     "How long in seconds processing an item from workqueue takes.", labels,
+			     b, ARRAY_SIZE(b));
 }
 
 int kube_wq_new(const struct kube_wq_opts *o, struct kube_wq **ret)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	struct kube_wq_opts def = { 0 };
+	struct kube_wq_opts def = {0};
 	pthread_condattr_t ca;
 	struct kube_wq *q;
 
@@ -246,7 +248,7 @@ int kube_wq_add_after(struct kube_wq *q, const char *key, int64_t delay_ns)
 		r = -ENOMEM;
 		goto out;
 	}
-	q->heap[q->n_heap] = (struct delayed){ when, k };
+	q->heap[q->n_heap] = (struct delayed){when, k};
 	heap_up(q->heap, q->n_heap++);
 	pthread_cond_broadcast(&q->cond); /* a getter may now have to wake earlier */
 out:

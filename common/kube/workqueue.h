@@ -28,8 +28,8 @@ struct kube_wq_opts {
 	const char *name;      /* metrics label and logs */
 	int64_t base_delay_ns; /* 0: 5 ms */
 	int64_t max_delay_ns;  /* 0: 1000 s */
-	double qps;            /* overall bucket; 0: 10; negative: none */
-	int burst;             /* 0: 100 */
+	double qps;	       /* overall bucket; 0: 10; negative: none */
+	int burst;	       /* 0: 100 */
 	size_t max_keys;       /* queued + waiting keys; 0: KUBE_WQ_MAX_KEYS */
 };
 

@@ -92,8 +92,8 @@ static cJSON *scalar_node(const struct ctx *c, const yaml_event_t *ev)
 {
 	const char *s = (const char *)ev->data.scalar.value;
 	const char *tag = (const char *)ev->data.scalar.tag;
-	bool plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-		     (!tag || !strcmp(tag, "!"));
+	bool plain =
+	    ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && (!tag || !strcmp(tag, "!"));
 	double d;
 
 	if (tag && !strcmp(tag, YAML_NULL_TAG))
@@ -133,8 +133,9 @@ static int place(struct ctx *c, const yaml_event_t *ev, cJSON *node, bool is_sca
 			cJSON_Delete(node);
 			return fail_at(c, ev, -EBADMSG, "mapping keys must be scalars");
 		}
-		top->key = strdup(cJSON_IsString(node) ? node->valuestring :
-			   cJSON_IsNull(node) ? "" : (const char *)ev->data.scalar.value);
+		top->key = strdup(cJSON_IsString(node) ? node->valuestring
+				  : cJSON_IsNull(node) ? ""
+						       : (const char *)ev->data.scalar.value);
 		cJSON_Delete(node);
 		return top->key ? 0 : -ENOMEM;
 	}
@@ -168,7 +169,7 @@ static int push(struct ctx *c, const yaml_event_t *ev, cJSON *node)
 		cJSON_Delete(node);
 		return fail_at(c, ev, -EBADMSG, "mapping keys must be scalars");
 	}
-	c->stack[c->depth++] = (struct level){ .node = node };
+	c->stack[c->depth++] = (struct level){.node = node};
 	return 0;
 }
 
@@ -213,7 +214,7 @@ static int handle(struct ctx *c, const yaml_event_t *ev, bool *done)
 int kube_yaml_parse(const char *data, size_t len, unsigned flags, cJSON **ret, char *err,
 		    size_t errlen)
 {
-	struct ctx c = { .flags = flags, .err = err, .errlen = errlen };
+	struct ctx c = {.flags = flags, .err = err, .errlen = errlen};
 	yaml_parser_t parser;
 	bool done = false;
 	int r = 0;
@@ -226,8 +227,8 @@ int kube_yaml_parse(const char *data, size_t len, unsigned flags, cJSON **ret, c
 	while (!done) {
 		yaml_event_t ev;
 		if (!yaml_parser_parse(&parser, &ev)) {
-			snprintf(err, errlen, "line %zu column %zu: %s%s%s", parser.problem_mark.line + 1,
-				 parser.problem_mark.column + 1,
+			snprintf(err, errlen, "line %zu column %zu: %s%s%s",
+				 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
 				 parser.problem ? parser.problem : "syntax error",
 				 parser.context ? " " : "", parser.context ? parser.context : "");
 			r = parser.error == YAML_MEMORY_ERROR ? -ENOMEM : -EBADMSG;

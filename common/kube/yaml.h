@@ -4,8 +4,8 @@
  *
  * Limits, since the input may come from anyone: aliases are refused (no "billion laughs"), at
  * most KUBE_YAML_MAX_DEPTH levels, KUBE_YAML_MAX_NODES nodes and KUBE_YAML_MAX_KEYS keys in
- * one mapping; mapping keys must be scalars and unique. Errors name the line and column: "line 3 column 5: mapping values are not
- * allowed in this context". */
+ * one mapping; mapping keys must be scalars and unique. Errors name the line and column: "line 3
+ * column 5: mapping values are not allowed in this context". */
 #pragma once
 #include <cjson/cJSON.h>
 #include <stddef.h>

@@ -22,85 +22,85 @@
 struct dbg_opts dbg;
 
 static const char kube_debug_usage[] =
-	"Drives the Kubernetes client core, one action per run (for tests and debugging).\n\n"
-	"Actions (RES is a plural such as pods, nodes, leases, or GROUP/VERSION/PLURAL; NAME may\n"
-	"be NAMESPACE/NAME):\n"
-	"  get RES NAME                 print the object\n"
-	"  list RES                     list page by page (--limit), print keys and a summary\n"
-	"  create RES FILE              create from a JSON or YAML file ('-': stdin)\n"
-	"  update RES FILE              replace (PUT) with the file's resourceVersion\n"
-	"  conflict RES NAME            a stale update (must conflict) and then RetryOnConflict\n"
-	"  patch RES NAME TYPE PATCH    TYPE: merge, strategic or json\n"
-	"  delete RES NAME              with --propagation, --grace-period, --precondition-*\n"
-	"  evict NAME                   evict a pod (policy/v1 Eviction)\n"
-	"  token-review TOKEN           TokenReview: print the status\n"
-	"  access-review USER VERB RES  SubjectAccessReview (--namespace, --group): print status\n"
-	"  raw PATH                     GET any path\n"
-	"  watch RES                    print events (--count, --duration, --resource-version)\n"
-	"  informer RES                 run an informer, print its events and statistics\n"
-	"  sync RES[,RES...]            list+sync informers, print time and resident memory\n"
-	"  leader                       take part in leader election (--out FILE: write\n"
-	"                               'IDENTITY NANOSECONDS' lines while leading)\n"
-	"  event RES NAME TYPE REASON MESSAGE   record an Event --count times ('{i}' in\n"
-	"                               MESSAGE: the repeat's number)";
+    "Drives the Kubernetes client core, one action per run (for tests and debugging).\n\n"
+    "Actions (RES is a plural such as pods, nodes, leases, or GROUP/VERSION/PLURAL; NAME may\n"
+    "be NAMESPACE/NAME):\n"
+    "  get RES NAME                 print the object\n"
+    "  list RES                     list page by page (--limit), print keys and a summary\n"
+    "  create RES FILE              create from a JSON or YAML file ('-': stdin)\n"
+    "  update RES FILE              replace (PUT) with the file's resourceVersion\n"
+    "  conflict RES NAME            a stale update (must conflict) and then RetryOnConflict\n"
+    "  patch RES NAME TYPE PATCH    TYPE: merge, strategic or json\n"
+    "  delete RES NAME              with --propagation, --grace-period, --precondition-*\n"
+    "  evict NAME                   evict a pod (policy/v1 Eviction)\n"
+    "  token-review TOKEN           TokenReview: print the status\n"
+    "  access-review USER VERB RES  SubjectAccessReview (--namespace, --group): print status\n"
+    "  raw PATH                     GET any path\n"
+    "  watch RES                    print events (--count, --duration, --resource-version)\n"
+    "  informer RES                 run an informer, print its events and statistics\n"
+    "  sync RES[,RES...]            list+sync informers, print time and resident memory\n"
+    "  leader                       take part in leader election (--out FILE: write\n"
+    "                               'IDENTITY NANOSECONDS' lines while leading)\n"
+    "  event RES NAME TYPE REASON MESSAGE   record an Event --count times ('{i}' in\n"
+    "                               MESSAGE: the repeat's number)";
 
 static const struct flag kube_debug_flags[] = {
-	KUBE_FLAGS,
-	LEADER_ELECT_FLAGS("aws-k8s-kube-debug"),
-	{ "namespace", FLAG_STRING, &dbg.ns, NULL, NULL, "Namespace (default: the context's)." },
-	{ "cluster-scoped", FLAG_BOOL, &dbg.cluster_scoped, "false", NULL,
-	  "A GROUP/VERSION/PLURAL resource is cluster-scoped." },
-	{ "selector", FLAG_STRING, &dbg.label, NULL, NULL, "Label selector." },
-	{ "field-selector", FLAG_STRING, &dbg.field, NULL, NULL, "Field selector." },
-	{ "limit", FLAG_INT, &dbg.limit, "0", NULL, "Page size of lists.", 0, 100000 },
-	{ "resource-version", FLAG_STRING, &dbg.rv, NULL, NULL, "Watch from this version." },
-	{ "count", FLAG_INT, &dbg.count, "0", NULL, "Stop after this many events (or repeats).", 0,
-	  100000000 },
-	{ "duration", FLAG_DURATION, &dbg.duration, "0s", NULL, "Stop after this long (0: never)." },
-	{ "watch-timeout", FLAG_INT, &dbg.watch_timeout, "0", NULL,
-	  "timeoutSeconds of watch requests (0: 5-10 min).", 0, 86400 },
-	{ "resync", FLAG_DURATION, &dbg.resync, "0s", NULL, "Informer resync period." },
-	{ "transform", FLAG_STRING, &dbg.transform, "strip", NULL,
-	  "What informers keep: strip (drop managedFields), project (a typical projection), none." },
-	{ "propagation", FLAG_STRING, &dbg.propagation, NULL, NULL, "Delete propagation policy." },
-	{ "grace-period", FLAG_INT, &dbg.grace, "-1", NULL, "Delete grace period (-1: default).",
-	  -1, 86400 },
-	{ "precondition-uid", FLAG_STRING, &dbg.pre_uid, NULL, NULL, "Delete precondition uid." },
-	{ "precondition-rv", FLAG_STRING, &dbg.pre_rv, NULL, NULL,
-	  "Delete precondition resourceVersion." },
-	{ "group", FLAG_STRING, &dbg.group, NULL, NULL, "API group of an access review." },
-	{ "out", FLAG_STRING, &dbg.out, NULL, NULL, "Leader: file to append 'ID NS' lines to." },
-	{ "identity", FLAG_STRING, &dbg.identity, NULL, NULL, "Leader identity (default: host_uuid)." },
-	{ "quiet", FLAG_BOOL, &dbg.quiet, "false", NULL, "Print summaries only." },
-	LOG_FLAGS,
-	{ NULL },
+    KUBE_FLAGS,
+    LEADER_ELECT_FLAGS("aws-k8s-kube-debug"),
+    {"namespace", FLAG_STRING, &dbg.ns, NULL, NULL, "Namespace (default: the context's)."},
+    {"cluster-scoped", FLAG_BOOL, &dbg.cluster_scoped, "false", NULL,
+     "A GROUP/VERSION/PLURAL resource is cluster-scoped."},
+    {"selector", FLAG_STRING, &dbg.label, NULL, NULL, "Label selector."},
+    {"field-selector", FLAG_STRING, &dbg.field, NULL, NULL, "Field selector."},
+    {"limit", FLAG_INT, &dbg.limit, "0", NULL, "Page size of lists.", 0, 100000},
+    {"resource-version", FLAG_STRING, &dbg.rv, NULL, NULL, "Watch from this version."},
+    {"count", FLAG_INT, &dbg.count, "0", NULL, "Stop after this many events (or repeats).", 0,
+     100000000},
+    {"duration", FLAG_DURATION, &dbg.duration, "0s", NULL, "Stop after this long (0: never)."},
+    {"watch-timeout", FLAG_INT, &dbg.watch_timeout, "0", NULL,
+     "timeoutSeconds of watch requests (0: 5-10 min).", 0, 86400},
+    {"resync", FLAG_DURATION, &dbg.resync, "0s", NULL, "Informer resync period."},
+    {"transform", FLAG_STRING, &dbg.transform, "strip", NULL,
+     "What informers keep: strip (drop managedFields), project (a typical projection), none."},
+    {"propagation", FLAG_STRING, &dbg.propagation, NULL, NULL, "Delete propagation policy."},
+    {"grace-period", FLAG_INT, &dbg.grace, "-1", NULL, "Delete grace period (-1: default).", -1,
+     86400},
+    {"precondition-uid", FLAG_STRING, &dbg.pre_uid, NULL, NULL, "Delete precondition uid."},
+    {"precondition-rv", FLAG_STRING, &dbg.pre_rv, NULL, NULL,
+     "Delete precondition resourceVersion."},
+    {"group", FLAG_STRING, &dbg.group, NULL, NULL, "API group of an access review."},
+    {"out", FLAG_STRING, &dbg.out, NULL, NULL, "Leader: file to append 'ID NS' lines to."},
+    {"identity", FLAG_STRING, &dbg.identity, NULL, NULL, "Leader identity (default: host_uuid)."},
+    {"quiet", FLAG_BOOL, &dbg.quiet, "false", NULL, "Print summaries only."},
+    LOG_FLAGS,
+    {NULL},
 };
 
 static const struct {
 	const char *name;
 	const struct kube_resource *res;
 } known[] = {
-	{ "namespaces", &kube_namespaces },
-	{ "nodes", &kube_nodes },
-	{ "pods", &kube_pods },
-	{ "services", &kube_services },
-	{ "endpoints", &kube_endpoints },
-	{ "secrets", &kube_secrets },
-	{ "configmaps", &kube_configmaps },
-	{ "events", &kube_events },
-	{ "persistentvolumes", &kube_pvs },
-	{ "persistentvolumeclaims", &kube_pvcs },
-	{ "serviceaccounts", &kube_serviceaccounts },
-	{ "endpointslices", &kube_endpointslices },
-	{ "leases", &kube_leases },
-	{ "volumeattachments", &kube_volumeattachments },
-	{ "csinodes", &kube_csinodes },
-	{ "csidrivers", &kube_csidrivers },
-	{ "storageclasses", &kube_storageclasses },
-	{ "daemonsets", &kube_daemonsets },
-	{ "deployments", &kube_deployments },
-	{ "poddisruptionbudgets", &kube_pdbs },
-	{ "customresourcedefinitions", &kube_crds },
+    {"namespaces", &kube_namespaces},
+    {"nodes", &kube_nodes},
+    {"pods", &kube_pods},
+    {"services", &kube_services},
+    {"endpoints", &kube_endpoints},
+    {"secrets", &kube_secrets},
+    {"configmaps", &kube_configmaps},
+    {"events", &kube_events},
+    {"persistentvolumes", &kube_pvs},
+    {"persistentvolumeclaims", &kube_pvcs},
+    {"serviceaccounts", &kube_serviceaccounts},
+    {"endpointslices", &kube_endpointslices},
+    {"leases", &kube_leases},
+    {"volumeattachments", &kube_volumeattachments},
+    {"csinodes", &kube_csinodes},
+    {"csidrivers", &kube_csidrivers},
+    {"storageclasses", &kube_storageclasses},
+    {"daemonsets", &kube_daemonsets},
+    {"deployments", &kube_deployments},
+    {"poddisruptionbudgets", &kube_pdbs},
+    {"customresourcedefinitions", &kube_crds},
 };
 
 int dbg_resource(const char *spec, struct kube_resource *ret)
@@ -117,8 +117,8 @@ int dbg_resource(const char *spec, struct kube_resource *ret)
 	    !(b = strchr(a + 1, '/')) || strchr(b + 1, '/'))
 		return -EINVAL;
 	*a = *b = 0;
-	*ret = (struct kube_resource){ .group = copy, .version = a + 1, .plural = b + 1,
-				       .namespaced = !dbg.cluster_scoped };
+	*ret = (struct kube_resource){
+	    .group = copy, .version = a + 1, .plural = b + 1, .namespaced = !dbg.cluster_scoped};
 	return 0;
 }
 
@@ -128,7 +128,7 @@ void dbg_ref(struct kube_client *kc, const struct kube_resource *res, const char
 {
 	const char *slash = strchr(arg, '/');
 
-	*ref = (struct kube_ref){ .res = res, .name = arg };
+	*ref = (struct kube_ref){.res = res, .name = arg};
 	if (!res->namespaced)
 		return;
 	if (slash && (size_t)(slash - arg) < n) {
@@ -199,9 +199,9 @@ static int act_get(struct kube_client *kc, const struct kube_resource *res, char
 
 static int act_list(struct kube_client *kc, const struct kube_resource *res)
 {
-	struct kube_ref ref = { .res = res, .ns = dbg.ns };
-	struct kube_list_opts lo = { .label_selector = dbg.label, .field_selector = dbg.field,
-				     .limit = dbg.limit };
+	struct kube_ref ref = {.res = res, .ns = dbg.ns};
+	struct kube_list_opts lo = {
+	    .label_selector = dbg.label, .field_selector = dbg.field, .limit = dbg.limit};
 	_cleanup_free_ char *cont = NULL;
 	long total = 0, pages = 0;
 	struct kube_status st;
@@ -213,7 +213,8 @@ static int act_list(struct kube_client *kc, const struct kube_resource *res)
 		if ((r = kube_list(kc, &ref, &lo, &page, &st)) < 0)
 			return dbg_fail(r, &st, "list");
 		pages++;
-		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(page, "items")) {
+		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(page, "items"))
+		{
 			char key[KUBE_KEY_MAX];
 			total++;
 			if (!dbg.quiet && kube_obj_key(item, key, sizeof(key)) == 0)
@@ -234,7 +235,7 @@ static int act_list(struct kube_client *kc, const struct kube_resource *res)
 static int act_write(struct kube_client *kc, const struct kube_resource *res, const char *file,
 		     bool update)
 {
-	struct kube_ref ref = { .res = res, .ns = dbg.ns };
+	struct kube_ref ref = {.res = res, .ns = dbg.ns};
 	struct kube_status st;
 	cJSON *obj = NULL, *out = NULL;
 	int r;
@@ -254,13 +255,13 @@ static int act_write(struct kube_client *kc, const struct kube_resource *res, co
 
 static int set_label(cJSON *obj, const char *key, const char *value)
 {
-	cJSON *labels = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
-							 "labels");
+	cJSON *labels = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "labels");
 	if (!cJSON_IsObject(labels)) {
 		if (json_set_str(obj, "metadata.labels.x", "") < 0)
 			return -ENOMEM;
-		labels = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"),
-							  "labels");
+		labels = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "labels");
 		cJSON_DeleteItemFromObjectCaseSensitive(labels, "x");
 	}
 	return json_put(labels, key, cJSON_CreateString(value));
@@ -283,7 +284,8 @@ static int act_conflict(struct kube_client *kc, const struct kube_resource *res,
 	int r, calls = 0;
 
 	dbg_ref(kc, res, arg, &ref, nsbuf, sizeof(nsbuf));
-	if ((r = kube_get(kc, &ref, &stale, &st)) < 0 || (r = kube_get(kc, &ref, &fresh, &st)) < 0) {
+	if ((r = kube_get(kc, &ref, &stale, &st)) < 0 ||
+	    (r = kube_get(kc, &ref, &fresh, &st)) < 0) {
 		cJSON_Delete(stale);
 		return dbg_fail(r, &st, "get");
 	}
@@ -298,7 +300,8 @@ static int act_conflict(struct kube_client *kc, const struct kube_resource *res,
 	r = kube_update(kc, &ref, stale, NULL, &st);
 	cJSON_Delete(stale);
 	if (r != -KUBE_ECONFLICT) {
-		printf("error: the stale update gave %s, not a conflict\n", r < 0 ? errno_name(r) : "success");
+		printf("error: the stale update gave %s, not a conflict\n",
+		       r < 0 ? errno_name(r) : "success");
 		return 1;
 	}
 	printf("conflict: code=%d reason=%s\n", st.code, st.reason);
@@ -341,11 +344,11 @@ static int act_delete(struct kube_client *kc, const struct kube_resource *res, c
 		      bool evict)
 {
 	struct kube_delete_opts o = {
-		.propagation = dbg.propagation,
-		.set_grace_period = dbg.grace >= 0,
-		.grace_period_seconds = dbg.grace,
-		.precondition_uid = dbg.pre_uid,
-		.precondition_rv = dbg.pre_rv,
+	    .propagation = dbg.propagation,
+	    .set_grace_period = dbg.grace >= 0,
+	    .grace_period_seconds = dbg.grace,
+	    .precondition_uid = dbg.pre_uid,
+	    .precondition_rv = dbg.pre_rv,
 	};
 	bool any = o.propagation || o.set_grace_period || o.precondition_uid || o.precondition_rv;
 	struct kube_ref ref;
@@ -392,8 +395,9 @@ static int act_review(struct kube_client *kc, char **args, int n, bool token)
 		if (dbg.group)
 			json_set_str(req, "spec.resourceAttributes.group", dbg.group);
 	}
-	r = kube_create(kc, KUBE_REF(token ? &kube_tokenreviews : &kube_subjectaccessreviews, NULL, NULL),
-			req, &out, &st);
+	r = kube_create(
+	    kc, KUBE_REF(token ? &kube_tokenreviews : &kube_subjectaccessreviews, NULL, NULL), req,
+	    &out, &st);
 	cJSON_Delete(req);
 	if (r < 0)
 		return dbg_fail(r, &st, token ? "token review" : "access review");
@@ -423,12 +427,14 @@ static int run_action(struct kube_client *kc, int n, char **args)
 		int nargs; /* after the action, RES included */
 		bool res;
 	} actions[] = {
-		{ "get", 2, true },	  { "list", 1, true },	   { "create", 2, true },
-		{ "update", 2, true },	  { "conflict", 2, true }, { "patch", 4, true },
-		{ "delete", 2, true },	  { "evict", 1, false },   { "token-review", 1, false },
-		{ "access-review", 3, false }, { "raw", 1, false },   { "watch", 1, true },
-		{ "informer", 1, true },  { "sync", 1, false },	   { "leader", 0, false },
-		{ "event", 5, true },
+	    {"get", 2, true},		{"list", 1, true},
+	    {"create", 2, true},	{"update", 2, true},
+	    {"conflict", 2, true},	{"patch", 4, true},
+	    {"delete", 2, true},	{"evict", 1, false},
+	    {"token-review", 1, false}, {"access-review", 3, false},
+	    {"raw", 1, false},		{"watch", 1, true},
+	    {"informer", 1, true},	{"sync", 1, false},
+	    {"leader", 0, false},	{"event", 5, true},
 	};
 	size_t i;
 

@@ -8,7 +8,7 @@
 
 struct dbg_opts {
 	char *ns, *label, *field, *rv, *transform, *propagation, *pre_uid, *pre_rv, *group, *out,
-		*identity;
+	    *identity;
 	bool cluster_scoped, quiet;
 	long long limit, count, watch_timeout, grace;
 	int64_t duration, resync;

@@ -68,11 +68,12 @@ static const char *key_of(const cJSON *obj, char *buf, size_t n)
 
 static int watch_event(void *ud, enum kube_event_type t, cJSON *obj)
 {
-	static const char *const names[] = { "ADDED", "MODIFIED", "DELETED", "BOOKMARK" };
+	static const char *const names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK"};
 	char key[KUBE_KEY_MAX];
 
 	if (!dbg.quiet || t == KUBE_EVENT_BOOKMARK)
-		printf("%s %s %s\n", names[t], t == KUBE_EVENT_BOOKMARK ? "-" : key_of(obj, key, sizeof(key)),
+		printf("%s %s %s\n", names[t],
+		       t == KUBE_EVENT_BOOKMARK ? "-" : key_of(obj, key, sizeof(key)),
 		       json_str(obj, "metadata.resourceVersion"));
 	cJSON_Delete(obj);
 	return count_event() ? -ECANCELED : 0;
@@ -80,16 +81,16 @@ static int watch_event(void *ud, enum kube_event_type t, cJSON *obj)
 
 int dbg_watch(struct kube_client *kc, const struct kube_resource *res)
 {
-	struct kube_ref ref = { .res = res, .ns = dbg.ns };
+	struct kube_ref ref = {.res = res, .ns = dbg.ns};
 	struct kube_watch_opts wo = {
-		.label_selector = dbg.label,
-		.field_selector = dbg.field,
-		.timeout_seconds = dbg.watch_timeout,
-		.pass_bookmarks = true,
-		.cancel = &dbg_cancel,
-		.on_event = watch_event,
+	    .label_selector = dbg.label,
+	    .field_selector = dbg.field,
+	    .timeout_seconds = dbg.watch_timeout,
+	    .pass_bookmarks = true,
+	    .cancel = &dbg_cancel,
+	    .on_event = watch_event,
 	};
-	struct kube_watch_stats stats = { 0 };
+	struct kube_watch_stats stats = {0};
 	char *rv = dbg.rv ? strdup(dbg.rv) : NULL;
 	pthread_t t;
 	int r;
@@ -97,8 +98,9 @@ int dbg_watch(struct kube_client *kc, const struct kube_resource *res)
 	timer_start(&t);
 	r = kube_watch_loop(kc, &ref, &wo, &rv, &stats);
 	timer_stop(t);
-	printf("watch: streams=%lu events=%lu errors=%lu malformed=%lu gone=%lu resourceVersion=%s\n",
-	       stats.streams, stats.events, stats.errors, stats.malformed, stats.gone, rv ? rv : "");
+	printf(
+	    "watch: streams=%lu events=%lu errors=%lu malformed=%lu gone=%lu resourceVersion=%s\n",
+	    stats.streams, stats.events, stats.errors, stats.malformed, stats.gone, rv ? rv : "");
 	free(rv);
 	if (r == -KUBE_EGONE) {
 		puts("GONE");
@@ -111,7 +113,8 @@ static void inf_add(void *ud, const cJSON *obj)
 {
 	char key[KUBE_KEY_MAX];
 	if (!dbg.quiet)
-		printf("ADD %s %s\n", key_of(obj, key, sizeof(key)), json_str(obj, "metadata.resourceVersion"));
+		printf("ADD %s %s\n", key_of(obj, key, sizeof(key)),
+		       json_str(obj, "metadata.resourceVersion"));
 	count_event();
 }
 
@@ -119,8 +122,8 @@ static void inf_update(void *ud, const cJSON *old, const cJSON *obj)
 {
 	char key[KUBE_KEY_MAX];
 	if (!dbg.quiet)
-		printf("%s %s %s\n", old == obj ? "RESYNC" : "UPDATE", key_of(obj, key, sizeof(key)),
-		       json_str(obj, "metadata.resourceVersion"));
+		printf("%s %s %s\n", old == obj ? "RESYNC" : "UPDATE",
+		       key_of(obj, key, sizeof(key)), json_str(obj, "metadata.resourceVersion"));
 	count_event();
 }
 
@@ -134,13 +137,22 @@ static void inf_delete(void *ud, const cJSON *obj)
 
 static cJSON *project(void *ud, cJSON *obj)
 {
-	static const char *const pod[] = { "metadata.uid", "metadata.labels",
-					   "metadata.ownerReferences", "metadata.deletionTimestamp",
-					   "spec.nodeName", "status.phase", "status.podIP", NULL };
-	static const char *const node[] = { "metadata.uid", "metadata.labels", "spec.providerID",
-					    "spec.taints", "spec.unschedulable", "status.addresses",
-					    NULL };
-	static const char *const other[] = { "metadata.uid", "metadata.labels", NULL };
+	static const char *const pod[] = {"metadata.uid",
+					  "metadata.labels",
+					  "metadata.ownerReferences",
+					  "metadata.deletionTimestamp",
+					  "spec.nodeName",
+					  "status.phase",
+					  "status.podIP",
+					  NULL};
+	static const char *const node[] = {"metadata.uid",
+					   "metadata.labels",
+					   "spec.providerID",
+					   "spec.taints",
+					   "spec.unschedulable",
+					   "status.addresses",
+					   NULL};
+	static const char *const other[] = {"metadata.uid", "metadata.labels", NULL};
 	const struct kube_resource *res = ud;
 	const char *const *paths = res == &kube_pods ? pod : res == &kube_nodes ? node : other;
 
@@ -152,13 +164,13 @@ static cJSON *project(void *ud, cJSON *obj)
 static int informer_opts(const struct kube_resource *res, struct kube_informer_opts *o)
 {
 	*o = (struct kube_informer_opts){
-		.res = res,
-		.ns = dbg.ns,
-		.label_selector = dbg.label,
-		.field_selector = dbg.field,
-		.page_size = dbg.limit,
-		.resync_ns = dbg.resync,
-		.watch_timeout_seconds = dbg.watch_timeout,
+	    .res = res,
+	    .ns = dbg.ns,
+	    .label_selector = dbg.label,
+	    .field_selector = dbg.field,
+	    .page_size = dbg.limit,
+	    .resync_ns = dbg.resync,
+	    .watch_timeout_seconds = dbg.watch_timeout,
 	};
 	if (strcmp(dbg.transform, "project") == 0) {
 		o->transform = project;
@@ -193,7 +205,7 @@ int dbg_informer(struct kube_client *kc, const struct kube_resource *res)
 
 	if (informer_opts(res, &o) < 0)
 		return 2;
-	o.handlers = (struct kube_handlers){ inf_add, inf_update, inf_delete, NULL };
+	o.handlers = (struct kube_handlers){inf_add, inf_update, inf_delete, NULL};
 	if ((r = kube_informer_new(kc, &o, &inf)) < 0 || (r = kube_informer_start(inf)) < 0)
 		return dbg_fail(r, NULL, "informer");
 	timer_start(&t);
@@ -227,7 +239,7 @@ static long rss_kb(void)
 int dbg_sync(struct kube_client *kc, const char *resources)
 {
 	_cleanup_strv_ char **names = NULL;
-	struct kube_informer *infs[8] = { 0 };
+	struct kube_informer *infs[8] = {0};
 	struct kube_resource res[8];
 	size_t n;
 	long rss0 = rss_kb();
@@ -243,8 +255,9 @@ int dbg_sync(struct kube_client *kc, const char *resources)
 			return 2;
 		}
 		/* the well-known descriptors, so that the projection recognises them */
-		const struct kube_resource *rp = strcmp(names[i], "pods") == 0 ? &kube_pods :
-						 strcmp(names[i], "nodes") == 0 ? &kube_nodes : &res[i];
+		const struct kube_resource *rp = strcmp(names[i], "pods") == 0	  ? &kube_pods
+						 : strcmp(names[i], "nodes") == 0 ? &kube_nodes
+										  : &res[i];
 		if (informer_opts(rp, &o) < 0)
 			return 2;
 		if ((r = kube_informer_new(kc, &o, &infs[i])) < 0)
@@ -271,11 +284,13 @@ int dbg_sync(struct kube_client *kc, const char *resources)
 				stored += kube_json_frozen_size(v[k]->json);
 			kube_objv_free(v, m);
 		}
-		printf("{\"sync_ms\":%lld,\"rss_before_kb\":%ld,\"rss_kb\":%ld,\"rss_trimmed_kb\":%ld,"
-		       "\"stored_kb\":%zu,\"transform\":\"%s\"",
-		       (long long)ms, rss0, rss, rss_kb(), stored / 1024, dbg.transform);
+		printf(
+		    "{\"sync_ms\":%lld,\"rss_before_kb\":%ld,\"rss_kb\":%ld,\"rss_trimmed_kb\":%ld,"
+		    "\"stored_kb\":%zu,\"transform\":\"%s\"",
+		    (long long)ms, rss0, rss, rss_kb(), stored / 1024, dbg.transform);
 		for (size_t i = 0; i < n; i++)
-			printf(",\"%s\":%zu", names[i], kube_store_len(kube_informer_store(infs[i])));
+			printf(",\"%s\":%zu", names[i],
+			       kube_store_len(kube_informer_store(infs[i])));
 		printf("}\n");
 	}
 	for (size_t i = 0; i < n; i++)
@@ -320,10 +335,10 @@ static void le_new_leader(void *ud, const char *id)
 
 int dbg_leader(struct kube_client *kc)
 {
-	struct kube_le_config cfg = { .on_started_leading = le_started,
-				      .on_stopped_leading = le_stopped,
-				      .on_new_leader = le_new_leader,
-				      .identity = dbg.identity };
+	struct kube_le_config cfg = {.on_started_leading = le_started,
+				     .on_stopped_leading = le_stopped,
+				     .on_new_leader = le_new_leader,
+				     .identity = dbg.identity};
 	struct kube_le *le;
 	char err[256];
 	int r;
@@ -358,9 +373,9 @@ int dbg_leader(struct kube_client *kc)
 /* Records an Event about an object --count times (the same message: one Event, counted). */
 int dbg_event(struct kube_client *kc, const struct kube_resource *res, char **args)
 {
-	struct kube_recorder_opts ro = { .component = "aws-k8s-kube-debug", .host = "kube-debug" };
+	struct kube_recorder_opts ro = {.component = "aws-k8s-kube-debug", .host = "kube-debug"};
 	struct kube_recorder_stats st;
-	struct kube_event_ref ref;
+	struct kube_event_ref ref = {0};
 	struct kube_recorder *rec;
 	struct kube_status kst;
 	struct kube_ref oref;
@@ -381,8 +396,8 @@ int dbg_event(struct kube_client *kc, const struct kube_resource *res, char **ar
 	int64_t t0 = now_mono_ns();
 	for (long long i = 0; i < (dbg.count > 0 ? dbg.count : 1); i++)
 		if (brace)
-			kube_eventf(rec, &ref, args[1], args[2], "%.*s%lld%s", (int)(brace - args[3]),
-				    args[3], i + 1, brace + 3);
+			kube_eventf(rec, &ref, args[1], args[2], "%.*s%lld%s",
+				    (int)(brace - args[3]), args[3], i + 1, brace + 3);
 		else
 			kube_eventf(rec, &ref, args[1], args[2], "%s", args[3]);
 	printf("recorded in %lld ms\n", (long long)((now_mono_ns() - t0) / NSEC_PER_MSEC));

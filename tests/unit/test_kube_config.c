@@ -10,7 +10,7 @@
 
 static int load_data(const char *name, struct kube_config **ret, char *err, size_t errlen)
 {
-	struct kube_config_opts o = { .kubeconfig = test_data(name) };
+	struct kube_config_opts o = {.kubeconfig = test_data(name)};
 	char path[512];
 	str_copy(path, sizeof(path), o.kubeconfig);
 	o.kubeconfig = path;
@@ -40,8 +40,8 @@ TEST(kube_config_other_context_and_master)
 	char err[512], path[512];
 
 	str_copy(path, sizeof(path), test_data("kube/kubeconfig-basic.yaml"));
-	struct kube_config_opts o = { .kubeconfig = path, .context = "staging",
-				      .master = "https://override:443/" };
+	struct kube_config_opts o = {
+	    .kubeconfig = path, .context = "staging", .master = "https://override:443/"};
 	ASSERT_OK(kube_config_load(&o, &c, err, sizeof(err)));
 	ASSERT_STREQ(c->server, "https://override:443");
 	ASSERT_STREQ(c->token, "abc.def.ghi");
@@ -71,7 +71,8 @@ static void expect_error(const char *file, int e, const char *msg)
 	char err[512];
 	int r = load_data(file, &c, err, sizeof(err));
 	if (r != -e) {
-		test_fail(__FILE__, __LINE__, "%s: got %d (%s) want -%s", file, r, err, errno_name(e));
+		test_fail(__FILE__, __LINE__, "%s: got %d (%s) want -%s", file, r, err,
+			  errno_name(e));
 		kube_config_free(c);
 		return;
 	}
@@ -85,7 +86,8 @@ TEST(kube_config_errors_name_the_field)
 {
 	expect_error("kube/kubeconfig-bad-base64.yaml", EINVAL,
 		     "users[2].user.client-key-data: invalid base64");
-	expect_error("kube/kubeconfig-no-server.yaml", EINVAL, "clusters[0].cluster.server: missing");
+	expect_error("kube/kubeconfig-no-server.yaml", EINVAL,
+		     "clusters[0].cluster.server: missing");
 	expect_error("kube/kubeconfig-exec.yaml", EINVAL,
 		     "users[0].user.exec: exec credential plugins are not supported");
 	expect_error("kube/kubeconfig-syntax.yaml", EINVAL, "line ");
@@ -105,12 +107,12 @@ TEST(kube_config_parse_edge_cases)
 	static const char unknown_ctx[] = "current-context: nope\ncontexts: []\n";
 	static const char not_map[] = "- a\n- b\n";
 	static const char ca_and_insecure[] =
-		"current-context: x\nclusters: [{name: c, cluster: {server: 'https://a', "
-		"certificate-authority: /ca, insecure-skip-tls-verify: 'true'}}]\n"
-		"contexts: [{name: x, context: {cluster: c}}]\n";
+	    "current-context: x\nclusters: [{name: c, cluster: {server: 'https://a', "
+	    "certificate-authority: /ca, insecure-skip-tls-verify: 'true'}}]\n"
+	    "contexts: [{name: x, context: {cluster: c}}]\n";
 	static const char bad_scheme[] =
-		"current-context: x\nclusters: [{name: c, cluster: {server: 'ftp://a'}}]\n"
-		"contexts: [{name: x, context: {cluster: c}}]\n";
+	    "current-context: x\nclusters: [{name: c, cluster: {server: 'ftp://a'}}]\n"
+	    "contexts: [{name: x, context: {cluster: c}}]\n";
 
 	ASSERT_ERR(kube_config_parse(no_ctx, sizeof(no_ctx) - 1, "/k", NULL, &c, err, sizeof(err)),
 		   EINVAL);
@@ -119,8 +121,9 @@ TEST(kube_config_parse_edge_cases)
 				     sizeof(err)),
 		   EINVAL);
 	ASSERT_CONTAINS(err, "contexts: no entry named 'nope'");
-	ASSERT_ERR(kube_config_parse(not_map, sizeof(not_map) - 1, NULL, NULL, &c, err, sizeof(err)),
-		   EINVAL);
+	ASSERT_ERR(
+	    kube_config_parse(not_map, sizeof(not_map) - 1, NULL, NULL, &c, err, sizeof(err)),
+	    EINVAL);
 	ASSERT_CONTAINS(err, "not a mapping");
 	ASSERT_ERR(kube_config_parse("", 0, NULL, NULL, &c, err, sizeof(err)), EINVAL);
 	ASSERT_CONTAINS(err, "empty file");
@@ -128,9 +131,9 @@ TEST(kube_config_parse_edge_cases)
 				     err, sizeof(err)),
 		   EINVAL);
 	ASSERT_CONTAINS(err, "insecure-skip-tls-verify is not allowed");
-	ASSERT_ERR(kube_config_parse(bad_scheme, sizeof(bad_scheme) - 1, NULL, NULL, &c, err,
-				     sizeof(err)),
-		   EINVAL);
+	ASSERT_ERR(
+	    kube_config_parse(bad_scheme, sizeof(bad_scheme) - 1, NULL, NULL, &c, err, sizeof(err)),
+	    EINVAL);
 	ASSERT_CONTAINS(err, "unsupported scheme");
 	ASSERT_NULL(c);
 }
@@ -179,7 +182,7 @@ TEST(kube_config_in_cluster)
 TEST(kube_config_master_only_and_kubeconfig_env)
 {
 	_cleanup_kube_config_ struct kube_config *c = NULL, *c2 = NULL;
-	struct kube_config_opts o = { .master = "http://127.0.0.1:8080/" };
+	struct kube_config_opts o = {.master = "http://127.0.0.1:8080/"};
 	char err[256], path[600], list[1300];
 
 	ASSERT_OK(kube_config_load(&o, &c, err, sizeof(err)));
@@ -189,7 +192,7 @@ TEST(kube_config_master_only_and_kubeconfig_env)
 	str_copy(path, sizeof(path), test_data("kube/kubeconfig-basic.yaml"));
 	snprintf(list, sizeof(list), "/nonexistent/config:%s:/other", path);
 	setenv("KUBECONFIG", list, 1);
-	struct kube_config_opts none = { 0 };
+	struct kube_config_opts none = {0};
 	int r = kube_config_load(&none, &c2, err, sizeof(err));
 	unsetenv("KUBECONFIG");
 	ASSERT_OK(r);

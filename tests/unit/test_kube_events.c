@@ -143,7 +143,7 @@ TEST(kube_events_ref_from_object)
 {
 	cJSON *o = cJSON_Parse("{\"metadata\":{\"name\":\"l\",\"namespace\":\"kube-system\","
 			       "\"uid\":\"u1\",\"resourceVersion\":\"7\"}}");
-	struct kube_event_ref ref;
+	struct kube_event_ref ref = {0};
 
 	kube_event_ref_from(o, &kube_leases, &ref);
 	ASSERT_STREQ(ref.kind, "Lease");

@@ -15,8 +15,8 @@ static const char *path_of(const struct kube_ref *ref, struct buf *b)
 TEST(kube_rest_paths)
 {
 	_cleanup_buf_ struct buf b = BUF_INIT(0);
-	static const struct kube_resource widgets = { "example.com", "v1alpha1", "widgets", "Widget",
-						      true };
+	static const struct kube_resource widgets = {"example.com", "v1alpha1", "widgets", "Widget",
+						     true};
 
 	ASSERT_STREQ(path_of(KUBE_REF(&kube_pods, "default", "web-0"), &b),
 		     "/api/v1/namespaces/default/pods/web-0");
@@ -44,22 +44,26 @@ TEST(kube_rest_query_selectors)
 {
 	_cleanup_buf_ struct buf b = BUF_INIT(0);
 	struct kube_list_opts lo = {
-		.label_selector = "app=web,tier in (a,b),!canary",
-		.field_selector = "spec.nodeName=ip-10-0-0-1.ec2.internal,status.phase!=Succeeded",
-		.limit = 500,
-		.continue_token = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTB9",
+	    .label_selector = "app=web,tier in (a,b),!canary",
+	    .field_selector = "spec.nodeName=ip-10-0-0-1.ec2.internal,status.phase!=Succeeded",
+	    .limit = 500,
+	    .continue_token = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTB9",
 	};
 
 	ASSERT_OK(kube_query(&lo, false, &b));
-	ASSERT_STREQ(b.data, "?labelSelector=app%3Dweb%2Ctier%20in%20%28a%2Cb%29%2C%21canary"
-			     "&fieldSelector=spec.nodeName%3Dip-10-0-0-1.ec2.internal%2Cstatus.phase"
-			     "%21%3DSucceeded&limit=500&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTB9");
-	buf_reset(&b);
-	struct kube_list_opts w = { .resource_version = "12345", .timeout_seconds = 300,
-				    .allow_watch_bookmarks = true, .limit = 10 };
-	ASSERT_OK(kube_query(&w, true, &b));
 	ASSERT_STREQ(b.data,
-		     "?resourceVersion=12345&timeoutSeconds=300&allowWatchBookmarks=true&watch=true");
+		     "?labelSelector=app%3Dweb%2Ctier%20in%20%28a%2Cb%29%2C%21canary"
+		     "&fieldSelector=spec.nodeName%3Dip-10-0-0-1.ec2.internal%2Cstatus.phase"
+		     "%21%3DSucceeded&limit=500&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTB9");
+	buf_reset(&b);
+	struct kube_list_opts w = {.resource_version = "12345",
+				   .timeout_seconds = 300,
+				   .allow_watch_bookmarks = true,
+				   .limit = 10};
+	ASSERT_OK(kube_query(&w, true, &b));
+	ASSERT_STREQ(
+	    b.data,
+	    "?resourceVersion=12345&timeoutSeconds=300&allowWatchBookmarks=true&watch=true");
 	buf_reset(&b);
 	ASSERT_OK(kube_query(NULL, false, &b));
 	ASSERT_EQ(b.len, 0);
@@ -111,7 +115,7 @@ TEST(kube_rest_watch_error_status)
 	/* a watch ERROR event carries a Status without an HTTP reply */
 	cJSON *s = cJSON_Parse("{\"kind\":\"Status\",\"status\":\"Failure\",\"code\":410,"
 			       "\"reason\":\"Expired\",\"message\":\"too old resource version\"}");
-	struct kube_status st = { 0 };
+	struct kube_status st = {0};
 	ASSERT_ERR(kube_status_from_json(0, s, &st), KUBE_EGONE);
 	ASSERT_EQ(st.http, 410);
 	cJSON_Delete(s);

@@ -59,8 +59,8 @@ static size_t count_index(struct kube_store *s, const char *idx, const char *v)
 
 TEST(kube_store_put_get_index)
 {
-	static const struct kube_indexer idx[] = { { "node", kube_index_by_node_name },
-						   { "ns", kube_index_by_namespace } };
+	static const struct kube_indexer idx[] = {{"node", kube_index_by_node_name},
+						  {"ns", kube_index_by_namespace}};
 	struct kube_store *s;
 	struct kube_obj *o = NULL, *old = NULL;
 
@@ -101,7 +101,7 @@ TEST(kube_store_put_get_index)
 
 TEST(kube_store_replace_sweeps_what_is_gone)
 {
-	static const struct kube_indexer idx[] = { { "node", kube_index_by_node_name } };
+	static const struct kube_indexer idx[] = {{"node", kube_index_by_node_name}};
 	struct kube_store *s;
 	struct kube_obj **gone = NULL;
 	size_t n = 0;
@@ -144,16 +144,17 @@ TEST(kube_store_projection_and_strip)
 			       "\"managedFields\":[{\"manager\":\"kubectl\"}]},"
 			       "\"spec\":{\"nodeName\":\"x\",\"containers\":[{\"name\":\"c\"}]},"
 			       "\"status\":{\"phase\":\"Running\"}}");
-	static const char *const paths[] = { "metadata.labels", "spec.nodeName", "status.phase",
-					     "status.missing", NULL };
+	static const char *const paths[] = {"metadata.labels", "spec.nodeName", "status.phase",
+					    "status.missing", NULL};
 
 	kube_strip_managed_fields(j);
 	ASSERT_NULL(json_find(j, "metadata.managedFields"));
 	cJSON *p = kube_project(j, paths);
 	_cleanup_free_ char *s = json_print(p);
-	ASSERT_STREQ(s, "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\",\"resourceVersion\":\"9\","
-			"\"labels\":{\"a\":\"b\"}},\"spec\":{\"nodeName\":\"x\"},"
-			"\"status\":{\"phase\":\"Running\"}}");
+	ASSERT_STREQ(s,
+		     "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\",\"resourceVersion\":\"9\","
+		     "\"labels\":{\"a\":\"b\"}},\"spec\":{\"nodeName\":\"x\"},"
+		     "\"status\":{\"phase\":\"Running\"}}");
 	cJSON_Delete(p);
 	cJSON_Delete(j);
 }
@@ -161,8 +162,8 @@ TEST(kube_store_projection_and_strip)
 TEST(kube_store_frozen_json_reads_like_the_tree)
 {
 	static const char text[] =
-		"{\"metadata\":{\"name\":\"p\",\"labels\":{\"a\":\"b\",\"c\":\"\"}},\"spec\":{\"n\":3,"
-		"\"f\":1.5,\"ok\":true,\"none\":null,\"list\":[1,\"x\",{\"k\":[]},[]],\"e\":{}}}";
+	    "{\"metadata\":{\"name\":\"p\",\"labels\":{\"a\":\"b\",\"c\":\"\"}},\"spec\":{\"n\":3,"
+	    "\"f\":1.5,\"ok\":true,\"none\":null,\"list\":[1,\"x\",{\"k\":[]},[]],\"e\":{}}}";
 	cJSON *t = cJSON_Parse(text), *t2 = cJSON_Parse(text);
 	cJSON *f = kube_json_freeze(t), *f2 = kube_json_freeze(t2);
 	_cleanup_free_ char *s = json_print(f);

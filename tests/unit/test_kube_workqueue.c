@@ -11,7 +11,7 @@ TEST(kube_wq_dedup_and_fifo)
 	struct kube_wq *q;
 	char *k;
 
-	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){ .name = "t1" }, &q));
+	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){.name = "t1"}, &q));
 	ASSERT_OK(kube_wq_add(q, "a"));
 	ASSERT_OK(kube_wq_add(q, "b"));
 	ASSERT_OK(kube_wq_add(q, "a"));
@@ -82,7 +82,7 @@ TEST(kube_wq_exponential_backoff)
 	struct kube_wq *q;
 
 	/* no overall bucket, to see the per-key delays alone */
-	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){ .qps = -1 }, &q));
+	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){.qps = -1}, &q));
 	ASSERT_EQ(kube_wq_when(q, "k"), 5 * NSEC_PER_MSEC);
 	ASSERT_EQ(kube_wq_when(q, "k"), 10 * NSEC_PER_MSEC);
 	ASSERT_EQ(kube_wq_when(q, "k"), 20 * NSEC_PER_MSEC);
@@ -97,8 +97,8 @@ TEST(kube_wq_exponential_backoff)
 	kube_wq_free(q);
 
 	/* the overall bucket: past the burst, delays grow by 1/qps */
-	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){ .qps = 10, .burst = 2,
-						       .base_delay_ns = 1 }, &q));
+	ASSERT_OK(
+	    kube_wq_new(&(struct kube_wq_opts){.qps = 10, .burst = 2, .base_delay_ns = 1}, &q));
 	ASSERT_LT(kube_wq_when(q, "a"), 1000);
 	ASSERT_LT(kube_wq_when(q, "b"), 1000);
 	int64_t d = kube_wq_when(q, "c");
@@ -112,7 +112,7 @@ TEST(kube_wq_caps_and_shutdown)
 	struct kube_wq *q;
 	char *k;
 
-	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){ .max_keys = 2 }, &q));
+	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){.max_keys = 2}, &q));
 	ASSERT_OK(kube_wq_add(q, "a"));
 	ASSERT_OK(kube_wq_add_after(q, "b", NSEC_PER_SEC));
 	ASSERT_ERR(kube_wq_add(q, "c"), ENOSPC);
@@ -169,13 +169,13 @@ static int reconcile(void *ud, const char *key, int64_t *after)
 
 TEST(kube_wq_workers_never_overlap_a_key)
 {
-	struct wstate s = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct wstate s = {.lock = PTHREAD_MUTEX_INITIALIZER};
 	struct kube_wq *q;
 	char key[16];
 
 	for (int i = 0; i < 16; i++)
 		s.fails_left[i] = i % 3;
-	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){ .base_delay_ns = NSEC_PER_MSEC }, &q));
+	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){.base_delay_ns = NSEC_PER_MSEC}, &q));
 	ASSERT_OK(kube_wq_run(q, 4, reconcile, &s));
 	for (int round = 0; round < 50; round++)
 		for (int i = 0; i < 16; i++) {
