@@ -34,85 +34,44 @@ extern char *kube_flag_le_resource_lock;
 extern char *kube_flag_le_resource_name;
 extern char *kube_flag_le_resource_namespace;
 
+/* clang-format off */
 #define KUBE_FLAGS_QPS(qps, burst)                                                                 \
-	{"kubeconfig", FLAG_STRING, &kube_flag_kubeconfig,                                         \
-	 NULL,	       NULL,	    "Path to a kubeconfig. Only required if out-of-cluster."},     \
-	    {"master",                                                                             \
-	     FLAG_STRING,                                                                          \
-	     &kube_flag_master,                                                                    \
-	     NULL,                                                                                 \
-	     NULL,                                                                                 \
-	     "The address of the Kubernetes API server (overrides any value in kubeconfig)."},     \
-	    {"kube-api-qps", FLAG_FLOAT,                                                           \
-	     &kube_flag_qps, qps,                                                                  \
-	     NULL,	     "QPS to use while talking with kubernetes apiserver."},               \
-	    {"kube-api-burst",                                                                     \
-	     FLAG_INT,                                                                             \
-	     &kube_flag_burst,                                                                     \
-	     burst,                                                                                \
-	     NULL,                                                                                 \
-	     "Burst to use while talking with kubernetes apiserver.",                              \
-	     0,                                                                                    \
-	     1000000},                                                                             \
-	{                                                                                          \
-		"kube-api-content-type", FLAG_STRING, &kube_flag_content_type,                     \
-		    "application/vnd.kubernetes.protobuf", NULL,                                   \
-		    "Content type of requests sent to apiserver (accepted; JSON is always used)."  \
-	}
+	{ "kubeconfig", FLAG_STRING, &kube_flag_kubeconfig, NULL, NULL,                            \
+	  "Path to a kubeconfig. Only required if out-of-cluster." },                              \
+	{ "master", FLAG_STRING, &kube_flag_master, NULL, NULL,                                    \
+	  "The address of the Kubernetes API server (overrides any value in kubeconfig)." },       \
+	{ "kube-api-qps", FLAG_FLOAT, &kube_flag_qps, qps, NULL,                                   \
+	  "QPS to use while talking with kubernetes apiserver." },                                 \
+	{ "kube-api-burst", FLAG_INT, &kube_flag_burst, burst, NULL,                               \
+	  "Burst to use while talking with kubernetes apiserver.", 0, 1000000 },                   \
+	{ "kube-api-content-type", FLAG_STRING, &kube_flag_content_type,                           \
+	  "application/vnd.kubernetes.protobuf", NULL,                                             \
+	  "Content type of requests sent to apiserver (accepted; JSON is always used)." }
 /* kube-controller-manager's and the cloud-controller-manager's defaults */
 #define KUBE_FLAGS KUBE_FLAGS_QPS("20", "30")
 
 #define LEADER_ELECT_FLAGS(name)                                                                   \
-	{"leader-elect",                                                                           \
-	 FLAG_BOOL,                                                                                \
-	 &kube_flag_leader_elect,                                                                  \
-	 "true",                                                                                   \
-	 NULL,                                                                                     \
-	 "Start a leader election client and gain leadership before executing the main loop. "     \
-	 "Enable this when running replicated components for high availability."},                 \
-	    {"leader-elect-lease-duration",                                                        \
-	     FLAG_DURATION,                                                                        \
-	     &kube_flag_le_lease_duration,                                                         \
-	     "15s",                                                                                \
-	     NULL,                                                                                 \
-	     "The duration that non-leader candidates will wait after observing a leadership "     \
-	     "renewal until attempting to acquire leadership of a led but unrenewed leader "       \
-	     "slot."},                                                                             \
-	    {"leader-elect-renew-deadline",                                                        \
-	     FLAG_DURATION,                                                                        \
-	     &kube_flag_le_renew_deadline,                                                         \
-	     "10s",                                                                                \
-	     NULL,                                                                                 \
-	     "The interval between attempts by the acting master to renew a leadership slot "      \
-	     "before "                                                                             \
-	     "it stops leading. This must be less than the lease duration."},                      \
-	    {"leader-elect-retry-period",                                                          \
-	     FLAG_DURATION,                                                                        \
-	     &kube_flag_le_retry_period,                                                           \
-	     "2s",                                                                                 \
-	     NULL,                                                                                 \
-	     "The duration the clients should wait between attempting acquisition and renewal of " \
-	     "a "                                                                                  \
-	     "leadership."},                                                                       \
-	    {"leader-elect-resource-lock",                                                         \
-	     FLAG_STRING,                                                                          \
-	     &kube_flag_le_resource_lock,                                                          \
-	     "leases",                                                                             \
-	     NULL,                                                                                 \
-	     "The type of resource object that is used for locking during leader election. "       \
-	     "Supported options are 'leases'."},                                                   \
-	    {"leader-elect-resource-name",                                                         \
-	     FLAG_STRING,                                                                          \
-	     &kube_flag_le_resource_name,                                                          \
-	     name,                                                                                 \
-	     NULL,                                                                                 \
-	     "The name of resource object that is used for locking during leader election."},      \
-	{                                                                                          \
-		"leader-elect-resource-namespace", FLAG_STRING, &kube_flag_le_resource_namespace,  \
-		    "kube-system", NULL,                                                           \
-		    "The namespace of resource object that is used for locking during leader "     \
-		    "election."                                                                    \
-	}
+	{ "leader-elect", FLAG_BOOL, &kube_flag_leader_elect, "true", NULL,                        \
+	  "Start a leader election client and gain leadership before executing the main loop. "    \
+	  "Enable this when running replicated components for high availability." },              \
+	{ "leader-elect-lease-duration", FLAG_DURATION, &kube_flag_le_lease_duration, "15s", NULL, \
+	  "The duration that non-leader candidates will wait after observing a leadership "        \
+	  "renewal until attempting to acquire leadership of a led but unrenewed leader slot." },  \
+	{ "leader-elect-renew-deadline", FLAG_DURATION, &kube_flag_le_renew_deadline, "10s", NULL, \
+	  "The interval between attempts by the acting master to renew a leadership slot before "  \
+	  "it stops leading. This must be less than the lease duration." },                        \
+	{ "leader-elect-retry-period", FLAG_DURATION, &kube_flag_le_retry_period, "2s", NULL,      \
+	  "The duration the clients should wait between attempting acquisition and renewal of a "  \
+	  "leadership." },                                                                         \
+	{ "leader-elect-resource-lock", FLAG_STRING, &kube_flag_le_resource_lock, "leases", NULL,  \
+	  "The type of resource object that is used for locking during leader election. "          \
+	  "Supported options are 'leases'." },                                                     \
+	{ "leader-elect-resource-name", FLAG_STRING, &kube_flag_le_resource_name, name, NULL,      \
+	  "The name of resource object that is used for locking during leader election." },        \
+	{ "leader-elect-resource-namespace", FLAG_STRING, &kube_flag_le_resource_namespace,        \
+	  "kube-system", NULL,                                                                     \
+	  "The namespace of resource object that is used for locking during leader election." }
+/* clang-format on */
 
 /* Loads the configuration that --kubeconfig/--master (or the environment) name and makes a
  * client with --kube-api-qps/--kube-api-burst and the user agent "aws-k8s-<component>/...".

@@ -61,7 +61,8 @@ static const struct flag kube_debug_flags[] = {
      "timeoutSeconds of watch requests (0: 5-10 min).", 0, 86400},
     {"resync", FLAG_DURATION, &dbg.resync, "0s", NULL, "Informer resync period."},
     {"transform", FLAG_STRING, &dbg.transform, "strip", NULL,
-     "What informers keep: strip (drop managedFields), project (a typical projection), none."},
+     "What informers keep: strip (everything but managedFields) or project (what a "
+     "controller typically reads; managedFields are always dropped)."},
     {"propagation", FLAG_STRING, &dbg.propagation, NULL, NULL, "Delete propagation policy."},
     {"grace-period", FLAG_INT, &dbg.grace, "-1", NULL, "Delete grace period (-1: default).", -1,
      86400},

@@ -175,8 +175,8 @@ static int informer_opts(const struct kube_resource *res, struct kube_informer_o
 	if (strcmp(dbg.transform, "project") == 0) {
 		o->transform = project;
 		o->transform_ud = (void *)res;
-	} else if (strcmp(dbg.transform, "strip") != 0 && strcmp(dbg.transform, "none") != 0) {
-		fprintf(stderr, "kube-debug: --transform must be strip, project or none\n");
+	} else if (strcmp(dbg.transform, "strip") != 0) {
+		fprintf(stderr, "kube-debug: --transform must be strip or project\n");
 		return -EINVAL;
 	}
 	return 0;
