@@ -79,6 +79,9 @@ check "malformed lines: the watch goes on and ends normally (exit $rc)" test "$r
 check "every valid event is delivered" test "$(grep -c '^ADDED' <<<"$out")" -eq 3
 check "a non-JSON line and an unknown type each counted as malformed" grep -q "errors=2 malformed=2" <<<"$out"
 sreq=$(grep watch "$T_TMP/stub-malformed.log")
+ver=$("$AWS_K8S" version | awk 'NR == 1 { print $2 }')
+check "the user agent names the subcommand and the version (aws-k8s-kube-debug/$ver)" \
+	test "$(awk '{ print $3 }' <<<"$sreq" | sort -u)" = "aws-k8s-kube-debug/$ver"
 check "after each malformed line a reconnect from the last version (6, then 7)" \
 	test "$(grep -c 'resourceVersion=6&' <<<"$sreq"),$(grep -c 'resourceVersion=7&' <<<"$sreq")" = "1,1"
 

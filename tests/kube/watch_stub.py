@@ -12,7 +12,7 @@ Scenarios (watch number N counts the watch requests):
   error410   every watch: an ERROR event with a 410 Status.
   garbage    every watch: a valid event, then 300 lines of random bytes, invalid JSON, deep
              nesting, wrong types, then end.
-Every request is appended to the log file as "METHOD PATH?QUERY".
+Every request is appended to the log file as "METHOD PATH?QUERY USER-AGENT".
 """
 import argparse
 import json
@@ -76,7 +76,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         with open(ARGS.log, "a") as f:
-            f.write("GET %s\n" % self.path)
+            f.write("GET %s %s\n" % (self.path, self.headers.get("User-Agent", "-")))
         u = urlsplit(self.path)
         q = parse_qs(u.query)
         if u.path != "/api/v1/configmaps" and u.path != "/api/v1/namespaces/default/configmaps":
