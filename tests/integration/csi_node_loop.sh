@@ -230,6 +230,24 @@ else
 	skip "corrupted mounts" "no /dev/fuse to make one"
 fi
 
+# ---- concurrent calls on one volume: one wins, the other gets Aborted (kubelet retries) ----
+vol 0fab 64M F
+pids=()
+for i in 1 2 3 4; do
+	(stage 0fab ext4 >/dev/null 2>"$T/conc-$i.err"; echo $? >"$T/conc-$i.rc") &
+	pids+=($!)
+done
+wait "${pids[@]}"
+results=$(for i in 1 2 3 4; do
+	if [ "$(cat "$T/conc-$i.rc")" = 0 ]; then echo OK; else sed -n 's/.*code = \([A-Za-z]*\) .*/\1/p' "$T/conc-$i.err"; fi
+done)
+codes=$(sort <<<"$results" | uniq -c | tr -s ' \n' ' ')
+check "concurrent stages: only OK or Aborted ($codes)" test "$(grep -c -v -x -E 'OK|Aborted' <<<"$results")" = 0
+check "concurrent stages: at least one OK" grep -q -x OK <<<"$results"
+check "concurrent stages: staged once" test "$(grep -c " $T/st-0fab " /proc/self/mountinfo)" = 1
+check "concurrent stages: formatted once, a retry is fine" stage 0fab ext4
+check "concurrent stages: unstage" unstage 0fab
+
 # ---- invalid requests ----
 check "missing volume id: InvalidArgument" expect_code InvalidArgument call /csi.v1.Node/NodeStageVolume \
 	--data "{\"staging_target_path\":\"$T/x\",\"volume_capability\":{\"mount\":{},\"access_mode\":{\"mode\":1}}}"
