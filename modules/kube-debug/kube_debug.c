@@ -59,6 +59,8 @@ static const struct flag kube_debug_flags[] = {
     {"duration", FLAG_DURATION, &dbg.duration, "0s", NULL, "Stop after this long (0: never)."},
     {"watch-timeout", FLAG_INT, &dbg.watch_timeout, "0", NULL,
      "timeoutSeconds of watch requests (0: 5-10 min).", 0, 86400},
+    {"max-event", FLAG_INT, &dbg.max_event, "0", NULL,
+     "Cap on one watch event in bytes (0: the default, 16 MiB).", 0, 1LL << 30},
     {"resync", FLAG_DURATION, &dbg.resync, "0s", NULL, "Informer resync period."},
     {"transform", FLAG_STRING, &dbg.transform, "strip", NULL,
      "What informers keep: strip (everything but managedFields) or project (what a "

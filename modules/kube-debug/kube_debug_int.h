@@ -10,7 +10,7 @@ struct dbg_opts {
 	char *ns, *label, *field, *rv, *transform, *propagation, *pre_uid, *pre_rv, *group, *out,
 	    *identity;
 	bool cluster_scoped, quiet;
-	long long limit, count, watch_timeout, grace;
+	long long limit, count, watch_timeout, grace, max_event;
 	int64_t duration, resync;
 };
 extern struct dbg_opts dbg;

@@ -87,6 +87,7 @@ int dbg_watch(struct kube_client *kc, const struct kube_resource *res)
 	    .field_selector = dbg.field,
 	    .timeout_seconds = dbg.watch_timeout,
 	    .pass_bookmarks = true,
+	    .max_event = (size_t)dbg.max_event,
 	    .cancel = &dbg_cancel,
 	    .on_event = watch_event,
 	};
@@ -171,6 +172,7 @@ static int informer_opts(const struct kube_resource *res, struct kube_informer_o
 	    .page_size = dbg.limit,
 	    .resync_ns = dbg.resync,
 	    .watch_timeout_seconds = dbg.watch_timeout,
+	    .max_event = (size_t)dbg.max_event,
 	};
 	if (strcmp(dbg.transform, "project") == 0) {
 		o->transform = project;

@@ -97,6 +97,16 @@ out=$(kds informer configmaps --duration 3s)
 check "an informer facing 410 on every watch keeps listing" \
 	test "$(sed -n 's/^stats: //p' <<<"$out" | jq '.lists >= 2 and .gone >= 2')" = true
 
+stub big
+out=$(kds watch configmaps --max-event 65536 --count 2 --duration 15s)
+check "an event over the size cap is an error, then a reconnect" \
+	test "$(grep -c '^ADDED' <<<"$out"),$(sed -n 's/.*errors=\([0-9]*\) malformed=\([0-9]*\).*/\1,\2/p' <<<"$out")" = "1,1,1"
+check "the reconnect starts again from where it was (no version delivered yet)" \
+	test "$(grep -c 'watch=true' "$T_TMP/stub-big.log")" -ge 2 -a "$(grep -c 'resourceVersion=' "$T_TMP/stub-big.log")" -eq 0
+stub big
+out=$(kds watch configmaps --count 1 --duration 15s)
+check "under the default cap the same event is delivered" grep -q "^ADDED default/big " <<<"$out"
+
 stub garbage
 out=$(kds watch configmaps --duration 5s)
 rc=$?

@@ -10,6 +10,7 @@ Scenarios (watch number N counts the watch requests):
              ADDED rv 8, then bookmarks until the client goes away.
   gone410    every watch: HTTP 410 Expired.
   error410   every watch: an ERROR event with a 410 Status.
+  big        watch 1: an event of 100 KB; later watches: a small event, then bookmarks.
   garbage    every watch: a valid event, then 300 lines of random bytes, invalid JSON, deep
              nesting, wrong types, then end.
 Every request is appended to the log file as "METHOD PATH?QUERY USER-AGENT".
@@ -114,6 +115,18 @@ class Handler(BaseHTTPRequestHandler):
                         time.sleep(0.3)
                         w.write(event("BOOKMARK", {"kind": "ConfigMap",
                                                    "metadata": {"resourceVersion": "8"}}))
+            elif sc == "big":
+                if n == 1:
+                    big = cm("big", 6)
+                    big["data"] = {"blob": "x" * 100000}
+                    w.write(event("ADDED", big))
+                else:
+                    w.write(event("ADDED", cm("small", 7)))
+                    while True:
+                        w.flush()
+                        time.sleep(0.3)
+                        w.write(event("BOOKMARK", {"kind": "ConfigMap",
+                                                   "metadata": {"resourceVersion": "7"}}))
             elif sc == "garbage":
                 w.write(event("ADDED", cm("g%d" % n, 10 + n)))
                 for line in garbage_lines(random.Random(n)):
@@ -128,7 +141,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--scenario", required=True,
-                   choices=["malformed", "gone410", "error410", "garbage"])
+                   choices=["malformed", "gone410", "error410", "big", "garbage"])
     p.add_argument("--log", required=True)
     ARGS = p.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
