@@ -275,6 +275,61 @@ static int init_mutate(void *ud, cJSON *obj)
 	return 0;
 }
 
+/* The same change as init_mutate, as a JSON merge patch computed from the stored Node and
+ * carrying its resourceVersion (the API server answers 409 when the Node changed since). */
+static int init_patch(struct ccm *m, const cJSON *node, const char *rv,
+		      const struct init_mut *im, struct kube_status *st)
+{
+	const char *name = json_str(node, "metadata.name");
+	const char *pid = json_str(node, "spec.providerID");
+	cJSON *doc = NULL, *taints = NULL;
+	_cleanup_free_ char *text = NULL;
+	int r = -ENOMEM;
+
+	if (!rv)
+		return -KUBE_ECONFLICT; /* cannot guard it: take the slow path */
+	if (!(doc = cJSON_CreateObject()) || !(taints = cJSON_CreateArray()))
+		goto out;
+	cJSON *md = cJSON_AddObjectToObject(doc, "metadata");
+	cJSON *spec = cJSON_AddObjectToObject(doc, "spec");
+	if (!md || !spec || !cJSON_AddStringToObject(md, "resourceVersion", rv))
+		goto out;
+	cJSON *labels = cJSON_Duplicate(im->labels, true);
+	if (!labels)
+		goto out;
+	cJSON_AddItemToObject(md, "labels", labels);
+	if ((!pid || !*pid) && !cJSON_AddStringToObject(spec, "providerID", im->provider_id))
+		goto out;
+	const cJSON *t;
+	cJSON_ArrayForEach(t, json_find(node, "spec.taints"))
+	{
+		const char *k = json_str(t, "key");
+		if (k && strcmp(k, CCM_TAINT_UNINITIALIZED) == 0)
+			continue;
+		cJSON *d = cJSON_Duplicate(t, true);
+		if (!d)
+			goto out;
+		cJSON_AddItemToArray(taints, d);
+	}
+	if (cJSON_GetArraySize(taints) > 0) {
+		cJSON_AddItemToObject(spec, "taints", taints);
+	} else {
+		cJSON_Delete(taints);
+		if (!cJSON_AddNullToObject(spec, "taints")) {
+			taints = NULL;
+			goto out;
+		}
+	}
+	taints = NULL;
+	if (!(text = json_print(doc)))
+		goto out;
+	r = kube_patch(m->kc, KUBE_REF(&kube_nodes, NULL, name), KUBE_PATCH_MERGE, text, NULL, st);
+out:
+	cJSON_Delete(taints);
+	cJSON_Delete(doc);
+	return r;
+}
+
 /* The addresses a Node should have; NULL with 0 when the kubelet's --node-ip is not among
  * them (upstream then leaves the addresses alone). */
 static int want_addresses(struct ccm *m, const cJSON *node, const struct ccm_instance *inst,
@@ -306,10 +361,11 @@ static int want_addresses(struct ccm *m, const cJSON *node, const struct ccm_ins
 }
 
 /* PATCHes status.addresses when they differ (a JSON merge patch: the list is replaced). */
-static int sync_addresses(struct ccm *m, const cJSON *node, const cJSON *want)
+static int sync_addresses(struct ccm *m, const cJSON *node, const cJSON *want, char **ret_rv)
 {
 	const char *name = json_str(node, "metadata.name");
 	struct kube_status st = { 0 };
+	cJSON *res = NULL;
 	int r;
 
 	if (!want || !ccm_addresses_differ(want, json_find(node, "status.addresses")))
@@ -321,12 +377,18 @@ static int sync_addresses(struct ccm *m, const cJSON *node, const cJSON *want)
 	if (!ccm_may_act(m))
 		return -ECANCELED;
 	r = kube_patch(m->kc, KUBE_REF_SUB(&kube_nodes, NULL, name, "status"), KUBE_PATCH_MERGE,
-		       patch.data, NULL, &st);
-	if (r < 0)
+		       patch.data, ret_rv ? &res : NULL, &st);
+	if (r < 0) {
 		log_error("failed to update node addresses", KV_S("node", name),
 			  KV_S("error", st.message), KV_E(r));
-	else
+	} else {
 		log_v(2, "updated node addresses", KV_S("node", name));
+		/* the Node's new version, for a write that follows */
+		const char *rv = json_str(res, "metadata.resourceVersion");
+		if (ret_rv && rv)
+			*ret_rv = strdup(rv);
+	}
+	cJSON_Delete(res);
 	return r;
 }
 
@@ -345,6 +407,7 @@ static int initialize(struct ccm_node_ctl *ctl, const cJSON *node, const struct 
 	const char *name = json_str(node, "metadata.name");
 	char pid[320];
 	cJSON *addrs = NULL, *labels = NULL;
+	_cleanup_free_ char *rv = NULL;
 	struct kube_status st = { 0 };
 	int r;
 
@@ -356,15 +419,18 @@ static int initialize(struct ccm_node_ctl *ctl, const cJSON *node, const struct 
 		goto out;
 	}
 	/* addresses first: the taint comes off last, once everything else is set */
-	if ((r = sync_addresses(m, node, addrs)) < 0)
+	if ((r = sync_addresses(m, node, addrs, &rv)) < 0)
 		goto out;
 	if (!ccm_may_act(m)) {
 		r = -ECANCELED;
 		goto out;
 	}
 	struct init_mut im = { .provider_id = pid, .labels = labels };
-	r = kube_update_retry(m->kc, KUBE_REF(&kube_nodes, NULL, name), init_mutate, &im, NULL,
-			      &st);
+	/* one PATCH guarded by the stored resourceVersion; on a conflict, GET + PUT */
+	r = init_patch(m, node, rv ? rv : json_str(node, "metadata.resourceVersion"), &im, &st);
+	if (r == -KUBE_ECONFLICT || r == -ENOMEM)
+		r = kube_update_retry(m->kc, KUBE_REF(&kube_nodes, NULL, name), init_mutate, &im,
+				      NULL, &st);
 	if (r < 0) {
 		log_error("failed to initialize node", KV_S("node", name), KV_S("error", st.message),
 			  KV_E(r));
@@ -571,7 +637,7 @@ static int resync(void *ud, const char *key, int64_t *requeue_after)
 			continue; /* the lifecycle controller's business */
 		const cJSON *node = items[i].node->json;
 		cJSON *addrs = NULL, *labels = NULL;
-		if (want_addresses(m, node, in, &addrs) < 0 || sync_addresses(m, node, addrs) < 0)
+		if (want_addresses(m, node, in, &addrs) < 0 || sync_addresses(m, node, addrs, NULL) < 0)
 			failed++;
 		if (want_labels(m, in, &labels) < 0 || sync_labels(m, node, labels) < 0)
 			failed++;
