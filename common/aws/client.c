@@ -523,6 +523,9 @@ int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply 
 			ok = aws_retry_bucket_take(&c->bucket, st.timeout, &cost);
 			pthread_mutex_unlock(&c->lock);
 			if (!ok) {
+				size_t l = strlen(err->message);
+				snprintf(err->message + l, sizeof(err->message) - l,
+					 " (not retried: the client's retry quota is used up)");
 				metric_inc(m_quota);
 				log_v(4, "AWS retry quota exhausted, not retrying",
 				      KV_S("service", si->name), KV_S("action", rq->action));

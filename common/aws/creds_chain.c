@@ -22,12 +22,15 @@
 
 struct aws_creds {
 	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a refresh ended */
+	bool refreshing;
 	struct aws_client *client;
 	enum aws_creds_source source;
 	bool resolved;
 	struct aws_credentials cur;
 	bool have;
 	int64_t refresh_at; /* wall clock; 0: never */
+	int64_t fetched_at; /* wall clock */
 	unsigned fetches;
 
 	/* what the chain found (strings owned) */
@@ -77,6 +80,7 @@ int aws_creds_new(struct aws_client *c, const struct aws_creds_opts *o, struct a
 	if (!o)
 		o = &d;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
 	p->client = c;
 	if (o->access_key_id && *o->access_key_id && o->secret_access_key && *o->secret_access_key) {
 		p->source = AWS_CREDS_STATIC;
@@ -110,6 +114,7 @@ int aws_creds_new_custom(int (*fetch)(void *ud, struct aws_credentials *ret), vo
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
 	p->source = AWS_CREDS_CUSTOM;
 	p->resolved = true;
 	p->custom = fetch;
@@ -136,6 +141,7 @@ void aws_creds_free(struct aws_creds *p)
 	free(p->top_external_id);
 	free(p->top_source_arn);
 	http_client_free(p->http);
+	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
@@ -725,6 +731,20 @@ static int fetch(struct aws_creds *p, struct aws_credentials *ret)
 	return r;
 }
 
+/* Still usable for a request: not within 10 s (or a tenth of their lifetime) of expiring. */
+static bool usable(const struct aws_creds *p, int64_t now)
+{
+	int64_t margin = REFRESH_RETRY_NS;
+
+	if (!p->have)
+		return false;
+	if (p->cur.expiration_ns == 0)
+		return true;
+	if ((p->cur.expiration_ns - p->fetched_at) / 10 < margin)
+		margin = (p->cur.expiration_ns - p->fetched_at) / 10;
+	return now < p->cur.expiration_ns - margin;
+}
+
 int aws_creds_get(struct aws_creds *p, struct aws_credentials *ret)
 {
 	struct aws_credentials fresh = { 0 };
@@ -734,22 +754,41 @@ int aws_creds_get(struct aws_creds *p, struct aws_credentials *ret)
 	if (!p || !ret)
 		return -EINVAL;
 	pthread_mutex_lock(&p->lock);
-	now = now_real_ns();
-	if (p->have && (p->refresh_at == 0 || now < p->refresh_at)) {
-		r = aws_credentials_copy(&p->cur, ret);
-		pthread_mutex_unlock(&p->lock);
-		return r;
+	for (;;) {
+		now = now_real_ns();
+		if (p->have && (p->refresh_at == 0 || now < p->refresh_at)) {
+			r = aws_credentials_copy(&p->cur, ret);
+			pthread_mutex_unlock(&p->lock);
+			return r;
+		}
+		if (!p->refreshing)
+			break;
+		/* another thread refreshes: use the current ones while they last, else wait */
+		if (usable(p, now)) {
+			r = aws_credentials_copy(&p->cur, ret);
+			pthread_mutex_unlock(&p->lock);
+			return r;
+		}
+		pthread_cond_wait(&p->cond, &p->lock);
 	}
 	if ((r = resolve(p)) < 0) {
 		pthread_mutex_unlock(&p->lock);
 		return r;
 	}
+	/* fetch without the lock (STS or the metadata service can take seconds); the source's
+	 * settings do not change once resolved, and only this thread fetches */
+	p->refreshing = true;
+	pthread_mutex_unlock(&p->lock);
 	r = fetch(p, &fresh);
+	pthread_mutex_lock(&p->lock);
+	p->refreshing = false;
+	pthread_cond_broadcast(&p->cond);
 	now = now_real_ns();
 	if (r >= 0) {
 		aws_credentials_release(&p->cur);
 		p->cur = fresh;
 		p->have = true;
+		p->fetched_at = now;
 		p->fetches++;
 		p->refresh_at = aws_creds_refresh_at(now, fresh.expiration_ns);
 		if (fresh.expiration_ns && p->refresh_at <= now)

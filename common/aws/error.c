@@ -10,6 +10,7 @@
 #include "common/aws/xml.h"
 #include "common/base/buf.h"
 #include "common/base/json.h"
+#include "common/base/log.h"
 
 void aws_error_clear(struct aws_error *e)
 {
@@ -40,6 +41,22 @@ static void copy_clean(char *dst, size_t n, const char *src, size_t len)
 	dst[o] = 0;
 }
 
+/* Copies a peer's message: secrets it may echo (a canonical request with the session token, a
+ * token) are redacted, then it is cleaned to one line. */
+static void set_message(struct aws_error *e, const char *src, size_t len)
+{
+	char raw[2048], red[2048];
+
+	if (len >= sizeof(raw))
+		len = sizeof(raw) - 1;
+	memcpy(raw, src, len);
+	raw[len] = 0;
+	log_redact(raw, red, sizeof(red));
+	copy_clean(e->message, sizeof(e->message), red, sizeof(red));
+	explicit_bzero(raw, sizeof(raw));
+	explicit_bzero(red, sizeof(red));
+}
+
 void aws_error_set(struct aws_error *e, long status, const char *code, const char *fmt, ...)
 {
 	char msg[sizeof(e->message)];
@@ -52,7 +69,7 @@ void aws_error_set(struct aws_error *e, long status, const char *code, const cha
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	copy_clean(e->message, sizeof(e->message), msg, sizeof(msg));
+	set_message(e, msg, strlen(msg));
 }
 
 static bool parse_xml_error(struct aws_error *e, const char *body, size_t len)
@@ -80,7 +97,7 @@ static bool parse_xml_error(struct aws_error *e, const char *body, size_t len)
 	if (!rid)
 		rid = aws_xml_text(err, "RequestId");
 	copy_clean(e->code, sizeof(e->code), code, strlen(code));
-	copy_clean(e->message, sizeof(e->message), msg ? msg : "", msg ? strlen(msg) : 0);
+	set_message(e, msg ? msg : "", msg ? strlen(msg) : 0);
 	if (rid)
 		copy_clean(e->request_id, sizeof(e->request_id), rid, strlen(rid));
 	xmlFreeDoc(doc);
@@ -116,7 +133,7 @@ static bool parse_json_error(struct aws_error *e, const char *body, size_t len)
 	if (strchr(type, '#'))
 		type = strrchr(type, '#') + 1;
 	copy_clean(e->code, sizeof(e->code), type, strcspn(type, ":"));
-	copy_clean(e->message, sizeof(e->message), msg ? msg : "", msg ? strlen(msg) : 0);
+	set_message(e, msg ? msg : "", msg ? strlen(msg) : 0);
 	cJSON_Delete(root);
 	return true;
 }

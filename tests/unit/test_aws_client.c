@@ -1,4 +1,5 @@
 /* Endpoints, retry policy, shared files and the credential chain's offline sources. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -411,4 +412,61 @@ TEST(aws_imds_disabled_and_endpoint)
 	ASSERT_ERR(aws_imds_new(&(struct aws_imds_opts){ .endpoint = "169.254.169.254" }, &m),
 		   EINVAL);
 	unset_env();
+}
+
+struct slow_source {
+	int calls;
+	int64_t slow_ns;
+};
+
+static int slow_fetch(void *ud, struct aws_credentials *ret)
+{
+	struct slow_source *s = ud;
+	char ak[32];
+	int n = __atomic_add_fetch(&s->calls, 1, __ATOMIC_SEQ_CST);
+
+	if (n > 1)
+		sleep_ns(s->slow_ns);
+	snprintf(ak, sizeof(ak), "AKID%d", n);
+	/* valid for 1 s: due for refresh at 500 ms, usable until 900 ms */
+	return aws_credentials_set(ret, ak, "s", "t", now_real_ns() + NSEC_PER_SEC);
+}
+
+static struct aws_creds *test_aws_creds_shared;
+
+static void *get_thread(void *arg)
+{
+	struct aws_credentials *cr = arg;
+
+	if (aws_creds_get(test_aws_creds_shared, cr) < 0)
+		cr->access_key_id = NULL;
+	return NULL;
+}
+
+TEST(aws_creds_refresh_does_not_block_others)
+{
+	struct slow_source s = { .slow_ns = 600 * NSEC_PER_MSEC };
+	struct aws_credentials a = { 0 }, b = { 0 };
+	pthread_t t;
+	int64_t start;
+
+	ASSERT_OK(aws_creds_new_custom(slow_fetch, &s, &test_aws_creds_shared));
+	ASSERT_OK(aws_creds_get(test_aws_creds_shared, &a));
+	ASSERT_STREQ(a.access_key_id, "AKID1");
+	aws_credentials_release(&a);
+	sleep_ns(550 * NSEC_PER_MSEC);
+	/* one thread refreshes (slowly); another meanwhile gets the current keys at once */
+	ASSERT_EQ(pthread_create(&t, NULL, get_thread, &a), 0);
+	sleep_ns(100 * NSEC_PER_MSEC);
+	start = now_mono_ns();
+	ASSERT_OK(aws_creds_get(test_aws_creds_shared, &b));
+	ASSERT_LT(now_mono_ns() - start, 200 * NSEC_PER_MSEC);
+	ASSERT_STREQ(b.access_key_id, "AKID1");
+	aws_credentials_release(&b);
+	pthread_join(t, NULL);
+	ASSERT_STREQ(a.access_key_id, "AKID2");
+	aws_credentials_release(&a);
+	ASSERT_EQ(s.calls, 2);
+	aws_creds_free(test_aws_creds_shared);
+	test_aws_creds_shared = NULL;
 }

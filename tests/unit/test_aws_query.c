@@ -241,6 +241,19 @@ TEST(aws_error_shapes)
 	ASSERT_NOT_CONTAINS(e.message, "\n");
 	ASSERT_NOT_CONTAINS(e.message, "\x1b");
 	ASSERT_CONTAINS(e.message, "bad [31mgateway");
+	/* a peer that echoes the canonical request does not put the session token in a log */
+	{
+		static const char sig[] =
+			"<ErrorResponse><Error><Code>SignatureDoesNotMatch</Code><Message>The "
+			"Canonical String for this request should have been\n'POST\n/\n\n"
+			"host:sts.amazonaws.com\nx-amz-security-token:IQoJsecretTOKEN\n'</Message>"
+			"</Error></ErrorResponse>";
+		aws_error_parse(&e, 403, "text/xml", sig, strlen(sig), NULL);
+		ASSERT_STREQ(e.code, "SignatureDoesNotMatch");
+		ASSERT_NOT_CONTAINS(e.message, "IQoJsecretTOKEN");
+		ASSERT_CONTAINS(e.message, "x-amz-security-token:<redacted>");
+		ASSERT_EQ(aws_error_errno(&e), -EACCES);
+	}
 	aws_error_parse(&e, 503, NULL, NULL, 0, NULL);
 	ASSERT_CONTAINS(e.message, "HTTP 503 reply without an AWS error (no content type, 0 bytes)");
 }
