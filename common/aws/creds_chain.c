@@ -8,6 +8,7 @@
 
 #include "common/aws/client.h"
 #include "common/aws/creds.h"
+#include "common/aws/creds_internal.h"
 #include "common/aws/imds.h"
 #include "common/aws/xml.h"
 #include "common/base/json.h"
@@ -15,40 +16,8 @@
 #include "common/base/timeutil.h"
 #include "common/http/client.h"
 
-#define TOKEN_FILE_MAX (64 * 1024)
 #define PROFILE_MAX_DEPTH 4
-#define CONTAINER_HOST "http://169.254.170.2"
 #define REFRESH_RETRY_NS (10 * NSEC_PER_SEC)
-
-struct aws_creds {
-	pthread_mutex_t lock;
-	pthread_cond_t cond; /* a refresh ended */
-	bool refreshing;
-	struct aws_client *client;
-	enum aws_creds_source source;
-	bool resolved;
-	struct aws_credentials cur;
-	bool have;
-	int64_t refresh_at; /* wall clock; 0: never */
-	int64_t fetched_at; /* wall clock */
-	unsigned fetches;
-
-	/* what the chain found (strings owned) */
-	char *ak, *sk, *token;     /* static keys */
-	char *role_arn;            /* web identity / profile role */
-	char *token_file;          /* web identity */
-	char *session_name;
-	char *profile;             /* profile whose role_arn is used */
-	char *container_url;
-	struct http_client *http;  /* container credentials */
-
-	/* the role assumed on top of the chain */
-	char *top_role_arn, *top_session, *top_external_id, *top_source_arn;
-	int64_t top_duration_ns;
-
-	int (*custom)(void *ud, struct aws_credentials *ret);
-	void *custom_ud;
-};
 
 static char *xstrdup(const char *s)
 {
@@ -64,7 +33,7 @@ static void free_str(char **s)
 	}
 }
 
-static const char *env(const char *name)
+const char *aws_creds_env(const char *name)
 {
 	const char *v = getenv(name);
 	return v && *v ? v : NULL;
@@ -180,294 +149,6 @@ void aws_creds_invalidate(struct aws_creds *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* --- STS ---------------------------------------------------------------------------------- */
-
-static int sts_credentials(const xmlNode *result, struct aws_credentials *ret)
-{
-	const char *ak = aws_xml_text(result, "Credentials/AccessKeyId");
-	const char *sk = aws_xml_text(result, "Credentials/SecretAccessKey");
-	const char *tok = aws_xml_text(result, "Credentials/SessionToken");
-	const char *exp = aws_xml_text(result, "Credentials/Expiration");
-	int64_t e = 0;
-
-	if (!ak || !sk || !*ak || !*sk || !exp || rfc3339_parse(exp, &e) < 0)
-		return -EBADMSG;
-	return aws_credentials_set(ret, ak, sk, tok, e);
-}
-
-static void default_session_name(char *buf, size_t n)
-{
-	str_printf(buf, n, "aws-k8s-%lld", (long long)(now_real_ns() / NSEC_PER_SEC));
-}
-
-static int sts_region(struct aws_creds *p, const char **ret)
-{
-	if (aws_client_region(p->client, ret) < 0)
-		*ret = "us-east-1";
-	return 0;
-}
-
-static int read_token_file(const char *path, char **ret)
-{
-	FILE *f = fopen(path, "re");
-	struct buf b = BUF_INIT(TOKEN_FILE_MAX);
-	char chunk[4096];
-	size_t n;
-	int r = 0;
-
-	if (!f)
-		return -errno;
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		if ((r = buf_append(&b, chunk, n)) < 0)
-			break;
-	fclose(f);
-	explicit_bzero(chunk, sizeof(chunk));
-	if (r == 0)
-		r = buf_puts(&b, "");
-	if (r < 0) {
-		if (b.data)
-			explicit_bzero(b.data, b.len);
-		buf_release(&b);
-		return r;
-	}
-	str_strip(b.data);
-	if (!*b.data) {
-		buf_release(&b);
-		return -ENODATA;
-	}
-	*ret = buf_steal(&b);
-	return 0;
-}
-
-static int assume_role_web_identity(struct aws_creds *p, const char *role_arn,
-				    const char *token_file, const char *session,
-				    struct aws_credentials *ret)
-{
-	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_request rq = { .service = AWS_SVC_STS, .action = "AssumeRoleWithWebIdentity",
-				  .query = &q, .anonymous = true };
-	struct aws_reply rep = { 0 };
-	struct aws_error err;
-	char sess[64], buf[700];
-	char *token = NULL;
-	int r;
-
-	if ((r = read_token_file(token_file, &token)) < 0) {
-		log_v(3, "cannot read the web identity token file", KV_S("path", token_file),
-		      KV_E(r));
-		return r;
-	}
-	if (!session || !*session) {
-		default_session_name(sess, sizeof(sess));
-		session = sess;
-	}
-	sts_region(p, &rq.region);
-	r = aws_query_add(&q, "RoleArn", role_arn);
-	if (r >= 0)
-		r = aws_query_add(&q, "RoleSessionName", session);
-	if (r >= 0)
-		r = aws_query_add(&q, "WebIdentityToken", token);
-	explicit_bzero(token, strlen(token));
-	free(token);
-	if (r >= 0)
-		r = aws_do(p->client, &rq, &rep, &err);
-	/* the token was in the request: wipe the copy in the parameters */
-	for (size_t i = 0; i < q.n; i++)
-		explicit_bzero(q.values[i], strlen(q.values[i]));
-	aws_query_release(&q);
-	if (r < 0) {
-		log_v(2, "AssumeRoleWithWebIdentity failed", KV_S("role", role_arn),
-		      KV_S("error", aws_error_str(&err, buf, sizeof(buf))));
-		return r;
-	}
-	r = sts_credentials(rep.result, ret);
-	aws_reply_release(&rep);
-	return r;
-}
-
-static int assume_role(struct aws_creds *p, const struct aws_credentials *base,
-		       const char *role_arn, const char *session, const char *external_id,
-		       const char *source_arn, int64_t duration_ns, struct aws_credentials *ret)
-{
-	struct aws_query q = AWS_QUERY_INIT;
-	struct http_header hdrs[2];
-	struct aws_request rq = { .service = AWS_SVC_STS, .action = "AssumeRole", .query = &q,
-				  .creds = base, .headers = hdrs };
-	struct aws_reply rep = { 0 };
-	struct aws_error err;
-	char sess[64], account[32] = "", buf[700];
-	int r;
-
-	if (!session || !*session) {
-		default_session_name(sess, sizeof(sess));
-		session = sess;
-	}
-	sts_region(p, &rq.region);
-	if ((r = aws_query_add(&q, "RoleArn", role_arn)) < 0 ||
-	    (r = aws_query_add(&q, "RoleSessionName", session)) < 0 ||
-	    (external_id && *external_id &&
-	     (r = aws_query_add(&q, "ExternalId", external_id)) < 0) ||
-	    (duration_ns > 0 &&
-	     (r = aws_query_add_int(&q, "DurationSeconds", duration_ns / NSEC_PER_SEC)) < 0)) {
-		aws_query_release(&q);
-		return r;
-	}
-	if (source_arn && *source_arn) {
-		/* confused-deputy protection, as the upstream cloud provider sends it:
-		 * arn:aws:eks:region:ACCOUNT:cluster/name -> the account is field 5 */
-		const char *s = source_arn;
-		for (int i = 0; i < 4 && s; i++)
-			s = strchr(s, ':') ? strchr(s, ':') + 1 : NULL;
-		if (s)
-			str_printf(account, sizeof(account), "%.*s", (int)strcspn(s, ":"), s);
-		hdrs[rq.n_headers++] = (struct http_header){ "x-amz-source-arn", source_arn };
-		if (account[0])
-			hdrs[rq.n_headers++] = (struct http_header){ "x-amz-source-account", account };
-	}
-	r = aws_do(p->client, &rq, &rep, &err);
-	aws_query_release(&q);
-	if (r < 0) {
-		log_v(2, "AssumeRole failed", KV_S("role", role_arn),
-		      KV_S("error", aws_error_str(&err, buf, sizeof(buf))));
-		return r;
-	}
-	r = sts_credentials(rep.result, ret);
-	aws_reply_release(&rep);
-	return r;
-}
-
-/* --- HTTP sources ------------------------------------------------------------------------- */
-
-/* {"AccessKeyId", "SecretAccessKey", "Token", "Expiration"} (container and IMDS shapes). */
-static int json_credentials(const char *body, size_t len, struct aws_credentials *ret)
-{
-	cJSON *root = NULL;
-	const char *ak, *sk, *tok, *exp, *code;
-	int64_t e = 0;
-	int r;
-
-	if ((r = json_parse(body, len, &root, NULL)) < 0)
-		return r;
-	code = json_str(root, "Code");
-	ak = json_str(root, "AccessKeyId");
-	sk = json_str(root, "SecretAccessKey");
-	tok = json_str(root, "Token");
-	exp = json_str(root, "Expiration");
-	if ((code && strcmp(code, "Success") != 0) || !ak || !sk ||
-	    (exp && rfc3339_parse(exp, &e) < 0)) {
-		cJSON_Delete(root);
-		return -EBADMSG;
-	}
-	r = aws_credentials_set(ret, ak, sk, tok, e);
-	cJSON_Delete(root);
-	return r;
-}
-
-static bool container_host_allowed(const char *url)
-{
-	static const char *const ok[] = { "127.", "localhost", "[::1]", "169.254.170.2",
-					  "169.254.170.23", "[fd00:ec2::23]" };
-	const char *h;
-
-	if (str_has_prefix(url, "https://"))
-		return true;
-	if (!str_has_prefix(url, "http://"))
-		return false;
-	h = url + 7;
-	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
-		size_t l = strlen(ok[i]);
-		if (strncmp(h, ok[i], l) == 0 &&
-		    (ok[i][l - 1] == '.' || h[l] == 0 || h[l] == ':' || h[l] == '/'))
-			return true;
-	}
-	return false;
-}
-
-static int container_fetch(struct aws_creds *p, struct aws_credentials *ret)
-{
-	struct http_header h = { "Authorization", NULL };
-	struct http_request rq = { .method = "GET", .url = p->container_url, .headers = &h };
-	struct http_response resp;
-	const char *tf = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
-	char *token = NULL;
-	int r;
-
-	if (!p->http) {
-		struct http_client_opts ho = { .connect_timeout_ns = 2 * NSEC_PER_SEC,
-					       .timeout_ns = 5 * NSEC_PER_SEC,
-					       .max_response = 64 * 1024 };
-		if ((r = http_client_new(&ho, &p->http)) < 0)
-			return r;
-	}
-	if (tf) {
-		if ((r = read_token_file(tf, &token)) < 0) {
-			log_v(3, "cannot read the container authorization token file",
-			      KV_S("path", tf), KV_E(r));
-			return r;
-		}
-	} else if (env("AWS_CONTAINER_AUTHORIZATION_TOKEN")) {
-		token = strdup(env("AWS_CONTAINER_AUTHORIZATION_TOKEN"));
-		if (!token)
-			return -ENOMEM;
-	}
-	if (token && strpbrk(token, "\r\n")) {
-		free_str(&token);
-		return -EINVAL;
-	}
-	h.value = token;
-	rq.n_headers = token ? 1 : 0;
-	for (int a = 0; a < 3; a++) {
-		if (a > 0)
-			sleep_ns((int64_t)random_below(200 * NSEC_PER_MSEC << a));
-		http_response_init(&resp);
-		r = http_client_do(p->http, &rq, &resp);
-		if (r == 0 && resp.status == 200) {
-			r = json_credentials(resp.body.data ? resp.body.data : "", resp.body.len, ret);
-			explicit_bzero(resp.body.data, resp.body.len);
-			http_response_release(&resp);
-			break;
-		}
-		if (r == 0) {
-			long st = resp.status;
-			http_response_release(&resp);
-			log_v(3, "container credentials request failed", KV_I("status", st));
-			r = st == 401 || st == 403 ? -EACCES : -EREMOTEIO;
-			if (st < 500 && st != 429)
-				break;
-			continue;
-		}
-		http_response_release(&resp);
-		log_v(3, "container credentials request failed", KV_E(r));
-	}
-	free_str(&token);
-	return r;
-}
-
-static int imds_fetch(struct aws_creds *p, struct aws_credentials *ret)
-{
-	struct aws_imds *m = aws_client_imds(p->client);
-	_cleanup_free_ char *roles = NULL;
-	char path[300];
-	struct buf b = BUF_INIT(64 * 1024);
-	int r;
-
-	if ((r = aws_imds_get(m, "meta-data/iam/security-credentials/", &roles)) < 0)
-		return r;
-	roles[strcspn(roles, "\r\n")] = 0;
-	str_strip(roles);
-	if (!*roles || strchr(roles, '/'))
-		return -ENOENT;
-	if ((r = str_printf(path, sizeof(path), "meta-data/iam/security-credentials/%s", roles)) < 0)
-		return r;
-	if ((r = aws_imds_get_buf(m, path, &b)) >= 0) {
-		r = json_credentials(b.data ? b.data : "", b.len, ret);
-		if (b.data)
-			explicit_bzero(b.data, b.len);
-	}
-	buf_release(&b);
-	return r;
-}
-
 /* --- profiles ----------------------------------------------------------------------------- */
 
 static int profile_get(const char *profile, const char *key, char **ret)
@@ -506,7 +187,7 @@ static int profile_role(struct aws_creds *p, const char *profile, const char *ro
 	if ((r = duration_of(profile, &dur)) < 0)
 		return r;
 	if (profile_get(profile, "web_identity_token_file", &wif) == 0)
-		return assume_role_web_identity(p, role_arn, wif, sess, ret);
+		return aws_creds_assume_role_web_identity(p, role_arn, wif, sess, ret);
 	if (profile_get(profile, "source_profile", &src) == 0) {
 		if (strcmp(src, profile) == 0) {
 			/* a profile that is its own source: its static keys */
@@ -522,16 +203,16 @@ static int profile_role(struct aws_creds *p, const char *profile, const char *ro
 		}
 	} else if (profile_get(profile, "credential_source", &csrc) == 0) {
 		if (strcasecmp(csrc, "Environment") == 0) {
-			r = env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY")
-				    ? aws_credentials_set(&base, env("AWS_ACCESS_KEY_ID"),
-							  env("AWS_SECRET_ACCESS_KEY"),
-							  env("AWS_SESSION_TOKEN"), 0)
+			r = aws_creds_env("AWS_ACCESS_KEY_ID") && aws_creds_env("AWS_SECRET_ACCESS_KEY")
+				    ? aws_credentials_set(&base, aws_creds_env("AWS_ACCESS_KEY_ID"),
+							  aws_creds_env("AWS_SECRET_ACCESS_KEY"),
+							  aws_creds_env("AWS_SESSION_TOKEN"), 0)
 				    : -ENOKEY;
 		} else if (strcasecmp(csrc, "Ec2InstanceMetadata") == 0) {
-			r = imds_fetch(p, &base);
+			r = aws_creds_imds_fetch(p, &base);
 		} else if (strcasecmp(csrc, "EcsContainer") == 0) {
-			const char *full = env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
-			const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+			const char *full = aws_creds_env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+			const char *rel = aws_creds_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
 			char url[1024];
 			if (rel)
 				str_printf(url, sizeof(url), "%s%s", CONTAINER_HOST, rel);
@@ -541,7 +222,7 @@ static int profile_role(struct aws_creds *p, const char *profile, const char *ro
 				return -ENOKEY;
 			free(p->container_url);
 			p->container_url = strdup(url);
-			r = p->container_url ? container_fetch(p, &base) : -ENOMEM;
+			r = p->container_url ? aws_creds_container_fetch(p, &base) : -ENOMEM;
 		} else {
 			log_v(2, "unknown credential_source in the AWS config",
 			      KV_S("profile", profile), KV_S("credential_source", csrc));
@@ -554,7 +235,7 @@ static int profile_role(struct aws_creds *p, const char *profile, const char *ro
 	}
 	if (r < 0)
 		return r;
-	r = assume_role(p, &base, role_arn, sess, ext, NULL, dur, ret);
+	r = aws_creds_assume_role(p, &base, role_arn, sess, ext, NULL, dur, ret);
 	aws_credentials_release(&base);
 	return r;
 }
@@ -591,7 +272,7 @@ static bool profile_exists(const char *profile)
 		char path[4096];
 		struct aws_ini *ini = NULL;
 		bool found;
-		const char *v = env(vars[i]);
+		const char *v = aws_creds_env(vars[i]);
 		if (v)
 			str_copy(path, sizeof(path), v);
 		else if (home)
@@ -614,25 +295,25 @@ static bool profile_exists(const char *profile)
 static int resolve(struct aws_creds *p)
 {
 	const char *name = aws_profile_name(p->profile);
-	bool explicit_profile = (p->profile && *p->profile) || env("AWS_PROFILE");
+	bool explicit_profile = (p->profile && *p->profile) || aws_creds_env("AWS_PROFILE");
 	const char *full, *rel;
 
 	if (p->resolved)
 		return 0;
-	if (env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY") && !explicit_profile) {
+	if (aws_creds_env("AWS_ACCESS_KEY_ID") && aws_creds_env("AWS_SECRET_ACCESS_KEY") && !explicit_profile) {
 		p->source = AWS_CREDS_ENV;
-		p->ak = xstrdup(env("AWS_ACCESS_KEY_ID"));
-		p->sk = xstrdup(env("AWS_SECRET_ACCESS_KEY"));
-		p->token = xstrdup(env("AWS_SESSION_TOKEN"));
+		p->ak = xstrdup(aws_creds_env("AWS_ACCESS_KEY_ID"));
+		p->sk = xstrdup(aws_creds_env("AWS_SECRET_ACCESS_KEY"));
+		p->token = xstrdup(aws_creds_env("AWS_SESSION_TOKEN"));
 		if (!p->ak || !p->sk)
 			return -ENOMEM;
 		goto found;
 	}
-	if (env("AWS_ROLE_ARN") && env("AWS_WEB_IDENTITY_TOKEN_FILE") && !explicit_profile) {
+	if (aws_creds_env("AWS_ROLE_ARN") && aws_creds_env("AWS_WEB_IDENTITY_TOKEN_FILE") && !explicit_profile) {
 		p->source = AWS_CREDS_WEB_IDENTITY;
-		p->role_arn = xstrdup(env("AWS_ROLE_ARN"));
-		p->token_file = xstrdup(env("AWS_WEB_IDENTITY_TOKEN_FILE"));
-		p->session_name = xstrdup(env("AWS_ROLE_SESSION_NAME"));
+		p->role_arn = xstrdup(aws_creds_env("AWS_ROLE_ARN"));
+		p->token_file = xstrdup(aws_creds_env("AWS_WEB_IDENTITY_TOKEN_FILE"));
+		p->session_name = xstrdup(aws_creds_env("AWS_ROLE_SESSION_NAME"));
 		if (!p->role_arn || !p->token_file)
 			return -ENOMEM;
 		goto found;
@@ -655,13 +336,13 @@ static int resolve(struct aws_creds *p)
 		log_v(2, "the AWS profile does not exist", KV_S("profile", name));
 		return -ENOKEY;
 	}
-	full = env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
-	rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+	full = aws_creds_env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+	rel = aws_creds_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
 	if (rel || full) {
 		char url[1024];
 		if (rel)
 			str_printf(url, sizeof(url), "%s%s", CONTAINER_HOST, rel[0] == '/' ? rel : "/");
-		else if (!container_host_allowed(full)) {
+		else if (!aws_creds_container_host_allowed(full)) {
 			log_v(2, "AWS_CONTAINER_CREDENTIALS_FULL_URI must be https or a loopback / "
 				 "container agent address");
 			return -EINVAL;
@@ -699,14 +380,14 @@ static int fetch_source(struct aws_creds *p, struct aws_credentials *ret)
 	case AWS_CREDS_ENV:
 		return aws_credentials_set(ret, p->ak, p->sk, p->token, 0);
 	case AWS_CREDS_WEB_IDENTITY:
-		return assume_role_web_identity(p, p->role_arn, p->token_file, p->session_name, ret);
+		return aws_creds_assume_role_web_identity(p, p->role_arn, p->token_file, p->session_name, ret);
 	case AWS_CREDS_PROFILE:
 	case AWS_CREDS_PROFILE_ROLE:
 		return profile_creds(p, p->profile, 0, ret);
 	case AWS_CREDS_CONTAINER:
-		return container_fetch(p, ret);
+		return aws_creds_container_fetch(p, ret);
 	case AWS_CREDS_IMDS:
-		return imds_fetch(p, ret);
+		return aws_creds_imds_fetch(p, ret);
 	case AWS_CREDS_CUSTOM:
 		return p->custom(p->custom_ud, ret);
 	case AWS_CREDS_NONE:
@@ -725,7 +406,7 @@ static int fetch(struct aws_creds *p, struct aws_credentials *ret)
 			*ret = base;
 		return r;
 	}
-	r = assume_role(p, &base, p->top_role_arn, p->top_session, p->top_external_id,
+	r = aws_creds_assume_role(p, &base, p->top_role_arn, p->top_session, p->top_external_id,
 			p->top_source_arn, p->top_duration_ns, ret);
 	aws_credentials_release(&base);
 	return r;
