@@ -433,11 +433,9 @@ int csi_size_resolve(const struct csi_vol_type *t, bool has_range, long long req
 	if (has_range && required > 0) {
 		gib = required / GIB + (required % GIB != 0);
 	} else {
-		/* No size asked for: 100 GiB, at least what the source needs and the type's minimum,
-		 * within the limit. */
-		gib = 100;
-		if (gib < min_gib)
-			gib = min_gib;
+		/* No size asked for: the source's size, or 100 GiB without a source; at least the
+		 * type's minimum, within the limit. */
+		gib = min_gib ? min_gib : 100;
 		if (gib < t->min_gib)
 			gib = t->min_gib;
 		if (limit && gib * GIB > limit)

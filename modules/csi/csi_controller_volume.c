@@ -199,7 +199,10 @@ static int clone_snapshot(struct rpc_call *call, struct csi_ctrl *c, const struc
 		struct csi_kv tags[] = { { (char *)TAG_CLONE_FOR, (char *)cr->name }, { (char *)TAG_CLUSTER, (char *)"true" } };
 		if ((r = ec2_create_snapshot(c, cr->clone_of, tags, ARRAY_SIZE(tags), &s, &err)) < 0)
 			return ctrl_aws_fail(call, r, &err, "snapshotting the source volume", RPC_NOT_FOUND, RPC_ABORTED);
-		ec2_snapshot_release(&s);
+		char id[sizeof(s.id)];
+		str_copy(id, sizeof(id), s.id);
+		ec2_snapshot_release(&s); /* clears s */
+		str_copy(s.id, sizeof(s.id), id);
 	}
 	/* wait for the snapshot to complete */
 	int64_t delay = 500 * NSEC_PER_MSEC;

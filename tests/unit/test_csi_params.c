@@ -137,6 +137,8 @@ TEST(csi_params_size_rounding_and_limits)
 	ASSERT_EQ(gib, 125);
 	ASSERT_EQ(csi_size_resolve(gp3, false, 0, 0, 200, &gib, err, sizeof(err)), 0);
 	ASSERT_EQ(gib, 200);
+	ASSERT_EQ(csi_size_resolve(gp3, false, 0, 0, 8, &gib, err, sizeof(err)), 0);
+	ASSERT_EQ(gib, 8); /* from a source: its size, not the 100 GiB default */
 	ASSERT_EQ(csi_size_resolve(gp3, true, 50 * GIB, 0, 200, &gib, err, sizeof(err)), RPC_OUT_OF_RANGE);
 	/* a limit under 100 GiB with no required size */
 	ASSERT_EQ(csi_size_resolve(gp3, true, 0, 20 * GIB, 0, &gib, err, sizeof(err)), 0);
