@@ -37,6 +37,17 @@ if ! ccm_env_start; then
 	t_summary
 fi
 
+# ---- the manifests under deploy/ccm --------------------------------------------------------
+out=$(kc apply --dry-run=server -f "$T_ROOT/deploy/ccm/" 2>&1)
+if [ $? = 0 ]; then ok "deploy/ccm applies to the API server (dry run)"; else fail "deploy/ccm applies" "$out"; fi
+mapfile -t dargs < <(python3 -c "
+import yaml
+for d in yaml.safe_load_all(open('$T_ROOT/deploy/ccm/deployment.yaml')):
+    for a in d['spec']['template']['spec']['containers'][0]['args']: print(a)")
+if [ ${#dargs[@]} -ge 8 ] && "$AWS_K8S" ccm "${dargs[@]}" --help >/dev/null 2>&1; then
+	ok "the Deployment's arguments (${#dargs[@]}) are all accepted by aws-k8s ccm"
+else fail "the Deployment's arguments are accepted" "${dargs[*]}"; fi
+
 # ---- instances and Nodes ------------------------------------------------------------------
 read -r iA dA < <(instance node-a)
 read -r iB dB < <(instance node-b)
