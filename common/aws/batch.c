@@ -327,7 +327,6 @@ static void execute(struct aws_batcher *b, struct batch *bt)
 	size_t *idx = calloc(bt->n, sizeof(*idx));
 
 	if (!idx) {
-		set_result(bt, NULL, 0, 0);
 		for (size_t i = 0; i < bt->n; i++)
 			bt->res[i] = -ENOMEM;
 		return;

@@ -219,8 +219,9 @@ int aws_imds_get_buf(struct aws_imds *m, const char *path, struct buf *out)
 	for (int a = 0; a < m->attempts; a++) {
 		if (a > 0)
 			backoff_sleep(a);
+		/* the token request has its own attempts: its failure ends the read */
 		if ((r = token_get(m, false, tok, sizeof(tok))) < 0)
-			goto retry_or_fail;
+			break;
 	again:
 		rq.n_headers = tok[0] ? 1 : 0;
 		http_response_init(&resp);
@@ -239,7 +240,7 @@ int aws_imds_get_buf(struct aws_imds *m, const char *path, struct buf *out)
 			http_response_release(&resp);
 			retried_401 = true;
 			if ((r = token_get(m, true, tok, sizeof(tok))) < 0)
-				goto retry_or_fail;
+				break;
 			goto again;
 		}
 		if (r == 0 && resp.status == 404) {
@@ -259,7 +260,6 @@ int aws_imds_get_buf(struct aws_imds *m, const char *path, struct buf *out)
 			r = -EREMOTEIO;
 		}
 		http_response_release(&resp);
-	retry_or_fail:
 		if (!transient(r, 0) && r != -EREMOTEIO)
 			break;
 	}

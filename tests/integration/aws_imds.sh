@@ -85,6 +85,16 @@ secs=$(($(date +%s) - start))
 [ $rc -eq 1 ] && [ $secs -le 6 ] && ok "a stalled metadata service times out ($secs s, 3 attempts of 1 s)" \
 	|| fail "a stalled metadata service times out" "rc=$rc ${secs}s $(cat "$T/slow.err")"
 tb_delete "$IMDS_URL/_control/faults" >/dev/null
+rst
+tb_post "$IMDS_URL/_control/faults" '{"path":"/latest/api/token","method":"PUT","delay":20}' >/dev/null
+start=$(date +%s)
+"$AWS_K8S" aws imds instance-id >/dev/null 2>"$T/slowtok.err"
+rc=$?
+secs=$(($(date +%s) - start))
+[ $rc -eq 1 ] && [ $secs -le 6 ] && [ "$(reqs '.by_method.PUT')" = 3 ] \
+	&& ok "a stalled token request: 3 attempts of 1 s, then an error ($secs s)" \
+	|| fail "a stalled token request: 3 attempts of 1 s, then an error" "rc=$rc ${secs}s $(reqs -c .by_method)"
+tb_delete "$IMDS_URL/_control/faults" >/dev/null
 
 AWS_EC2_METADATA_DISABLED=true "$AWS_K8S" aws imds instance-id >/dev/null 2>"$T/dis.err"
 [ $? -eq 1 ] && grep -q "disabled" "$T/dis.err" && ok "AWS_EC2_METADATA_DISABLED=true turns the client off" \
