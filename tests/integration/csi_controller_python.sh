@@ -95,7 +95,7 @@ while IFS=$'\t' read -r st name detail; do
 	*) fail "python client" "$st $name $detail" ;;
 	esac
 done <<<"$out"
-grep -q '"secrets":"<redacted>"' "$T_TMP/csi-ctrl.log" && ok "-v 5 logs requests with secrets redacted" ||
+grep -qF 'secrets\":\"<redacted>' "$T_TMP/csi-ctrl.log" && ok "-v 5 logs requests with secrets redacted" ||
 	fail "-v 5 logs requests with secrets redacted"
 grep -q "never-logged" "$T_TMP/csi-ctrl.log" && fail "secrets never logged" || ok "secrets never logged"
 left=$(moto_py 'print(len(ec2.describe_volumes(Filters=[{"Name":"tag-key","Values":["CSIVolumeName"]}])["Volumes"]))')
