@@ -17,27 +17,45 @@
 #define BATCH_MAX_SPLIT_DEPTH 12
 
 const struct aws_batch_kind aws_batch_instances = {
-	"instances", AWS_SVC_EC2, "DescribeInstances", "InstanceId",
-	"reservationSet/instancesSet", "instanceId", "InvalidInstanceID.NotFound", "i-", 100,
+    "instances",
+    AWS_SVC_EC2,
+    "DescribeInstances",
+    "InstanceId",
+    "reservationSet/instancesSet",
+    "instanceId",
+    "InvalidInstanceID.NotFound",
+    "i-",
+    100,
 };
 const struct aws_batch_kind aws_batch_volumes = {
-	"volumes", AWS_SVC_EC2, "DescribeVolumes", "VolumeId", "volumeSet", "volumeId",
-	"InvalidVolume.NotFound", "vol-", 500,
+    "volumes",	 AWS_SVC_EC2, "DescribeVolumes",	"VolumeId",
+    "volumeSet", "volumeId",  "InvalidVolume.NotFound", "vol-",
+    500,
 };
 const struct aws_batch_kind aws_batch_snapshots = {
-	"snapshots", AWS_SVC_EC2, "DescribeSnapshots", "SnapshotId", "snapshotSet", "snapshotId",
-	"InvalidSnapshot.NotFound", "snap-", 500,
+    "snapshots",   AWS_SVC_EC2,	 "DescribeSnapshots",	     "SnapshotId",
+    "snapshotSet", "snapshotId", "InvalidSnapshot.NotFound", "snap-",
+    500,
 };
 const struct aws_batch_kind aws_batch_volume_modifications = {
-	"volume-modifications", AWS_SVC_EC2, "DescribeVolumesModifications", "VolumeId",
-	"volumeModificationSet", "volumeId", "InvalidVolume.NotFound", "vol-", 500,
+    "volume-modifications",
+    AWS_SVC_EC2,
+    "DescribeVolumesModifications",
+    "VolumeId",
+    "volumeModificationSet",
+    "volumeId",
+    "InvalidVolume.NotFound",
+    "vol-",
+    500,
 };
 
 const struct aws_batch_kind *aws_batch_kind_by_name(const char *name)
 {
 	static const struct aws_batch_kind *const kinds[] = {
-		&aws_batch_instances, &aws_batch_volumes, &aws_batch_snapshots,
-		&aws_batch_volume_modifications,
+	    &aws_batch_instances,
+	    &aws_batch_volumes,
+	    &aws_batch_snapshots,
+	    &aws_batch_volume_modifications,
 	};
 	for (size_t i = 0; name && i < ARRAY_SIZE(kinds); i++)
 		if (strcmp(kinds[i]->name, name) == 0)
@@ -48,8 +66,8 @@ const struct aws_batch_kind *aws_batch_kind_by_name(const char *name)
 struct batch {
 	char **ids;
 	size_t n;
-	xmlDoc **docs; /* per ID: the item, or NULL */
-	int *res;      /* per ID: 0 or a negative errno */
+	xmlDoc **docs;	      /* per ID: the item, or NULL */
+	int *res;	      /* per ID: 0 or a negative errno */
 	struct aws_error err; /* of a failed call, shared by its IDs */
 	int64_t first_ns, last_ns;
 	bool done;
@@ -74,9 +92,10 @@ static void metrics_init(void)
 {
 	m_asks = metric_counter("aws_k8s_aws_batch_requests_total",
 				"IDs asked for through the Describe batcher",
-				(const char *[]){ "request", NULL });
-	m_calls = metric_counter("aws_k8s_aws_batch_calls_total",
-				 "Describe calls made by the batcher", (const char *[]){ "request", NULL });
+				(const char *[]){"request", NULL});
+	m_calls =
+	    metric_counter("aws_k8s_aws_batch_calls_total", "Describe calls made by the batcher",
+			   (const char *[]){"request", NULL});
 }
 
 int aws_batcher_new(struct aws_client *c, const struct aws_batch_kind *k,
@@ -255,7 +274,8 @@ static int call(struct aws_batcher *b, struct batch *bt, const size_t *idx, size
 	} else {
 		r = aws_query_add_list(&q, b->kind->id_param, ids, n);
 		if (r >= 0)
-			r = aws_call_query(b->client, b->kind->service, b->kind->action, &q, rep, err);
+			r = aws_call_query(b->client, b->kind->service, b->kind->action, &q, rep,
+					   err);
 		aws_query_release(&q);
 	}
 	free(ids);
@@ -265,7 +285,7 @@ static int call(struct aws_batcher *b, struct batch *bt, const size_t *idx, size
 /* Describes the IDs idx[0..n) of the batch, splitting on NotFound errors. */
 static void run(struct aws_batcher *b, struct batch *bt, size_t *idx, size_t n, int depth)
 {
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	struct aws_error err;
 	bool *named;
 	size_t k, j;

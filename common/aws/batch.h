@@ -24,21 +24,21 @@
 #include "common/aws/client.h"
 
 struct aws_batch_kind {
-	const char *name;          /* "instances" */
+	const char *name; /* "instances" */
 	enum aws_service service;
-	const char *action;        /* "DescribeInstances" */
-	const char *id_param;      /* list parameter: "InstanceId" -> InstanceId.1, .2 ... */
-	const char *item_lists;    /* list elements down to the items, '/'-separated:
+	const char *action;	   /* "DescribeInstances" */
+	const char *id_param;	   /* list parameter: "InstanceId" -> InstanceId.1, .2 ... */
+	const char *item_lists;	   /* list elements down to the items, '/'-separated:
 				    * "reservationSet/instancesSet" */
-	const char *id_field;      /* the ID inside an item: "instanceId" */
+	const char *id_field;	   /* the ID inside an item: "instanceId" */
 	const char *notfound_code; /* "InvalidInstanceID.NotFound" */
-	const char *id_prefix;     /* "i-": to find IDs in the NotFound message */
-	unsigned max_ids;          /* per call */
+	const char *id_prefix;	   /* "i-": to find IDs in the NotFound message */
+	unsigned max_ids;	   /* per call */
 };
 
-extern const struct aws_batch_kind aws_batch_instances;   /* 100 per call */
-extern const struct aws_batch_kind aws_batch_volumes;     /* 500 */
-extern const struct aws_batch_kind aws_batch_snapshots;   /* 500 */
+extern const struct aws_batch_kind aws_batch_instances;		   /* 100 per call */
+extern const struct aws_batch_kind aws_batch_volumes;		   /* 500 */
+extern const struct aws_batch_kind aws_batch_snapshots;		   /* 500 */
 extern const struct aws_batch_kind aws_batch_volume_modifications; /* 500 */
 /* By name ("instances", "volumes", "snapshots", "volume-modifications"), or NULL. */
 const struct aws_batch_kind *aws_batch_kind_by_name(const char *name);
@@ -66,9 +66,9 @@ void aws_batcher_free(struct aws_batcher *b);
 int aws_batcher_get(struct aws_batcher *b, const char *id, xmlDoc **ret, struct aws_error *err);
 
 struct aws_batcher_stats {
-	unsigned long asks;    /* aws_batcher_get calls */
-	unsigned long batches; /* batches run */
-	unsigned long calls;   /* Describe calls made (more than batches after NotFound splits) */
+	unsigned long asks;	 /* aws_batcher_get calls */
+	unsigned long batches;	 /* batches run */
+	unsigned long calls;	 /* Describe calls made (more than batches after NotFound splits) */
 	unsigned long max_batch; /* largest number of IDs in one call */
 };
 void aws_batcher_stats(struct aws_batcher *b, struct aws_batcher_stats *ret);

@@ -54,20 +54,20 @@ static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 static void metrics_init(void)
 {
 	m_duration = metric_histogram("cloudprovider_aws_api_request_duration_seconds",
-				      "Latency of AWS API calls", (const char *[]){ "request", NULL },
+				      "Latency of AWS API calls", (const char *[]){"request", NULL},
 				      NULL, 0);
 	m_errors = metric_counter("cloudprovider_aws_api_request_errors", "AWS API errors",
-				  (const char *[]){ "request", NULL });
-	m_throttled = metric_counter("cloudprovider_aws_api_throttled_requests_total",
-				     "AWS API throttled requests",
-				     (const char *[]){ "operation_name", NULL });
-	m_retries = metric_counter("aws_k8s_aws_api_retries_total",
-				   "AWS API attempts that were retries",
-				   (const char *[]){ "request", NULL });
+				  (const char *[]){"request", NULL});
+	m_throttled =
+	    metric_counter("cloudprovider_aws_api_throttled_requests_total",
+			   "AWS API throttled requests", (const char *[]){"operation_name", NULL});
+	m_retries =
+	    metric_counter("aws_k8s_aws_api_retries_total", "AWS API attempts that were retries",
+			   (const char *[]){"request", NULL});
 	m_quota = metric_counter("aws_k8s_aws_api_retry_quota_exhausted_total",
 				 "AWS API retries refused because the client's retry token bucket "
 				 "was empty",
-				 (const char *[]){ NULL });
+				 (const char *[]){NULL});
 }
 
 /* --- retry policy ------------------------------------------------------------------------- */
@@ -107,8 +107,8 @@ int64_t aws_retry_delay(int retry, int64_t base_ns, int64_t max_ns)
 
 int aws_client_new(const struct aws_client_opts *o, struct aws_client **ret)
 {
-	struct aws_client_opts dflt = { 0 };
-	struct http_client_opts ho = { 0 };
+	struct aws_client_opts dflt = {0};
+	struct http_client_opts ho = {0};
 	struct aws_client *c;
 	char ua[256];
 	const char *v;
@@ -138,7 +138,8 @@ int aws_client_new(const struct aws_client_opts *o, struct aws_client **ret)
 
 	str_printf(ua, sizeof(ua), "aws-k8s/%s%s%s", AWSK8S_VERSION,
 		   o->user_agent && *o->user_agent ? " " : "", o->user_agent ? o->user_agent : "");
-	ho.connect_timeout_ns = o->connect_timeout_ns > 0 ? o->connect_timeout_ns : 5 * NSEC_PER_SEC;
+	ho.connect_timeout_ns =
+	    o->connect_timeout_ns > 0 ? o->connect_timeout_ns : 5 * NSEC_PER_SEC;
 	ho.timeout_ns = c->timeout_ns;
 	ho.user_agent = ua;
 	ho.max_response = o->max_response ? o->max_response : (size_t)256 << 20;
@@ -283,7 +284,7 @@ static bool is_skew_code(const char *code)
 static int64_t server_skew(const struct http_response *resp)
 {
 	const char *d = http_response_header(resp, "date");
-	struct tm tm = { 0 };
+	struct tm tm = {0};
 	const char *end;
 	time_t t;
 
@@ -337,7 +338,8 @@ static int parse_success(const struct aws_service_info *si, const char *action,
 			rep->json = cJSON_CreateObject();
 			if (!rep->json)
 				return -ENOMEM;
-		} else if ((r = json_parse(resp->body.data, resp->body.len, &rep->json, &off)) < 0) {
+		} else if ((r = json_parse(resp->body.data, resp->body.len, &rep->json, &off)) <
+			   0) {
 			aws_error_set(err, resp->status, "",
 				      "unusable %s reply (%zu bytes): malformed JSON at byte %zu",
 				      action, resp->body.len, off);
@@ -363,14 +365,14 @@ static int attempt(struct aws_client *c, const struct aws_request *rq,
 		   const struct buf *body, struct attempt_state *st, struct aws_reply *rep,
 		   struct aws_error *err)
 {
-	struct aws_credentials own = { 0 };
+	struct aws_credentials own = {0};
 	const struct aws_credentials *cr = rq->creds;
 	char host[300], target[160], url[600];
 	const char *rest;
 	struct http_header hdrs[8 + 8];
 	size_t nh = 0;
 	struct sigv4_output sig;
-	struct http_request hr = { 0 };
+	struct http_request hr = {0};
 	struct http_response resp;
 	int r;
 
@@ -382,11 +384,11 @@ static int attempt(struct aws_client *c, const struct aws_request *rq,
 	if ((r = str_printf(url, sizeof(url), "%s/", ep->url)) < 0)
 		return r;
 	if (si->protocol == AWS_PROTO_JSON) {
-		hdrs[nh++] = (struct http_header){ "Content-Type", si->content_type };
+		hdrs[nh++] = (struct http_header){"Content-Type", si->content_type};
 		str_printf(target, sizeof(target), "%s.%s", si->target_prefix, rq->action);
-		hdrs[nh++] = (struct http_header){ "X-Amz-Target", target };
+		hdrs[nh++] = (struct http_header){"X-Amz-Target", target};
 	} else {
-		hdrs[nh++] = (struct http_header){ "Content-Type", FORM_CONTENT_TYPE };
+		hdrs[nh++] = (struct http_header){"Content-Type", FORM_CONTENT_TYPE};
 	}
 	if (rq->n_headers > 8) {
 		aws_error_set(err, 0, "", "too many extra headers");
@@ -396,16 +398,16 @@ static int attempt(struct aws_client *c, const struct aws_request *rq,
 		hdrs[nh++] = rq->headers[i];
 	if (!rq->anonymous) {
 		struct sigv4_input in = {
-			.method = "POST",
-			.host = host,
-			.path = strcmp(rest, "/") == 0 ? "/" : url + (rest - ep->url),
-			.headers = hdrs,
-			.n_headers = nh,
-			.body = body->data,
-			.body_len = body->len,
-			.region = ep->signing_region,
-			.service = ep->signing_name,
-			.time_ns = now_real_ns() + atomic_load(&c->clock_skew_ns),
+		    .method = "POST",
+		    .host = host,
+		    .path = strcmp(rest, "/") == 0 ? "/" : url + (rest - ep->url),
+		    .headers = hdrs,
+		    .n_headers = nh,
+		    .body = body->data,
+		    .body_len = body->len,
+		    .region = ep->signing_region,
+		    .service = ep->signing_name,
+		    .time_ns = now_real_ns() + atomic_load(&c->clock_skew_ns),
 		};
 		if (!cr) {
 			if ((r = aws_creds_get(c->creds, &own)) < 0) {
@@ -466,7 +468,8 @@ static int attempt(struct aws_client *c, const struct aws_request *rq,
 		if (skew > 4 * 60 * NSEC_PER_SEC || skew < -4 * 60 * NSEC_PER_SEC) {
 			atomic_store(&c->clock_skew_ns, skew);
 			st->skew_retried = st->retry = true;
-			log_v(2, "adjusting for clock skew with AWS", KV_I("skew_s", skew / NSEC_PER_SEC));
+			log_v(2, "adjusting for clock skew with AWS",
+			      KV_I("skew_s", skew / NSEC_PER_SEC));
 		}
 	}
 	if (!st->retry && !st->expired_retried && !rq->creds && !rq->anonymous &&
@@ -485,8 +488,8 @@ int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply 
 	const struct aws_service_info *si = rq ? aws_service_info(rq->service) : NULL;
 	struct aws_error local;
 	struct aws_endpoint ep;
-	struct aws_reply rep = { 0 };
-	struct attempt_state st = { 0 };
+	struct aws_reply rep = {0};
+	struct attempt_state st = {0};
 	struct buf body = BUF_INIT(0);
 	int max = rq && rq->max_attempts > 0 ? rq->max_attempts : c ? c->max_attempts : 1;
 	int64_t start = now_mono_ns();
@@ -512,7 +515,8 @@ int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply 
 	else
 		r = buf_puts(&body, rq->json ? rq->json : "{}");
 	if (r < 0) {
-		aws_error_set(err, 0, "", "cannot build the %s request: %s", rq->action, strerror(-r));
+		aws_error_set(err, 0, "", "cannot build the %s request: %s", rq->action,
+			      strerror(-r));
 		goto done;
 	}
 	for (n = 1; n <= max; n++) {
@@ -532,9 +536,9 @@ int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply 
 				break;
 			}
 			metric_inc(m_retries, rq->action);
-			delay = aws_retry_delay(n - 1, st.throttled ? c->throttle_base_ns
-								    : c->retry_base_ns,
-						c->max_backoff_ns);
+			delay = aws_retry_delay(
+			    n - 1, st.throttled ? c->throttle_base_ns : c->retry_base_ns,
+			    c->max_backoff_ns);
 			if (st.skew_retried && n == 2)
 				delay = 0;
 			log_v(4, "retrying AWS request", KV_S("service", si->name),
@@ -548,7 +552,8 @@ int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply 
 		aws_error_clear(err);
 		r = attempt(c, rq, si, &ep, &body, &st, &rep, err);
 		log_v(5, "AWS request", KV_S("service", si->name), KV_S("action", rq->action),
-		      KV_I("attempt", n), KV_I("status", err->http_status ? err->http_status : rep.status),
+		      KV_I("attempt", n),
+		      KV_I("status", err->http_status ? err->http_status : rep.status),
 		      KV_S("code", err->code), KV_E(r));
 		if (st.throttled)
 			metric_inc(m_throttled, rq->action);
@@ -576,16 +581,16 @@ done:
 int aws_call_query(struct aws_client *c, enum aws_service s, const char *action,
 		   const struct aws_query *q, struct aws_reply *ret, struct aws_error *err)
 {
-	struct aws_request rq = { .service = s, .action = action, .query = q };
+	struct aws_request rq = {.service = s, .action = action, .query = q};
 
 	return aws_do(c, &rq, ret, err);
 }
 
-int aws_call_json(struct aws_client *c, enum aws_service s, const char *action,
-		  const cJSON *input, struct aws_reply *ret, struct aws_error *err)
+int aws_call_json(struct aws_client *c, enum aws_service s, const char *action, const cJSON *input,
+		  struct aws_reply *ret, struct aws_error *err)
 {
 	_cleanup_free_ char *body = input ? json_print(input) : NULL;
-	struct aws_request rq = { .service = s, .action = action, .json = body };
+	struct aws_request rq = {.service = s, .action = action, .json = body};
 
 	if (input && !body)
 		return -ENOMEM;

@@ -39,18 +39,18 @@
 #define AWS_RETRY_TIMEOUT_COST 10
 
 struct aws_client_opts {
-	const char *region;       /* NULL: AWS_REGION, AWS_DEFAULT_REGION, profile, metadata */
-	const char *endpoint_url; /* one endpoint for every service (a --endpoint-url flag) */
+	const char *region;	     /* NULL: AWS_REGION, AWS_DEFAULT_REGION, profile, metadata */
+	const char *endpoint_url;    /* one endpoint for every service (a --endpoint-url flag) */
 	struct aws_creds_opts creds; /* explicit keys, profile, role to assume */
-	int max_attempts;         /* 0: AWS_MAX_ATTEMPTS or 3 */
-	int64_t timeout_ns;       /* per attempt; 0: 30 s */
-	int64_t connect_timeout_ns; /* 0: 5 s */
-	int64_t retry_base_ns;    /* 0: 100 ms */
-	int64_t throttle_base_ns; /* 0: 1 s */
-	int64_t max_backoff_ns;   /* 0: 20 s */
-	const char *user_agent;   /* appended to "aws-k8s/<version>", e.g. "ccm" */
-	const char *ca_file;      /* NULL: AWS_CA_BUNDLE, else the system's */
-	size_t max_response;      /* 0: 256 MiB */
+	int max_attempts;	     /* 0: AWS_MAX_ATTEMPTS or 3 */
+	int64_t timeout_ns;	     /* per attempt; 0: 30 s */
+	int64_t connect_timeout_ns;  /* 0: 5 s */
+	int64_t retry_base_ns;	     /* 0: 100 ms */
+	int64_t throttle_base_ns;    /* 0: 1 s */
+	int64_t max_backoff_ns;	     /* 0: 20 s */
+	const char *user_agent;	     /* appended to "aws-k8s/<version>", e.g. "ccm" */
+	const char *ca_file;	     /* NULL: AWS_CA_BUNDLE, else the system's */
+	size_t max_response;	     /* 0: 256 MiB */
 	struct aws_imds_opts imds;
 };
 
@@ -78,15 +78,15 @@ unsigned aws_client_retry_tokens(struct aws_client *c);
 /* One call. */
 struct aws_request {
 	enum aws_service service;
-	const char *action;            /* "DescribeInstances", "SendMessage" */
-	const struct aws_query *query; /* Query protocol parameters (may be NULL) */
-	const char *json;              /* JSON protocol body; NULL is "{}" */
-	int64_t timeout_ns;            /* per attempt; 0: the client's */
-	int max_attempts;              /* 0: the client's; 1: no retry */
-	bool anonymous;                /* not signed (AssumeRoleWithWebIdentity) */
+	const char *action;		     /* "DescribeInstances", "SendMessage" */
+	const struct aws_query *query;	     /* Query protocol parameters (may be NULL) */
+	const char *json;		     /* JSON protocol body; NULL is "{}" */
+	int64_t timeout_ns;		     /* per attempt; 0: the client's */
+	int max_attempts;		     /* 0: the client's; 1: no retry */
+	bool anonymous;			     /* not signed (AssumeRoleWithWebIdentity) */
 	const struct aws_credentials *creds; /* sign with these, not with the provider's */
-	const char *region;            /* instead of the client's */
-	const struct http_header *headers; /* extra headers, signed (e.g. x-amz-source-arn) */
+	const char *region;		     /* instead of the client's */
+	const struct http_header *headers;   /* extra headers, signed (e.g. x-amz-source-arn) */
 	size_t n_headers;
 };
 
@@ -94,10 +94,10 @@ struct aws_reply {
 	long status;
 	char request_id[128];
 	unsigned attempts;
-	xmlDoc *doc;     /* Query protocol: the parsed reply */
-	xmlNode *root;   /* its root element (<DescribeInstancesResponse>) */
+	xmlDoc *doc;	 /* Query protocol: the parsed reply */
+	xmlNode *root;	 /* its root element (<DescribeInstancesResponse>) */
 	xmlNode *result; /* <ActionResult> when present (ELB, ASG, STS), else root (EC2) */
-	cJSON *json;     /* JSON protocol: the parsed body ({} for an empty one) */
+	cJSON *json;	 /* JSON protocol: the parsed body ({} for an empty one) */
 };
 
 void aws_reply_release(struct aws_reply *r);
@@ -111,8 +111,8 @@ int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply 
 /* Shorthands. */
 int aws_call_query(struct aws_client *c, enum aws_service s, const char *action,
 		   const struct aws_query *q, struct aws_reply *ret, struct aws_error *err);
-int aws_call_json(struct aws_client *c, enum aws_service s, const char *action,
-		  const cJSON *input, struct aws_reply *ret, struct aws_error *err);
+int aws_call_json(struct aws_client *c, enum aws_service s, const char *action, const cJSON *input,
+		  struct aws_reply *ret, struct aws_error *err);
 
 /* Pagination: calls the action again with the token of the last reply until there is none.
  * on_page gets each reply's result element (Query) or JSON body and returns 0 to go on, 1 to

@@ -30,7 +30,7 @@ void aws_credentials_release(struct aws_credentials *c)
 int aws_credentials_set(struct aws_credentials *ret, const char *ak, const char *sk,
 			const char *token, int64_t expiration_ns)
 {
-	struct aws_credentials c = { 0 };
+	struct aws_credentials c = {0};
 
 	if (!ret || !ak || !*ak || !sk || !*sk)
 		return -EINVAL;

@@ -36,14 +36,14 @@ int aws_credentials_set(struct aws_credentials *ret, const char *ak, const char 
 
 enum aws_creds_source {
 	AWS_CREDS_NONE,
-	AWS_CREDS_STATIC,       /* keys given by the caller (flags) */
-	AWS_CREDS_ENV,          /* AWS_ACCESS_KEY_ID ... */
+	AWS_CREDS_STATIC,	/* keys given by the caller (flags) */
+	AWS_CREDS_ENV,		/* AWS_ACCESS_KEY_ID ... */
 	AWS_CREDS_WEB_IDENTITY, /* AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE */
-	AWS_CREDS_PROFILE,      /* static keys from the shared files */
+	AWS_CREDS_PROFILE,	/* static keys from the shared files */
 	AWS_CREDS_PROFILE_ROLE, /* role_arn in the shared files */
 	AWS_CREDS_CONTAINER,
 	AWS_CREDS_IMDS,
-	AWS_CREDS_CUSTOM,       /* a fetch function given by the caller (tests) */
+	AWS_CREDS_CUSTOM, /* a fetch function given by the caller (tests) */
 };
 const char *aws_creds_source_name(enum aws_creds_source s);
 
@@ -59,7 +59,7 @@ struct aws_creds_opts {
 	const char *role_arn;
 	const char *role_session_name; /* default "aws-k8s-<unix time>" */
 	const char *external_id;
-	const char *source_arn; /* sent as the aws:SourceArn context key ("ProvidedContexts") */
+	const char *source_arn;	  /* sent as the aws:SourceArn context key ("ProvidedContexts") */
 	int64_t role_duration_ns; /* AssumeRole DurationSeconds; 0: STS default (1 h) */
 };
 

@@ -41,7 +41,7 @@ const char *aws_creds_env(const char *name)
 
 int aws_creds_new(struct aws_client *c, const struct aws_creds_opts *o, struct aws_creds **ret)
 {
-	struct aws_creds_opts d = { 0 };
+	struct aws_creds_opts d = {0};
 	struct aws_creds *p = calloc(1, sizeof(*p));
 
 	if (!p)
@@ -51,7 +51,8 @@ int aws_creds_new(struct aws_client *c, const struct aws_creds_opts *o, struct a
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	p->client = c;
-	if (o->access_key_id && *o->access_key_id && o->secret_access_key && *o->secret_access_key) {
+	if (o->access_key_id && *o->access_key_id && o->secret_access_key &&
+	    *o->secret_access_key) {
 		p->source = AWS_CREDS_STATIC;
 		p->resolved = true;
 		p->ak = xstrdup(o->access_key_id);
@@ -174,11 +175,11 @@ static int profile_creds(struct aws_creds *p, const char *profile, int depth,
 			 struct aws_credentials *ret);
 
 /* Credentials of profile `profile` through its role_arn. */
-static int profile_role(struct aws_creds *p, const char *profile, const char *role_arn,
-			int depth, struct aws_credentials *ret)
+static int profile_role(struct aws_creds *p, const char *profile, const char *role_arn, int depth,
+			struct aws_credentials *ret)
 {
 	_cleanup_free_ char *src = NULL, *csrc = NULL, *wif = NULL, *sess = NULL, *ext = NULL;
-	struct aws_credentials base = { 0 };
+	struct aws_credentials base = {0};
 	int64_t dur;
 	int r;
 
@@ -203,11 +204,12 @@ static int profile_role(struct aws_creds *p, const char *profile, const char *ro
 		}
 	} else if (profile_get(profile, "credential_source", &csrc) == 0) {
 		if (strcasecmp(csrc, "Environment") == 0) {
-			r = aws_creds_env("AWS_ACCESS_KEY_ID") && aws_creds_env("AWS_SECRET_ACCESS_KEY")
-				    ? aws_credentials_set(&base, aws_creds_env("AWS_ACCESS_KEY_ID"),
-							  aws_creds_env("AWS_SECRET_ACCESS_KEY"),
-							  aws_creds_env("AWS_SESSION_TOKEN"), 0)
-				    : -ENOKEY;
+			r = aws_creds_env("AWS_ACCESS_KEY_ID") &&
+				    aws_creds_env("AWS_SECRET_ACCESS_KEY")
+				? aws_credentials_set(&base, aws_creds_env("AWS_ACCESS_KEY_ID"),
+						      aws_creds_env("AWS_SECRET_ACCESS_KEY"),
+						      aws_creds_env("AWS_SESSION_TOKEN"), 0)
+				: -ENOKEY;
 		} else if (strcasecmp(csrc, "Ec2InstanceMetadata") == 0) {
 			r = aws_creds_imds_fetch(p, &base);
 		} else if (strcasecmp(csrc, "EcsContainer") == 0) {
@@ -264,8 +266,8 @@ static int profile_creds(struct aws_creds *p, const char *profile, int depth,
 /* True when the profile exists in either shared file. */
 static bool profile_exists(const char *profile)
 {
-	const char *vars[] = { "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE" };
-	const char *names[] = { "credentials", "config" };
+	const char *vars[] = {"AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"};
+	const char *names[] = {"credentials", "config"};
 	const char *home = getenv("HOME");
 
 	for (int i = 0; i < 2; i++) {
@@ -300,7 +302,8 @@ static int resolve(struct aws_creds *p)
 
 	if (p->resolved)
 		return 0;
-	if (aws_creds_env("AWS_ACCESS_KEY_ID") && aws_creds_env("AWS_SECRET_ACCESS_KEY") && !explicit_profile) {
+	if (aws_creds_env("AWS_ACCESS_KEY_ID") && aws_creds_env("AWS_SECRET_ACCESS_KEY") &&
+	    !explicit_profile) {
 		p->source = AWS_CREDS_ENV;
 		p->ak = xstrdup(aws_creds_env("AWS_ACCESS_KEY_ID"));
 		p->sk = xstrdup(aws_creds_env("AWS_SECRET_ACCESS_KEY"));
@@ -309,7 +312,8 @@ static int resolve(struct aws_creds *p)
 			return -ENOMEM;
 		goto found;
 	}
-	if (aws_creds_env("AWS_ROLE_ARN") && aws_creds_env("AWS_WEB_IDENTITY_TOKEN_FILE") && !explicit_profile) {
+	if (aws_creds_env("AWS_ROLE_ARN") && aws_creds_env("AWS_WEB_IDENTITY_TOKEN_FILE") &&
+	    !explicit_profile) {
 		p->source = AWS_CREDS_WEB_IDENTITY;
 		p->role_arn = xstrdup(aws_creds_env("AWS_ROLE_ARN"));
 		p->token_file = xstrdup(aws_creds_env("AWS_WEB_IDENTITY_TOKEN_FILE"));
@@ -341,7 +345,8 @@ static int resolve(struct aws_creds *p)
 	if (rel || full) {
 		char url[1024];
 		if (rel)
-			str_printf(url, sizeof(url), "%s%s", CONTAINER_HOST, rel[0] == '/' ? rel : "/");
+			str_printf(url, sizeof(url), "%s%s", CONTAINER_HOST,
+				   rel[0] == '/' ? rel : "/");
 		else if (!aws_creds_container_host_allowed(full)) {
 			log_v(2, "AWS_CONTAINER_CREDENTIALS_FULL_URI must be https or a loopback / "
 				 "container agent address");
@@ -380,7 +385,8 @@ static int fetch_source(struct aws_creds *p, struct aws_credentials *ret)
 	case AWS_CREDS_ENV:
 		return aws_credentials_set(ret, p->ak, p->sk, p->token, 0);
 	case AWS_CREDS_WEB_IDENTITY:
-		return aws_creds_assume_role_web_identity(p, p->role_arn, p->token_file, p->session_name, ret);
+		return aws_creds_assume_role_web_identity(p, p->role_arn, p->token_file,
+							  p->session_name, ret);
 	case AWS_CREDS_PROFILE:
 	case AWS_CREDS_PROFILE_ROLE:
 		return profile_creds(p, p->profile, 0, ret);
@@ -398,7 +404,7 @@ static int fetch_source(struct aws_creds *p, struct aws_credentials *ret)
 
 static int fetch(struct aws_creds *p, struct aws_credentials *ret)
 {
-	struct aws_credentials base = { 0 };
+	struct aws_credentials base = {0};
 	int r = fetch_source(p, &base);
 
 	if (r < 0 || !p->top_role_arn) {
@@ -407,7 +413,7 @@ static int fetch(struct aws_creds *p, struct aws_credentials *ret)
 		return r;
 	}
 	r = aws_creds_assume_role(p, &base, p->top_role_arn, p->top_session, p->top_external_id,
-			p->top_source_arn, p->top_duration_ns, ret);
+				  p->top_source_arn, p->top_duration_ns, ret);
 	aws_credentials_release(&base);
 	return r;
 }
@@ -428,7 +434,7 @@ static bool usable(const struct aws_creds *p, int64_t now)
 
 int aws_creds_get(struct aws_creds *p, struct aws_credentials *ret)
 {
-	struct aws_credentials fresh = { 0 };
+	struct aws_credentials fresh = {0};
 	int64_t now;
 	int r;
 
@@ -476,9 +482,8 @@ int aws_creds_get(struct aws_creds *p, struct aws_credentials *ret)
 			p->refresh_at = now + REFRESH_RETRY_NS; /* already stale: still use them */
 		log_v(3, "fetched AWS credentials",
 		      KV_S("source", aws_creds_source_name(p->source)),
-		      KV_I("expires_in_s", fresh.expiration_ns
-						   ? (fresh.expiration_ns - now) / NSEC_PER_SEC
-						   : -1));
+		      KV_I("expires_in_s",
+			   fresh.expiration_ns ? (fresh.expiration_ns - now) / NSEC_PER_SEC : -1));
 		r = aws_credentials_copy(&p->cur, ret);
 	} else if (p->have && (p->cur.expiration_ns == 0 || now < p->cur.expiration_ns)) {
 		/* keep the old ones while they last, and try again a little later */

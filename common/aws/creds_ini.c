@@ -183,7 +183,8 @@ int aws_ini_parse(const char *text, size_t len, bool config_style, struct aws_in
 			trim(&k, &kn);
 			/* an inline comment needs white space before it */
 			for (size_t i = 1; i < vn; i++) {
-				if ((v[i] == '#' || v[i] == ';') && isspace((unsigned char)v[i - 1])) {
+				if ((v[i] == '#' || v[i] == ';') &&
+				    isspace((unsigned char)v[i - 1])) {
 					vn = i;
 					break;
 				}

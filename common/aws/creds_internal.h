@@ -25,13 +25,13 @@ struct aws_creds {
 	unsigned fetches;
 
 	/* what the chain found (strings owned) */
-	char *ak, *sk, *token;     /* static keys */
-	char *role_arn;            /* web identity / profile role */
-	char *token_file;          /* web identity */
+	char *ak, *sk, *token; /* static keys */
+	char *role_arn;	       /* web identity / profile role */
+	char *token_file;      /* web identity */
 	char *session_name;
-	char *profile;             /* profile whose role_arn is used */
+	char *profile; /* profile whose role_arn is used */
 	char *container_url;
-	struct http_client *http;  /* container credentials */
+	struct http_client *http; /* container credentials */
 
 	/* the role assumed on top of the chain */
 	char *top_role_arn, *top_session, *top_external_id, *top_source_arn;

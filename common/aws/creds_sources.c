@@ -84,13 +84,15 @@ int aws_creds_read_token_file(const char *path, char **ret)
 }
 
 int aws_creds_assume_role_web_identity(struct aws_creds *p, const char *role_arn,
-				    const char *token_file, const char *session,
-				    struct aws_credentials *ret)
+				       const char *token_file, const char *session,
+				       struct aws_credentials *ret)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_request rq = { .service = AWS_SVC_STS, .action = "AssumeRoleWithWebIdentity",
-				  .query = &q, .anonymous = true };
-	struct aws_reply rep = { 0 };
+	struct aws_request rq = {.service = AWS_SVC_STS,
+				 .action = "AssumeRoleWithWebIdentity",
+				 .query = &q,
+				 .anonymous = true};
+	struct aws_reply rep = {0};
 	struct aws_error err;
 	char sess[64], buf[700];
 	char *token = NULL;
@@ -130,14 +132,17 @@ int aws_creds_assume_role_web_identity(struct aws_creds *p, const char *role_arn
 }
 
 int aws_creds_assume_role(struct aws_creds *p, const struct aws_credentials *base,
-		       const char *role_arn, const char *session, const char *external_id,
-		       const char *source_arn, int64_t duration_ns, struct aws_credentials *ret)
+			  const char *role_arn, const char *session, const char *external_id,
+			  const char *source_arn, int64_t duration_ns, struct aws_credentials *ret)
 {
 	struct aws_query q = AWS_QUERY_INIT;
 	struct http_header hdrs[2];
-	struct aws_request rq = { .service = AWS_SVC_STS, .action = "AssumeRole", .query = &q,
-				  .creds = base, .headers = hdrs };
-	struct aws_reply rep = { 0 };
+	struct aws_request rq = {.service = AWS_SVC_STS,
+				 .action = "AssumeRole",
+				 .query = &q,
+				 .creds = base,
+				 .headers = hdrs};
+	struct aws_reply rep = {0};
 	struct aws_error err;
 	char sess[64], account[32] = "", buf[700];
 	int r;
@@ -164,9 +169,10 @@ int aws_creds_assume_role(struct aws_creds *p, const struct aws_credentials *bas
 			s = strchr(s, ':') ? strchr(s, ':') + 1 : NULL;
 		if (s)
 			str_printf(account, sizeof(account), "%.*s", (int)strcspn(s, ":"), s);
-		hdrs[rq.n_headers++] = (struct http_header){ "x-amz-source-arn", source_arn };
+		hdrs[rq.n_headers++] = (struct http_header){"x-amz-source-arn", source_arn};
 		if (account[0])
-			hdrs[rq.n_headers++] = (struct http_header){ "x-amz-source-account", account };
+			hdrs[rq.n_headers++] =
+			    (struct http_header){"x-amz-source-account", account};
 	}
 	r = aws_do(p->client, &rq, &rep, &err);
 	aws_query_release(&q);
@@ -209,8 +215,8 @@ static int json_credentials(const char *body, size_t len, struct aws_credentials
 
 bool aws_creds_container_host_allowed(const char *url)
 {
-	static const char *const ok[] = { "127.", "localhost", "[::1]", "169.254.170.2",
-					  "169.254.170.23", "[fd00:ec2::23]" };
+	static const char *const ok[] = {"127.",	  "localhost",	    "[::1]",
+					 "169.254.170.2", "169.254.170.23", "[fd00:ec2::23]"};
 	const char *h;
 
 	if (str_has_prefix(url, "https://"))
@@ -229,17 +235,17 @@ bool aws_creds_container_host_allowed(const char *url)
 
 int aws_creds_container_fetch(struct aws_creds *p, struct aws_credentials *ret)
 {
-	struct http_header h = { "Authorization", NULL };
-	struct http_request rq = { .method = "GET", .url = p->container_url, .headers = &h };
+	struct http_header h = {"Authorization", NULL};
+	struct http_request rq = {.method = "GET", .url = p->container_url, .headers = &h};
 	struct http_response resp;
 	const char *tf = aws_creds_env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
 	char *token = NULL;
 	int r;
 
 	if (!p->http) {
-		struct http_client_opts ho = { .connect_timeout_ns = 2 * NSEC_PER_SEC,
-					       .timeout_ns = 5 * NSEC_PER_SEC,
-					       .max_response = 64 * 1024 };
+		struct http_client_opts ho = {.connect_timeout_ns = 2 * NSEC_PER_SEC,
+					      .timeout_ns = 5 * NSEC_PER_SEC,
+					      .max_response = 64 * 1024};
 		if ((r = http_client_new(&ho, &p->http)) < 0)
 			return r;
 	}
@@ -266,7 +272,8 @@ int aws_creds_container_fetch(struct aws_creds *p, struct aws_credentials *ret)
 		http_response_init(&resp);
 		r = http_client_do(p->http, &rq, &resp);
 		if (r == 0 && resp.status == 200) {
-			r = json_credentials(resp.body.data ? resp.body.data : "", resp.body.len, ret);
+			r = json_credentials(resp.body.data ? resp.body.data : "", resp.body.len,
+					     ret);
 			explicit_bzero(resp.body.data, resp.body.len);
 			http_response_release(&resp);
 			break;
@@ -301,7 +308,8 @@ int aws_creds_imds_fetch(struct aws_creds *p, struct aws_credentials *ret)
 	str_strip(roles);
 	if (!*roles || strchr(roles, '/'))
 		return -ENOENT;
-	if ((r = str_printf(path, sizeof(path), "meta-data/iam/security-credentials/%s", roles)) < 0)
+	if ((r = str_printf(path, sizeof(path), "meta-data/iam/security-credentials/%s", roles)) <
+	    0)
 		return r;
 	if ((r = aws_imds_get_buf(m, path, &b)) >= 0) {
 		r = json_credentials(b.data ? b.data : "", b.len, ret);

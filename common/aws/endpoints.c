@@ -10,26 +10,26 @@
 #include "common/base/buf.h"
 
 static const struct aws_service_info services[AWS_SVC__MAX] = {
-	[AWS_SVC_EC2] = { AWS_SVC_EC2, "ec2", "ec2", "ec2", "EC2", AWS_PROTO_QUERY, "2016-11-15",
-			  NULL, NULL, "Amazon EC2" },
-	[AWS_SVC_ELB] = { AWS_SVC_ELB, "elb", "elasticloadbalancing", "elasticloadbalancing",
-			  "ELASTIC_LOAD_BALANCING", AWS_PROTO_QUERY, "2012-06-01", NULL, NULL,
-			  "Elastic Load Balancing (classic)" },
-	[AWS_SVC_ELBV2] = { AWS_SVC_ELBV2, "elbv2", "elasticloadbalancing",
-			    "elasticloadbalancing", "ELASTIC_LOAD_BALANCING_V2", AWS_PROTO_QUERY,
-			    "2015-12-01", NULL, NULL, "Elastic Load Balancing v2 (NLB/ALB)" },
-	[AWS_SVC_AUTOSCALING] = { AWS_SVC_AUTOSCALING, "autoscaling", "autoscaling",
-				  "autoscaling", "AUTO_SCALING", AWS_PROTO_QUERY, "2011-01-01",
-				  NULL, NULL, "EC2 Auto Scaling" },
-	[AWS_SVC_STS] = { AWS_SVC_STS, "sts", "sts", "sts", "STS", AWS_PROTO_QUERY, "2011-06-15",
-			  NULL, NULL, "AWS Security Token Service" },
-	[AWS_SVC_SQS] = { AWS_SVC_SQS, "sqs", "sqs", "sqs", "SQS", AWS_PROTO_JSON, "2012-11-05",
-			  "AmazonSQS", "application/x-amz-json-1.0", "Amazon SQS" },
-	[AWS_SVC_EVENTS] = { AWS_SVC_EVENTS, "events", "events", "events", "EVENTBRIDGE",
-			     AWS_PROTO_JSON, "2015-10-07", "AWSEvents",
-			     "application/x-amz-json-1.1", "Amazon EventBridge" },
-	[AWS_SVC_EBS] = { AWS_SVC_EBS, "ebs", "ebs", "ebs", "EBS", AWS_PROTO_REST, "2019-11-02",
-			  NULL, NULL, "EBS direct APIs" },
+    [AWS_SVC_EC2] = {AWS_SVC_EC2, "ec2", "ec2", "ec2", "EC2", AWS_PROTO_QUERY, "2016-11-15", NULL,
+		     NULL, "Amazon EC2"},
+    [AWS_SVC_ELB] = {AWS_SVC_ELB, "elb", "elasticloadbalancing", "elasticloadbalancing",
+		     "ELASTIC_LOAD_BALANCING", AWS_PROTO_QUERY, "2012-06-01", NULL, NULL,
+		     "Elastic Load Balancing (classic)"},
+    [AWS_SVC_ELBV2] = {AWS_SVC_ELBV2, "elbv2", "elasticloadbalancing", "elasticloadbalancing",
+		       "ELASTIC_LOAD_BALANCING_V2", AWS_PROTO_QUERY, "2015-12-01", NULL, NULL,
+		       "Elastic Load Balancing v2 (NLB/ALB)"},
+    [AWS_SVC_AUTOSCALING] = {AWS_SVC_AUTOSCALING, "autoscaling", "autoscaling", "autoscaling",
+			     "AUTO_SCALING", AWS_PROTO_QUERY, "2011-01-01", NULL, NULL,
+			     "EC2 Auto Scaling"},
+    [AWS_SVC_STS] = {AWS_SVC_STS, "sts", "sts", "sts", "STS", AWS_PROTO_QUERY, "2011-06-15", NULL,
+		     NULL, "AWS Security Token Service"},
+    [AWS_SVC_SQS] = {AWS_SVC_SQS, "sqs", "sqs", "sqs", "SQS", AWS_PROTO_JSON, "2012-11-05",
+		     "AmazonSQS", "application/x-amz-json-1.0", "Amazon SQS"},
+    [AWS_SVC_EVENTS] = {AWS_SVC_EVENTS, "events", "events", "events", "EVENTBRIDGE", AWS_PROTO_JSON,
+			"2015-10-07", "AWSEvents", "application/x-amz-json-1.1",
+			"Amazon EventBridge"},
+    [AWS_SVC_EBS] = {AWS_SVC_EBS, "ebs", "ebs", "ebs", "EBS", AWS_PROTO_REST, "2019-11-02", NULL,
+		     NULL, "EBS direct APIs"},
 };
 
 const struct aws_service_info *aws_service_info(enum aws_service s)
@@ -173,7 +173,7 @@ int aws_endpoint_resolve(const struct aws_endpoints *e, enum aws_service s, cons
 			 struct aws_endpoint *ret)
 {
 	const struct aws_service_info *si = aws_service_info(s);
-	struct aws_endpoint ep = { 0 };
+	struct aws_endpoint ep = {0};
 	const struct aws_endpoint_override *o = e ? &e->over[s] : NULL;
 	const char *ignore = getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
 	bool use_env = !(ignore && strcasecmp(ignore, "true") == 0);

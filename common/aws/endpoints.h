@@ -24,14 +24,14 @@ enum aws_protocol { AWS_PROTO_QUERY, AWS_PROTO_JSON, AWS_PROTO_REST };
 
 struct aws_service_info {
 	enum aws_service id;
-	const char *name;         /* our name: "ec2", "elb", "elbv2", "autoscaling", "sts"... */
-	const char *signing_name; /* SigV4 service: "ec2", "elasticloadbalancing", ... */
+	const char *name;	     /* our name: "ec2", "elb", "elbv2", "autoscaling", "sts"... */
+	const char *signing_name;    /* SigV4 service: "ec2", "elasticloadbalancing", ... */
 	const char *endpoint_prefix; /* host prefix: "ec2", "elasticloadbalancing", ... */
-	const char *env_name;     /* AWS_ENDPOINT_URL_<env_name> */
+	const char *env_name;	     /* AWS_ENDPOINT_URL_<env_name> */
 	enum aws_protocol protocol;
-	const char *version;        /* Query API version */
-	const char *target_prefix;  /* JSON: X-Amz-Target prefix ("AmazonSQS") */
-	const char *content_type;   /* JSON: "application/x-amz-json-1.0" */
+	const char *version;	   /* Query API version */
+	const char *target_prefix; /* JSON: X-Amz-Target prefix ("AmazonSQS") */
+	const char *content_type;  /* JSON: "application/x-amz-json-1.0" */
 	const char *description;
 };
 
@@ -67,7 +67,7 @@ int aws_endpoints_set_override(struct aws_endpoints *e, enum aws_service s, cons
 int aws_endpoints_set_all(struct aws_endpoints *e, const char *url);
 
 struct aws_endpoint {
-	char url[512];          /* without a trailing '/', e.g. "https://ec2.us-east-1.amazonaws.com" */
+	char url[512]; /* without a trailing '/', e.g. "https://ec2.us-east-1.amazonaws.com" */
 	char signing_region[64];
 	char signing_name[64];
 	bool custom; /* from an override or the environment */

@@ -138,8 +138,8 @@ static bool parse_json_error(struct aws_error *e, const char *body, size_t len)
 	return true;
 }
 
-void aws_error_parse(struct aws_error *e, long status, const char *content_type,
-		     const char *body, size_t len, const char *query_error_header)
+void aws_error_parse(struct aws_error *e, long status, const char *content_type, const char *body,
+		     size_t len, const char *query_error_header)
 {
 	size_t i = 0;
 	bool found = false;
@@ -186,20 +186,20 @@ static bool in_list(const char *s, const char *const *list, size_t n)
 bool aws_error_code_is_throttle(const char *code)
 {
 	static const char *const codes[] = {
-		"Throttling",
-		"ThrottlingException",
-		"ThrottledException",
-		"RequestThrottledException",
-		"TooManyRequestsException",
-		"ProvisionedThroughputExceededException",
-		"TransactionInProgressException",
-		"RequestLimitExceeded",
-		"BandwidthLimitExceeded",
-		"LimitExceededException",
-		"RequestThrottled",
-		"SlowDown",
-		"PriorRequestNotComplete",
-		"EC2ThrottledException",
+	    "Throttling",
+	    "ThrottlingException",
+	    "ThrottledException",
+	    "RequestThrottledException",
+	    "TooManyRequestsException",
+	    "ProvisionedThroughputExceededException",
+	    "TransactionInProgressException",
+	    "RequestLimitExceeded",
+	    "BandwidthLimitExceeded",
+	    "LimitExceededException",
+	    "RequestThrottled",
+	    "SlowDown",
+	    "PriorRequestNotComplete",
+	    "EC2ThrottledException",
 	};
 	return code && in_list(code, codes, ARRAY_SIZE(codes));
 }
@@ -207,8 +207,8 @@ bool aws_error_code_is_throttle(const char *code)
 bool aws_error_code_is_transient(const char *code)
 {
 	static const char *const codes[] = {
-		"RequestTimeout",     "RequestTimeoutException", "InternalError",
-		"InternalFailure",    "ServiceUnavailable",      "IDPCommunicationError",
+	    "RequestTimeout",  "RequestTimeoutException", "InternalError",
+	    "InternalFailure", "ServiceUnavailable",	  "IDPCommunicationError",
 	};
 	return code && *code && in_list(code, codes, ARRAY_SIZE(codes));
 }
@@ -232,15 +232,15 @@ static bool has_suffix(const char *s, const char *suf)
 int aws_error_errno(const struct aws_error *e)
 {
 	static const char *const auth[] = {
-		"AuthFailure",		 "UnauthorizedOperation", "AccessDenied",
-		"AccessDeniedException", "SignatureDoesNotMatch", "InvalidClientTokenId",
-		"ExpiredToken",		 "ExpiredTokenException", "OptInRequired",
-		"InvalidIdentityToken",	 "UnrecognizedClientException",
-		"MissingAuthenticationToken", "IncompleteSignature",
+	    "AuthFailure",	     "UnauthorizedOperation",	    "AccessDenied",
+	    "AccessDeniedException", "SignatureDoesNotMatch",	    "InvalidClientTokenId",
+	    "ExpiredToken",	     "ExpiredTokenException",	    "OptInRequired",
+	    "InvalidIdentityToken",  "UnrecognizedClientException", "MissingAuthenticationToken",
+	    "IncompleteSignature",
 	};
-	static const char *const busy[] = { "VolumeInUse", "ResourceInUse", "DependencyViolation",
-					    "ResourceInUseException", "IncorrectState",
-					    "InvalidVolume.InUse" };
+	static const char *const busy[] = {"VolumeInUse",	  "ResourceInUse",
+					   "DependencyViolation", "ResourceInUseException",
+					   "IncorrectState",	  "InvalidVolume.InUse"};
 	const char *c;
 
 	if (!e)
@@ -283,8 +283,8 @@ const char *aws_error_str(const struct aws_error *e, char *buf, size_t n)
 		return buf;
 	}
 	if (e->http_status && e->request_id[0])
-		snprintf(buf, n, "%s%s%s (HTTP %ld, request id %s)", e->code, e->code[0] ? ": " : "",
-			 e->message, e->http_status, e->request_id);
+		snprintf(buf, n, "%s%s%s (HTTP %ld, request id %s)", e->code,
+			 e->code[0] ? ": " : "", e->message, e->http_status, e->request_id);
 	else if (e->http_status)
 		snprintf(buf, n, "%s%s%s (HTTP %ld)", e->code, e->code[0] ? ": " : "", e->message,
 			 e->http_status);

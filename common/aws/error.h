@@ -13,7 +13,7 @@
 
 struct aws_error {
 	long http_status; /* 0 when no reply arrived (transport error) */
-	char code[128];   /* "InvalidInstanceID.NotFound"; "" when the reply had none */
+	char code[128];	  /* "InvalidInstanceID.NotFound"; "" when the reply had none */
 	char message[512];
 	char request_id[128];
 };
@@ -22,11 +22,11 @@ void aws_error_clear(struct aws_error *e);
 /* Fills e from a reply body (XML or JSON, detected by content, not by content type). A body
  * that carries no recognizable error still gives a message naming the status, the content
  * type and the start of the body (sanitized, at most 120 bytes). Always succeeds. */
-void aws_error_parse(struct aws_error *e, long status, const char *content_type,
-		     const char *body, size_t len, const char *query_error_header);
+void aws_error_parse(struct aws_error *e, long status, const char *content_type, const char *body,
+		     size_t len, const char *query_error_header);
 /* Sets a local error (no reply, or a reply we could not use): status 0 or the reply's. */
 void aws_error_set(struct aws_error *e, long status, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 bool aws_error_is(const struct aws_error *e, const char *code);
 /* Throttling codes of the SDKs' standard mode (Throttling, RequestLimitExceeded, SlowDown...). */

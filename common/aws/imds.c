@@ -36,10 +36,10 @@ struct aws_imds {
 
 int aws_imds_new(const struct aws_imds_opts *o, struct aws_imds **ret)
 {
-	struct aws_imds_opts d = { 0 };
+	struct aws_imds_opts d = {0};
 	struct aws_imds *m;
 	const char *ep, *dis = getenv("AWS_EC2_METADATA_DISABLED");
-	struct http_client_opts ho = { 0 };
+	struct http_client_opts ho = {0};
 	size_t l;
 	int r;
 
@@ -48,7 +48,8 @@ int aws_imds_new(const struct aws_imds_opts *o, struct aws_imds **ret)
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	ep = o->endpoint && *o->endpoint ? o->endpoint : getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+	ep =
+	    o->endpoint && *o->endpoint ? o->endpoint : getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
 	if (!ep || !*ep)
 		ep = IMDS_DEFAULT_ENDPOINT;
 	if (!str_has_prefix(ep, "http://") && !str_has_prefix(ep, "https://")) {
@@ -128,8 +129,8 @@ static void backoff_sleep(int attempt)
 static int token_fetch(struct aws_imds *m)
 {
 	char url[300], ttl[16];
-	struct http_header h = { "X-aws-ec2-metadata-token-ttl-seconds", ttl };
-	struct http_request rq = { .method = "PUT", .url = url, .headers = &h, .n_headers = 1 };
+	struct http_header h = {"X-aws-ec2-metadata-token-ttl-seconds", ttl};
+	struct http_request rq = {.method = "PUT", .url = url, .headers = &h, .n_headers = 1};
 	struct http_response resp;
 	int r = 0;
 
@@ -161,7 +162,8 @@ static int token_fetch(struct aws_imds *m)
 			return 1;
 		}
 		if (r == 0 && !transient(0, resp.status)) {
-			log_v(4, "instance metadata token request failed", KV_I("status", resp.status));
+			log_v(4, "instance metadata token request failed",
+			      KV_I("status", resp.status));
 			http_response_release(&resp);
 			return resp.status == 401 ? -EACCES : -EREMOTEIO;
 		}
@@ -200,8 +202,8 @@ static int token_get(struct aws_imds *m, bool force, char *tok, size_t n)
 int aws_imds_get_buf(struct aws_imds *m, const char *path, struct buf *out)
 {
 	char url[1024], tok[256];
-	struct http_header h = { "X-aws-ec2-metadata-token", tok };
-	struct http_request rq = { .method = "GET", .url = url, .headers = &h };
+	struct http_header h = {"X-aws-ec2-metadata-token", tok};
+	struct http_request rq = {.method = "GET", .url = url, .headers = &h};
 	struct http_response resp;
 	bool retried_401 = false;
 	int r = 0;
@@ -395,20 +397,20 @@ int aws_imds_identity_parse(const char *json, size_t len, struct aws_imds_identi
 		size_t off, size;
 		bool required;
 	} fields[] = {
-#define F(k, f, req) { k, offsetof(struct aws_imds_identity, f), \
-		       sizeof(((struct aws_imds_identity *)0)->f), req }
-		F("accountId", account_id, true),
-		F("instanceId", instance_id, true),
-		F("instanceType", instance_type, false),
-		F("imageId", image_id, false),
-		F("region", region, true),
-		F("availabilityZone", availability_zone, true),
-		F("privateIp", private_ip, false),
-		F("architecture", architecture, false),
-		F("pendingTime", pending_time, false),
+#define F(k, f, req)                                                                               \
+	{k, offsetof(struct aws_imds_identity, f), sizeof(((struct aws_imds_identity *)0)->f), req}
+	    F("accountId", account_id, true),
+	    F("instanceId", instance_id, true),
+	    F("instanceType", instance_type, false),
+	    F("imageId", image_id, false),
+	    F("region", region, true),
+	    F("availabilityZone", availability_zone, true),
+	    F("privateIp", private_ip, false),
+	    F("architecture", architecture, false),
+	    F("pendingTime", pending_time, false),
 #undef F
 	};
-	struct aws_imds_identity id = { 0 };
+	struct aws_imds_identity id = {0};
 	cJSON *root = NULL;
 	int r;
 

@@ -18,9 +18,9 @@
 struct aws_imds_opts {
 	const char *endpoint; /* NULL: AWS_EC2_METADATA_SERVICE_ENDPOINT, else 169.254.169.254 */
 	int64_t timeout_ns;   /* per attempt; 0: 1 s */
-	int attempts;         /* 0: 3 */
+	int attempts;	      /* 0: 3 */
 	int token_ttl_s;      /* 0: 21600 */
-	bool disabled;        /* also when AWS_EC2_METADATA_DISABLED=true */
+	bool disabled;	      /* also when AWS_EC2_METADATA_DISABLED=true */
 	bool no_v1_fallback;  /* fail instead of going without a token */
 };
 

@@ -52,7 +52,7 @@ int aws_paginate_query(struct aws_client *c, enum aws_service s, const char *act
 		       struct aws_error *err)
 {
 	struct aws_query cur;
-	struct token_state ts = { 0 };
+	struct token_state ts = {0};
 	unsigned max = p && p->max_pages ? p->max_pages : DEFAULT_MAX_PAGES;
 	int r;
 
@@ -61,7 +61,7 @@ int aws_paginate_query(struct aws_client *c, enum aws_service s, const char *act
 	if ((r = copy_query(q, &cur)) < 0)
 		return r;
 	for (unsigned page = 0;; page++) {
-		struct aws_reply rep = { 0 };
+		struct aws_reply rep = {0};
 		bool done;
 
 		if (page >= max) {
@@ -94,7 +94,7 @@ int aws_paginate_json(struct aws_client *c, enum aws_service s, const char *acti
 		      const cJSON *input, const struct aws_paginate *p, struct aws_error *err)
 {
 	cJSON *cur;
-	struct token_state ts = { 0 };
+	struct token_state ts = {0};
 	unsigned max = p && p->max_pages ? p->max_pages : DEFAULT_MAX_PAGES;
 	int r = 0;
 
@@ -104,7 +104,7 @@ int aws_paginate_json(struct aws_client *c, enum aws_service s, const char *acti
 	if (!cur)
 		return -ENOMEM;
 	for (unsigned page = 0;; page++) {
-		struct aws_reply rep = { 0 };
+		struct aws_reply rep = {0};
 		bool done;
 
 		if (page >= max) {

@@ -102,8 +102,7 @@ int aws_query_add_bool(struct aws_query *q, const char *key, bool v)
 	return aws_query_add(q, key, v ? "true" : "false");
 }
 
-int aws_query_add_list(struct aws_query *q, const char *prefix, const char *const *values,
-		       size_t n)
+int aws_query_add_list(struct aws_query *q, const char *prefix, const char *const *values, size_t n)
 {
 	int r;
 
@@ -113,8 +112,7 @@ int aws_query_add_list(struct aws_query *q, const char *prefix, const char *cons
 	return 0;
 }
 
-int aws_query_add_filter(struct aws_query *q, const char *name, const char *const *values,
-			 size_t n)
+int aws_query_add_filter(struct aws_query *q, const char *name, const char *const *values, size_t n)
 {
 	unsigned f;
 	int r;
@@ -174,8 +172,7 @@ static int put_pair(struct buf *out, size_t start, const char *k, const char *v)
 
 	if (out->len > start && (r = buf_putc(out, '&')) < 0)
 		return r;
-	if ((r = buf_put_urlencoded(out, k, strlen(k), false)) < 0 ||
-	    (r = buf_putc(out, '=')) < 0)
+	if ((r = buf_put_urlencoded(out, k, strlen(k), false)) < 0 || (r = buf_putc(out, '=')) < 0)
 		return r;
 	return buf_put_urlencoded(out, v, strlen(v), false);
 }

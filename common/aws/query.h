@@ -29,7 +29,10 @@ struct aws_query {
 	unsigned n_filters; /* filters added with aws_query_add_filter */
 };
 
-#define AWS_QUERY_INIT { 0 }
+#define AWS_QUERY_INIT                                                                             \
+	{                                                                                          \
+		0                                                                                  \
+	}
 
 void aws_query_init(struct aws_query *q);
 void aws_query_release(struct aws_query *q);
@@ -40,7 +43,7 @@ int aws_query_add(struct aws_query *q, const char *key, const char *value);
 int aws_query_set(struct aws_query *q, const char *key, const char *value);
 /* The key formatted printf-style: aws_query_addf(&q, "TCP", "Listeners.member.%d.Protocol", 1). */
 int aws_query_addf(struct aws_query *q, const char *value, const char *keyfmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 int aws_query_add_int(struct aws_query *q, const char *key, long long v);
 int aws_query_add_bool(struct aws_query *q, const char *key, bool v);
 /* prefix.1=values[0], prefix.2=values[1]...: pass "InstanceId" for EC2, "Subnets.member" for

@@ -13,13 +13,21 @@
 #define SHA256_LEN 32
 
 static const char *const unsigned_headers[] = {
-	"connection", "expect",	    "keep-alive", "proxy-authenticate", "proxy-authorization",
-	"te",	      "trailer",    "transfer-encoding", "upgrade",	"user-agent",
-	"x-amzn-trace-id",
+    "connection",
+    "expect",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "user-agent",
+    "x-amzn-trace-id",
 };
 
-static const char *const owned_headers[] = { "host", "authorization", "x-amz-date",
-					     "x-amz-security-token" };
+static const char *const owned_headers[] = {"host", "authorization", "x-amz-date",
+					    "x-amz-security-token"};
 
 static void hex_encode(const unsigned char *in, size_t n, char *out)
 {
@@ -119,7 +127,7 @@ static int sha256_hex(struct sigv4_tls *t, const void *data, size_t len, char ou
 static int hmac(struct sigv4_tls *t, const void *key, size_t klen, const void *msg, size_t mlen,
 		unsigned char out[SHA256_LEN])
 {
-	unsigned char k[64] = { 0 }, pad[64], inner[SHA256_LEN];
+	unsigned char k[64] = {0}, pad[64], inner[SHA256_LEN];
 	int r;
 
 	if (klen > sizeof(k)) {
@@ -196,8 +204,7 @@ static int put_reencoded(struct buf *b, const char *s, size_t len)
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
 		int h, l;
-		if (c == '%' && i + 2 < len &&
-		    (h = hexval((unsigned char)s[i + 1])) >= 0 &&
+		if (c == '%' && i + 2 < len && (h = hexval((unsigned char)s[i + 1])) >= 0 &&
 		    (l = hexval((unsigned char)s[i + 2])) >= 0) {
 			c = (char)(h << 4 | l);
 			i += 2;
@@ -377,8 +384,8 @@ static int put_trimall(struct buf *b, const char *v)
 }
 
 /* Writes the canonical headers block (each "name:value\n") and the signed-headers list. */
-static int canonical_headers(const struct sigv4_input *in, const char *amz_date,
-			     const char *token, struct buf *out, struct buf *signed_list)
+static int canonical_headers(const struct sigv4_input *in, const char *amz_date, const char *token,
+			     struct buf *out, struct buf *signed_list)
 {
 	struct hdr h[SIGV4_MAX_HEADERS + 3];
 	size_t n = 0;
@@ -436,7 +443,8 @@ static int canonical_headers(const struct sigv4_input *in, const char *amz_date,
 }
 
 int sigv4_sign_ex(const struct sigv4_input *in, const struct aws_credentials *cr,
-		  struct sigv4_output *out, struct buf *ret_canonical, struct buf *ret_string_to_sign)
+		  struct sigv4_output *out, struct buf *ret_canonical,
+		  struct buf *ret_string_to_sign)
 {
 	struct buf creq = BUF_INIT(0), sts = BUF_INIT(0), signed_list = BUF_INIT(0);
 	char date[9], creq_hash[65], sig[65];
@@ -448,17 +456,16 @@ int sigv4_sign_ex(const struct sigv4_input *in, const struct aws_credentials *cr
 	int r;
 
 	if (!in || !cr || !out || !in->method || !*in->method || !in->host || !*in->host ||
-	    !in->region || !*in->region || !in->service || !*in->service ||
-	    !cr->access_key_id || !*cr->access_key_id || !cr->secret_access_key ||
-	    (in->body_len && !in->body))
+	    !in->region || !*in->region || !in->service || !*in->service || !cr->access_key_id ||
+	    !*cr->access_key_id || !cr->secret_access_key || (in->body_len && !in->body))
 		return -EINVAL;
 	if (!t)
 		return -ENOMEM;
 	token = cr->session_token && *cr->session_token ? cr->session_token : NULL;
 
 	secs = (time_t)(in->time_ns / 1000000000LL);
-	if (!gmtime_r(&secs, &tm) || strftime(out->amz_date, sizeof(out->amz_date),
-					   "%Y%m%dT%H%M%SZ", &tm) != 16)
+	if (!gmtime_r(&secs, &tm) ||
+	    strftime(out->amz_date, sizeof(out->amz_date), "%Y%m%dT%H%M%SZ", &tm) != 16)
 		return -EINVAL;
 	memcpy(date, out->amz_date, 8);
 	date[8] = 0;
@@ -476,8 +483,8 @@ int sigv4_sign_ex(const struct sigv4_input *in, const struct aws_credentials *cr
 		goto out;
 
 	/* The string to sign and the signature. */
-	if ((r = buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s",
-			    out->amz_date, date, in->region, in->service, creq_hash)) < 0)
+	if ((r = buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s", out->amz_date,
+			    date, in->region, in->service, creq_hash)) < 0)
 		goto out;
 	if ((r = signing_key(t, cr->secret_access_key, date, in->region, in->service, k2)) < 0 ||
 	    (r = hmac(t, k2, SHA256_LEN, sts.data, sts.len, k)) < 0)
@@ -491,12 +498,11 @@ int sigv4_sign_ex(const struct sigv4_input *in, const struct aws_credentials *cr
 	if (r < 0)
 		goto out;
 	out->n_headers = 0;
-	out->headers[out->n_headers++] = (struct http_header){ "X-Amz-Date", out->amz_date };
+	out->headers[out->n_headers++] = (struct http_header){"X-Amz-Date", out->amz_date};
 	if (token)
 		out->headers[out->n_headers++] =
-			(struct http_header){ "X-Amz-Security-Token", token };
-	out->headers[out->n_headers++] =
-		(struct http_header){ "Authorization", out->authorization };
+		    (struct http_header){"X-Amz-Security-Token", token};
+	out->headers[out->n_headers++] = (struct http_header){"Authorization", out->authorization};
 	if (ret_canonical) {
 		buf_release(ret_canonical);
 		*ret_canonical = creq;

@@ -24,7 +24,7 @@ struct sigv4_input {
 	const char *path;   /* as sent on the wire (already percent-encoded); NULL or "" is "/" */
 	const char *query;  /* as sent, without '?'; NULL or "" for none */
 	const struct http_header *headers; /* other headers sent; hop-by-hop and User-Agent are */
-	size_t n_headers;                  /* not signed; Host, X-Amz-Date, Authorization refused */
+	size_t n_headers;		   /* not signed; Host, X-Amz-Date, Authorization refused */
 	const void *body;
 	size_t body_len;
 	const char *region;  /* signing region, e.g. "us-east-1" */
@@ -51,7 +51,8 @@ int sigv4_sign(const struct sigv4_input *in, const struct aws_credentials *cr,
 /* The same, also handing back the canonical request and the string to sign (for tests and
  * --v=9 debugging; neither holds a secret except a session token in the canonical request). */
 int sigv4_sign_ex(const struct sigv4_input *in, const struct aws_credentials *cr,
-		  struct sigv4_output *out, struct buf *ret_canonical, struct buf *ret_string_to_sign);
+		  struct sigv4_output *out, struct buf *ret_canonical,
+		  struct buf *ret_string_to_sign);
 
 /* Host header value for a URL, as botocore and libcurl compute it: the host lower-cased,
  * userinfo dropped, the port kept unless it is the scheme's default (80/443), IPv6 in

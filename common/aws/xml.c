@@ -103,7 +103,7 @@ int aws_xml_parse(const char *data, size_t len, xmlDoc **ret, char *err, size_t 
 		return -ENOMEM;
 	doc = xmlCtxtReadMemory(ctxt, data, (int)len, NULL, NULL,
 				XML_PARSE_NONET | XML_PARSE_NOCDATA | XML_PARSE_NOBLANKS |
-					XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+				    XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
 	if (!doc || !ctxt->wellFormed) {
 		const xmlError *e = xmlCtxtGetLastError(ctxt);
 		if (err) {
@@ -112,7 +112,8 @@ int aws_xml_parse(const char *data, size_t len, xmlDoc **ret, char *err, size_t 
 				str_copy(msg, sizeof(msg), e->message);
 				str_strip(msg);
 			}
-			str_printf(err, errlen, "malformed XML at line %d: %s", e ? e->line : 0, msg);
+			str_printf(err, errlen, "malformed XML at line %d: %s", e ? e->line : 0,
+				   msg);
 		}
 		xmlFreeDoc(doc);
 		xmlFreeParserCtxt(ctxt);
@@ -261,7 +262,7 @@ static bool is_list(const xmlNode *n)
 }
 
 #define XML_JSON_REPEAT_MARK 0x41575358 /* valueint of the arrays made for repeated names */
-#define XML_JSON_MAX_FIELDS 20000     /* children of one non-list element */
+#define XML_JSON_MAX_FIELDS 20000	/* children of one non-list element */
 
 static cJSON *to_json(const xmlNode *n, int depth)
 {

@@ -17,45 +17,45 @@
 #include "common/metrics/metrics.h"
 
 static const char aws_usage[] =
-	"Calls an AWS API action through aws-k8s's own AWS client (the same credentials chain,\n"
-	"endpoints, SigV4 signing and retries as the controllers) and prints the reply as JSON.\n"
-	"\n"
-	"  aws-k8s aws [flags] SERVICE ACTION [Key=Value ...]      Query protocol services\n"
-	"  aws-k8s aws [flags] SERVICE ACTION ['{JSON}' | Key=Value ...]   JSON protocol services\n"
-	"  aws-k8s aws [flags] imds get PATH            GET /latest/PATH from the metadata service\n"
-	"  aws-k8s aws [flags] imds identity|region|instance-id|instance-type|zone|zone-id|\n"
-	"                      local-hostname|macs     metadata helpers\n"
-	"  aws-k8s aws [flags] batch KIND ID...          describe each ID from its own thread\n"
-	"                      through the batching helper (KIND: instances, volumes, snapshots,\n"
-	"                      volume-modifications) and print the items and the calls made\n"
-	"  aws-k8s aws [flags] creds                     which credential source is used (no\n"
-	"                      secret is printed)\n"
-	"  aws-k8s aws [flags] endpoint SERVICE          the endpoint and signing scope in use\n"
-	"\n"
-	"SERVICE: ec2, elb (classic, 2012-06-01), elbv2 (2015-12-01), autoscaling, sts (Query\n"
-	"protocol, XML replies); sqs, events (JSON protocol). Query parameters use the services'\n"
-	"flattened names: Filter.1.Name=instance-state-name Filter.1.Value.1=running,\n"
-	"InstanceId.1=i-..., Listeners.member.1.Protocol=TCP. For JSON services, give one JSON\n"
-	"object, or pairs that build one: Key=Value sets a string, Key:=JSON sets any JSON value\n"
-	"(MaxNumberOfMessages:=10, AttributeNames:='[\"All\"]').\n"
-	"\n"
-	"Examples:\n"
-	"  aws-k8s aws ec2 DescribeInstances Filter.1.Name=instance-state-name "
-	"Filter.1.Value.1=running\n"
-	"  aws-k8s aws sts GetCallerIdentity\n"
-	"  aws-k8s aws sqs SendMessage '{\"QueueUrl\":\"https://...\",\"MessageBody\":\"hi\"}'\n"
-	"  aws-k8s aws imds get meta-data/instance-id\n"
-	"\n"
-	"The environment is read as the AWS SDKs read it: AWS_REGION, AWS_DEFAULT_REGION,\n"
-	"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE,\n"
-	"AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE,\n"
-	"AWS_ROLE_SESSION_NAME, AWS_CONTAINER_CREDENTIALS_FULL_URI,\n"
-	"AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE), AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>\n"
-	"(EC2, ELASTIC_LOAD_BALANCING, ELASTIC_LOAD_BALANCING_V2, AUTO_SCALING, STS, SQS,\n"
-	"EVENTBRIDGE), AWS_MAX_ATTEMPTS, AWS_CA_BUNDLE, AWS_EC2_METADATA_SERVICE_ENDPOINT,\n"
-	"AWS_EC2_METADATA_DISABLED.\n"
-	"\n"
-	"Exit status: 0 success, 1 the call failed (the AWS error is printed on stderr), 2 usage.";
+    "Calls an AWS API action through aws-k8s's own AWS client (the same credentials chain,\n"
+    "endpoints, SigV4 signing and retries as the controllers) and prints the reply as JSON.\n"
+    "\n"
+    "  aws-k8s aws [flags] SERVICE ACTION [Key=Value ...]      Query protocol services\n"
+    "  aws-k8s aws [flags] SERVICE ACTION ['{JSON}' | Key=Value ...]   JSON protocol services\n"
+    "  aws-k8s aws [flags] imds get PATH            GET /latest/PATH from the metadata service\n"
+    "  aws-k8s aws [flags] imds identity|region|instance-id|instance-type|zone|zone-id|\n"
+    "                      local-hostname|macs     metadata helpers\n"
+    "  aws-k8s aws [flags] batch KIND ID...          describe each ID from its own thread\n"
+    "                      through the batching helper (KIND: instances, volumes, snapshots,\n"
+    "                      volume-modifications) and print the items and the calls made\n"
+    "  aws-k8s aws [flags] creds                     which credential source is used (no\n"
+    "                      secret is printed)\n"
+    "  aws-k8s aws [flags] endpoint SERVICE          the endpoint and signing scope in use\n"
+    "\n"
+    "SERVICE: ec2, elb (classic, 2012-06-01), elbv2 (2015-12-01), autoscaling, sts (Query\n"
+    "protocol, XML replies); sqs, events (JSON protocol). Query parameters use the services'\n"
+    "flattened names: Filter.1.Name=instance-state-name Filter.1.Value.1=running,\n"
+    "InstanceId.1=i-..., Listeners.member.1.Protocol=TCP. For JSON services, give one JSON\n"
+    "object, or pairs that build one: Key=Value sets a string, Key:=JSON sets any JSON value\n"
+    "(MaxNumberOfMessages:=10, AttributeNames:='[\"All\"]').\n"
+    "\n"
+    "Examples:\n"
+    "  aws-k8s aws ec2 DescribeInstances Filter.1.Name=instance-state-name "
+    "Filter.1.Value.1=running\n"
+    "  aws-k8s aws sts GetCallerIdentity\n"
+    "  aws-k8s aws sqs SendMessage '{\"QueueUrl\":\"https://...\",\"MessageBody\":\"hi\"}'\n"
+    "  aws-k8s aws imds get meta-data/instance-id\n"
+    "\n"
+    "The environment is read as the AWS SDKs read it: AWS_REGION, AWS_DEFAULT_REGION,\n"
+    "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE,\n"
+    "AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE,\n"
+    "AWS_ROLE_SESSION_NAME, AWS_CONTAINER_CREDENTIALS_FULL_URI,\n"
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE), AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>\n"
+    "(EC2, ELASTIC_LOAD_BALANCING, ELASTIC_LOAD_BALANCING_V2, AUTO_SCALING, STS, SQS,\n"
+    "EVENTBRIDGE), AWS_MAX_ATTEMPTS, AWS_CA_BUNDLE, AWS_EC2_METADATA_SERVICE_ENDPOINT,\n"
+    "AWS_EC2_METADATA_DISABLED.\n"
+    "\n"
+    "Exit status: 0 success, 1 the call failed (the AWS error is printed on stderr), 2 usage.";
 
 static char *f_region, *f_endpoint_url, *f_profile, *f_role_arn, *f_external_id;
 static long long f_max_attempts, f_repeat, f_batch_max;
@@ -63,37 +63,36 @@ static int64_t f_timeout, f_interval, f_batch_window, f_retry_base;
 static bool f_paginate, f_print_metrics, f_compact;
 
 static const struct flag aws_flags[] = {
-	{ "region", FLAG_STRING, &f_region, NULL, NULL,
-	  "The AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile, the metadata "
-	  "service)." },
-	{ "endpoint-url", FLAG_STRING, &f_endpoint_url, NULL, NULL,
-	  "Send every call to this URL instead of the standard endpoint." },
-	{ "profile", FLAG_STRING, &f_profile, NULL, NULL,
-	  "The profile of the shared config and credentials files (default: $AWS_PROFILE)." },
-	{ "role-arn", FLAG_STRING, &f_role_arn, NULL, NULL,
-	  "Assume this role (STS AssumeRole) on top of the credentials the chain finds." },
-	{ "external-id", FLAG_STRING, &f_external_id, NULL, NULL,
-	  "The ExternalId for --role-arn." },
-	{ "max-attempts", FLAG_INT, &f_max_attempts, "0", NULL,
-	  "Attempts per call including retries; 0 is $AWS_MAX_ATTEMPTS or 3.", 0, 20 },
-	{ "timeout", FLAG_DURATION, &f_timeout, "30s", NULL, "Timeout of each attempt." },
-	{ "retry-base-delay", FLAG_DURATION, &f_retry_base, "100ms", NULL,
-	  "Base of the exponential backoff between retries (1s after throttling replies, or this "
-	  "when larger)." },
-	{ "paginate", FLAG_BOOL, &f_paginate, "false", NULL,
-	  "Follow NextToken / NextMarker and print every page (a JSON array of the pages)." },
-	{ "repeat", FLAG_INT, &f_repeat, "1", NULL,
-	  "Make the call this many times (credential refresh tests).", 1, 100000 },
-	{ "interval", FLAG_DURATION, &f_interval, "1s", NULL, "The pause between repeated calls." },
-	{ "batch-window", FLAG_DURATION, &f_batch_window, "10ms", NULL,
-	  "batch: how long to wait for more IDs after the last one." },
-	{ "batch-max-ids", FLAG_INT, &f_batch_max, "0", NULL,
-	  "batch: IDs per Describe call; 0 is the kind's default.", 0, 1000 },
-	{ "print-metrics", FLAG_BOOL, &f_print_metrics, "false", NULL,
-	  "Print the AWS API metrics (Prometheus text) on stderr before exiting." },
-	{ "compact", FLAG_BOOL, &f_compact, "false", NULL, "Print JSON on one line." },
-	LOG_FLAGS,
-	{ NULL },
+    {"region", FLAG_STRING, &f_region, NULL, NULL,
+     "The AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile, the metadata "
+     "service)."},
+    {"endpoint-url", FLAG_STRING, &f_endpoint_url, NULL, NULL,
+     "Send every call to this URL instead of the standard endpoint."},
+    {"profile", FLAG_STRING, &f_profile, NULL, NULL,
+     "The profile of the shared config and credentials files (default: $AWS_PROFILE)."},
+    {"role-arn", FLAG_STRING, &f_role_arn, NULL, NULL,
+     "Assume this role (STS AssumeRole) on top of the credentials the chain finds."},
+    {"external-id", FLAG_STRING, &f_external_id, NULL, NULL, "The ExternalId for --role-arn."},
+    {"max-attempts", FLAG_INT, &f_max_attempts, "0", NULL,
+     "Attempts per call including retries; 0 is $AWS_MAX_ATTEMPTS or 3.", 0, 20},
+    {"timeout", FLAG_DURATION, &f_timeout, "30s", NULL, "Timeout of each attempt."},
+    {"retry-base-delay", FLAG_DURATION, &f_retry_base, "100ms", NULL,
+     "Base of the exponential backoff between retries (1s after throttling replies, or this "
+     "when larger)."},
+    {"paginate", FLAG_BOOL, &f_paginate, "false", NULL,
+     "Follow NextToken / NextMarker and print every page (a JSON array of the pages)."},
+    {"repeat", FLAG_INT, &f_repeat, "1", NULL,
+     "Make the call this many times (credential refresh tests).", 1, 100000},
+    {"interval", FLAG_DURATION, &f_interval, "1s", NULL, "The pause between repeated calls."},
+    {"batch-window", FLAG_DURATION, &f_batch_window, "10ms", NULL,
+     "batch: how long to wait for more IDs after the last one."},
+    {"batch-max-ids", FLAG_INT, &f_batch_max, "0", NULL,
+     "batch: IDs per Describe call; 0 is the kind's default.", 0, 1000},
+    {"print-metrics", FLAG_BOOL, &f_print_metrics, "false", NULL,
+     "Print the AWS API metrics (Prometheus text) on stderr before exiting."},
+    {"compact", FLAG_BOOL, &f_compact, "false", NULL, "Print JSON on one line."},
+    LOG_FLAGS,
+    {NULL},
 };
 
 void aws_print_metrics(FILE *f)
@@ -181,8 +180,7 @@ static int on_page(void *ud, const struct aws_reply *rep)
 }
 
 /* The page token names of a service: request parameter and reply field. */
-static void token_names(const struct aws_service_info *si, const char **param,
-			const char **field)
+static void token_names(const struct aws_service_info *si, const char **param, const char **field)
 {
 	switch (si->id) {
 	case AWS_SVC_EC2:
@@ -204,7 +202,7 @@ static int call_once(struct aws_client *c, const struct aws_service_info *si, co
 {
 	struct aws_query q = AWS_QUERY_INIT;
 	cJSON *in = NULL;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	struct aws_error err;
 	char msg[1024];
 	int r = 0;
@@ -228,8 +226,8 @@ static int call_once(struct aws_client *c, const struct aws_service_info *si, co
 		return 2;
 	}
 	if (f_paginate) {
-		struct pages pg = { cJSON_CreateArray(), si->protocol == AWS_PROTO_JSON };
-		struct aws_paginate p = { .on_page = on_page, .ud = &pg };
+		struct pages pg = {cJSON_CreateArray(), si->protocol == AWS_PROTO_JSON};
+		struct aws_paginate p = {.on_page = on_page, .ud = &pg};
 		token_names(si, &p.token_param, &p.reply_field);
 		if (!pg.arr)
 			r = -ENOMEM;
@@ -246,7 +244,8 @@ static int call_once(struct aws_client *c, const struct aws_service_info *si, co
 		else
 			r = aws_call_json(c, si->id, action, in, &rep, &err);
 		if (r >= 0) {
-			cJSON *out = si->protocol == AWS_PROTO_JSON ? NULL : aws_xml_to_json(rep.result);
+			cJSON *out =
+			    si->protocol == AWS_PROTO_JSON ? NULL : aws_xml_to_json(rep.result);
 			print_json(out ? out : rep.json);
 			cJSON_Delete(out);
 			log_v(1, "AWS call done", KV_S("action", action),
@@ -266,7 +265,7 @@ static int call_once(struct aws_client *c, const struct aws_service_info *si, co
 
 int aws_main(int argc, char **argv)
 {
-	struct aws_client_opts o = { 0 };
+	struct aws_client_opts o = {0};
 	struct aws_client *c = NULL;
 	const struct aws_service_info *si;
 	int n, r, rc = 0;

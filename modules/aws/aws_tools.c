@@ -15,9 +15,9 @@
 static int imds_fail(const char *what, int r)
 {
 	fprintf(stderr, "aws-k8s aws: imds %s failed: %s\n", what,
-		r == -ENOENT	? "not found (404)"
-		: r == -ENODEV	? "the metadata service is disabled (AWS_EC2_METADATA_DISABLED)"
-				: strerror(-r));
+		r == -ENOENT   ? "not found (404)"
+		: r == -ENODEV ? "the metadata service is disabled (AWS_EC2_METADATA_DISABLED)"
+			       : strerror(-r));
 	return 1;
 }
 
@@ -27,13 +27,13 @@ int aws_cmd_imds(struct aws_client *c, int argc, char **argv)
 		const char *name;
 		int (*fn)(struct aws_imds *m, char **ret);
 	} helpers[] = {
-		{ "instance-id", aws_imds_instance_id },
-		{ "instance-type", aws_imds_instance_type },
-		{ "zone", aws_imds_zone },
-		{ "zone-id", aws_imds_zone_id },
-		{ "region", aws_imds_region },
-		{ "local-hostname", aws_imds_local_hostname },
-		{ "local-ipv4", aws_imds_local_ipv4 },
+	    {"instance-id", aws_imds_instance_id},
+	    {"instance-type", aws_imds_instance_type},
+	    {"zone", aws_imds_zone},
+	    {"zone-id", aws_imds_zone_id},
+	    {"region", aws_imds_region},
+	    {"local-hostname", aws_imds_local_hostname},
+	    {"local-ipv4", aws_imds_local_ipv4},
 	};
 	struct aws_imds *m = aws_client_imds(c);
 	int r;
@@ -128,8 +128,8 @@ int aws_cmd_batch(struct aws_client *c, int argc, char **argv, long long window_
 		  long long max_ids)
 {
 	const struct aws_batch_kind *k = argc > 0 ? aws_batch_kind_by_name(argv[0]) : NULL;
-	struct aws_batcher_opts o = { .window_ns = window_ms * NSEC_PER_MSEC,
-				      .max_ids = (unsigned)max_ids };
+	struct aws_batcher_opts o = {.window_ns = window_ms * NSEC_PER_MSEC,
+				     .max_ids = (unsigned)max_ids};
 	struct aws_batcher *b = NULL;
 	struct aws_batcher_stats st;
 	struct ask *asks;
@@ -211,7 +211,7 @@ int aws_cmd_batch(struct aws_client *c, int argc, char **argv, long long window_
 
 int aws_cmd_creds(struct aws_client *c)
 {
-	struct aws_credentials cr = { 0 };
+	struct aws_credentials cr = {0};
 	struct aws_creds *p = aws_client_creds(c);
 	int r = aws_creds_get(p, &cr);
 	char exp[40] = "never";

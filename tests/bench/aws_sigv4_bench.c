@@ -20,21 +20,28 @@ int main(int argc, char **argv)
 {
 	long n = argc > 1 ? strtol(argv[1], NULL, 10) : 200000;
 	static const char body[] =
-		"Action=DescribeInstances&Version=2016-11-15&Filter.1.Name=tag%3Akubernetes.io%2F"
-		"cluster%2Fabc&Filter.1.Value.1=owned&Filter.2.Name=instance-state-name&Filter.2.Value"
-		".1=pending&Filter.2.Value.2=running&MaxResults=1000";
-	struct http_header h[] = { { "Content-Type",
-				     "application/x-www-form-urlencoded; charset=utf-8" } };
+	    "Action=DescribeInstances&Version=2016-11-15&Filter.1.Name=tag%3Akubernetes.io%2F"
+	    "cluster%2Fabc&Filter.1.Value.1=owned&Filter.2.Name=instance-state-name&Filter.2.Value"
+	    ".1=pending&Filter.2.Value.2=running&MaxResults=1000";
+	struct http_header h[] = {
+	    {"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"}};
 	struct aws_credentials cr = {
-		.access_key_id = (char *)"ASIAEXAMPLEEXAMPLE01",
-		.secret_access_key = (char *)"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-		.session_token = (char *)"IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD"
-					 "example-session-token-of-a-realistic-length-0123456789",
+	    .access_key_id = (char *)"ASIAEXAMPLEEXAMPLE01",
+	    .secret_access_key = (char *)"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+	    .session_token = (char *)"IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD"
+				     "example-session-token-of-a-realistic-length-0123456789",
 	};
 	struct sigv4_input in = {
-		.method = "POST", .host = "ec2.us-east-1.amazonaws.com", .path = "/",
-		.headers = h, .n_headers = 1, .body = body, .body_len = sizeof(body) - 1,
-		.region = "us-east-1", .service = "ec2", .time_ns = 1700000000LL * 1000000000LL,
+	    .method = "POST",
+	    .host = "ec2.us-east-1.amazonaws.com",
+	    .path = "/",
+	    .headers = h,
+	    .n_headers = 1,
+	    .body = body,
+	    .body_len = sizeof(body) - 1,
+	    .region = "us-east-1",
+	    .service = "ec2",
+	    .time_ns = 1700000000LL * 1000000000LL,
 	};
 	struct sigv4_output out;
 	long long t0, t1;

@@ -60,9 +60,11 @@ static int fake_fetch(void *ud, const char *const *ids, size_t n, struct aws_rep
 	for (size_t i = n; i-- > 0;) {
 		if ((n - 1 - i) % 2 == 0)
 			buf_puts(&b, "<item><instancesSet>");
-		buf_printf(&b, "<item><instanceId>%s</instanceId><privateDnsName>ip-%zu</privateDnsName>"
-			       "</item>",
-			   ids[i], i);
+		buf_printf(
+		    &b,
+		    "<item><instanceId>%s</instanceId><privateDnsName>ip-%zu</privateDnsName>"
+		    "</item>",
+		    ids[i], i);
 		if ((n - 1 - i) % 2 == 1 || i == 0)
 			buf_puts(&b, "</instancesSet></item>");
 	}
@@ -115,10 +117,11 @@ static int run_askers(struct aws_batcher *b, struct asker *a, size_t n)
 
 TEST(aws_batch_merges_concurrent_asks)
 {
-	struct fake f = { .lock = PTHREAD_MUTEX_INITIALIZER };
-	struct aws_batcher_opts o = { .fetch = fake_fetch, .fetch_ud = &f,
-				      .window_ns = 20 * NSEC_PER_MSEC,
-				      .max_wait_ns = 200 * NSEC_PER_MSEC };
+	struct fake f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct aws_batcher_opts o = {.fetch = fake_fetch,
+				     .fetch_ud = &f,
+				     .window_ns = 20 * NSEC_PER_MSEC,
+				     .max_wait_ns = 200 * NSEC_PER_MSEC};
 	struct aws_batcher *b;
 	struct aws_batcher_stats st;
 	static struct asker a[250];
@@ -133,19 +136,20 @@ TEST(aws_batch_merges_concurrent_asks)
 	}
 	aws_batcher_stats(b, &st);
 	ASSERT_EQ(st.asks, 250);
-	ASSERT_LE(f.max_n, 100);   /* the kind's cap */
-	ASSERT_GE(f.calls, 2);     /* 200 distinct IDs need at least two calls */
-	ASSERT_LE(f.calls, 8);     /* and far fewer than 250 */
+	ASSERT_LE(f.max_n, 100); /* the kind's cap */
+	ASSERT_GE(f.calls, 2);	 /* 200 distinct IDs need at least two calls */
+	ASSERT_LE(f.calls, 8);	 /* and far fewer than 250 */
 	ASSERT_EQ(st.calls, (unsigned long)f.calls);
 	aws_batcher_free(b);
 }
 
 static void notfound_case(enum notfound_style style, int max_calls)
 {
-	struct fake f = { .lock = PTHREAD_MUTEX_INITIALIZER, .style = style };
-	struct aws_batcher_opts o = { .fetch = fake_fetch, .fetch_ud = &f,
-				      .window_ns = 30 * NSEC_PER_MSEC,
-				      .max_wait_ns = 300 * NSEC_PER_MSEC };
+	struct fake f = {.lock = PTHREAD_MUTEX_INITIALIZER, .style = style};
+	struct aws_batcher_opts o = {.fetch = fake_fetch,
+				     .fetch_ud = &f,
+				     .window_ns = 30 * NSEC_PER_MSEC,
+				     .max_wait_ns = 300 * NSEC_PER_MSEC};
 	struct aws_batcher *b;
 	struct asker a[20];
 
@@ -185,8 +189,8 @@ TEST(aws_batch_notfound_unnamed_split)
 
 TEST(aws_batch_errors_reach_every_caller)
 {
-	struct fake f = { .lock = PTHREAD_MUTEX_INITIALIZER, .fail_all = true };
-	struct aws_batcher_opts o = { .fetch = fake_fetch, .fetch_ud = &f };
+	struct fake f = {.lock = PTHREAD_MUTEX_INITIALIZER, .fail_all = true};
+	struct aws_batcher_opts o = {.fetch = fake_fetch, .fetch_ud = &f};
 	struct aws_batcher *b;
 	struct aws_error err;
 	xmlDoc *doc;

@@ -11,12 +11,25 @@
 #include "tests/unit/harness.h"
 
 static const char *const env_vars[] = {
-	"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2", "AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING_V2",
-	"AWS_ENDPOINT_URL_SQS", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_ACCESS_KEY_ID",
-	"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ROLE_ARN",
-	"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
-	"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-	"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED", "AWS_MAX_ATTEMPTS",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_EC2",
+    "AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING_V2",
+    "AWS_ENDPOINT_URL_SQS",
+    "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_EC2_METADATA_DISABLED",
+    "AWS_MAX_ATTEMPTS",
 };
 
 static void unset_env(void)
@@ -123,7 +136,7 @@ TEST(aws_service_table)
 
 TEST(aws_retry_bucket_and_delay)
 {
-	struct aws_retry_bucket b = { AWS_RETRY_TOKENS };
+	struct aws_retry_bucket b = {AWS_RETRY_TOKENS};
 	unsigned cost = 0, n = 0;
 
 	/* 500 tokens: 100 plain retries, then nothing */
@@ -204,8 +217,8 @@ static void write_file(const char *path, const char *text)
 TEST(aws_creds_chain_offline_sources)
 {
 	struct aws_client *c = NULL;
-	struct aws_client_opts o = { .region = "us-east-1" };
-	struct aws_credentials cr = { 0 };
+	struct aws_client_opts o = {.region = "us-east-1"};
+	struct aws_credentials cr = {0};
 	char cred_path[512], cfg_path[512];
 	const char *region;
 
@@ -242,10 +255,11 @@ TEST(aws_creds_chain_offline_sources)
 	/* then the shared files; a profile named explicitly wins over the environment */
 	snprintf(cred_path, sizeof(cred_path), "%s/credentials", test_tmpdir());
 	snprintf(cfg_path, sizeof(cfg_path), "%s/config", test_tmpdir());
-	write_file(cred_path, "[default]\naws_access_key_id = AKIDDEFAULT\n"
-			      "aws_secret_access_key = defsecret\n"
-			      "[team]\naws_access_key_id=AKIDTEAM\naws_secret_access_key=teamsecret\n"
-			      "aws_session_token=teamtoken\n");
+	write_file(cred_path,
+		   "[default]\naws_access_key_id = AKIDDEFAULT\n"
+		   "aws_secret_access_key = defsecret\n"
+		   "[team]\naws_access_key_id=AKIDTEAM\naws_secret_access_key=teamsecret\n"
+		   "aws_session_token=teamtoken\n");
 	write_file(cfg_path, "[profile team]\nregion = eu-north-1\n[default]\nregion = ap-south-1\n"
 			     "[profile empty]\noutput = json\n");
 	setenv("AWS_SHARED_CREDENTIALS_FILE", cred_path, 1);
@@ -326,9 +340,9 @@ static int fake_fetch(void *ud, struct aws_credentials *ret)
 
 TEST(aws_creds_refresh_before_expiry)
 {
-	struct fake_source f = { .life_ns = 400 * NSEC_PER_MSEC };
+	struct fake_source f = {.life_ns = 400 * NSEC_PER_MSEC};
 	struct aws_creds *p;
-	struct aws_credentials cr = { 0 };
+	struct aws_credentials cr = {0};
 
 	ASSERT_OK(aws_creds_new_custom(fake_fetch, &f, &p));
 	ASSERT_OK(aws_creds_get(p, &cr));
@@ -374,11 +388,11 @@ TEST(aws_creds_refresh_before_expiry)
 TEST(aws_imds_identity_document)
 {
 	static const char doc[] =
-		"{\"accountId\":\"123456789012\",\"architecture\":\"x86_64\","
-		"\"availabilityZone\":\"us-east-1a\",\"imageId\":\"ami-1\","
-		"\"instanceId\":\"i-1234567890abcdef0\",\"instanceType\":\"m5.large\","
-		"\"pendingTime\":\"2024-01-01T00:00:00Z\",\"privateIp\":\"10.0.0.1\","
-		"\"region\":\"us-east-1\",\"version\":\"2017-09-30\"}";
+	    "{\"accountId\":\"123456789012\",\"architecture\":\"x86_64\","
+	    "\"availabilityZone\":\"us-east-1a\",\"imageId\":\"ami-1\","
+	    "\"instanceId\":\"i-1234567890abcdef0\",\"instanceType\":\"m5.large\","
+	    "\"pendingTime\":\"2024-01-01T00:00:00Z\",\"privateIp\":\"10.0.0.1\","
+	    "\"region\":\"us-east-1\",\"version\":\"2017-09-30\"}";
 	struct aws_imds_identity id;
 
 	ASSERT_OK(aws_imds_identity_parse(doc, strlen(doc), &id));
@@ -394,7 +408,7 @@ TEST(aws_imds_identity_document)
 TEST(aws_imds_disabled_and_endpoint)
 {
 	struct aws_imds *m;
-	struct aws_imds_opts o = { .endpoint = "http://127.0.0.1:9/" };
+	struct aws_imds_opts o = {.endpoint = "http://127.0.0.1:9/"};
 	char *v;
 
 	clean_env();
@@ -409,7 +423,7 @@ TEST(aws_imds_disabled_and_endpoint)
 	ASSERT_FALSE(aws_imds_disabled(m));
 	aws_imds_free(m);
 	unsetenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-	ASSERT_ERR(aws_imds_new(&(struct aws_imds_opts){ .endpoint = "169.254.169.254" }, &m),
+	ASSERT_ERR(aws_imds_new(&(struct aws_imds_opts){.endpoint = "169.254.169.254"}, &m),
 		   EINVAL);
 	unset_env();
 }
@@ -445,8 +459,8 @@ static void *get_thread(void *arg)
 
 TEST(aws_creds_refresh_does_not_block_others)
 {
-	struct slow_source s = { .slow_ns = 600 * NSEC_PER_MSEC };
-	struct aws_credentials a = { 0 }, b = { 0 };
+	struct slow_source s = {.slow_ns = 600 * NSEC_PER_MSEC};
+	struct aws_credentials a = {0}, b = {0};
 	pthread_t t;
 	int64_t start;
 

@@ -28,12 +28,12 @@ TEST(aws_query_flattening)
 {
 	struct aws_query q = AWS_QUERY_INIT;
 	struct buf b = BUF_INIT(0);
-	const char *ids[] = { "i-1", "i-2" };
-	const char *keys[] = { "Name", "k&=" }, *vals[] = { "n 1", "v/+" };
+	const char *ids[] = {"i-1", "i-2"};
+	const char *keys[] = {"Name", "k&="}, *vals[] = {"n 1", "v/+"};
 
 	ASSERT_OK(aws_query_add_list(&q, "InstanceId", ids, 2));
-	ASSERT_OK(aws_query_add_filter(&q, "tag:Name", (const char *[]){ "a", "b*" }, 2));
-	ASSERT_OK(aws_query_add_filter(&q, "instance-state-name", (const char *[]){ "running" }, 1));
+	ASSERT_OK(aws_query_add_filter(&q, "tag:Name", (const char *[]){"a", "b*"}, 2));
+	ASSERT_OK(aws_query_add_filter(&q, "instance-state-name", (const char *[]){"running"}, 1));
 	ASSERT_OK(aws_query_add_tags(&q, "TagSpecification.1.Tag", keys, vals, 2));
 	ASSERT_OK(aws_query_addf(&q, "TCP", "Listeners.member.%d.Protocol", 1));
 	ASSERT_OK(aws_query_add_int(&q, "MaxResults", 5));
@@ -83,7 +83,7 @@ TEST(aws_xml_moto_describe_instances)
 		}
 	}
 	ASSERT_EQ(n, 2);
-	ASSERT_NULL(aws_xml_text(root, "reservationSet"));  /* holds elements */
+	ASSERT_NULL(aws_xml_text(root, "reservationSet")); /* holds elements */
 	ASSERT_NULL(aws_xml_text(root, "nosuch/path"));
 	xmlFreeDoc(doc);
 }
@@ -135,11 +135,12 @@ TEST(aws_xml_to_json_generic)
 	xmlFreeDoc(doc);
 
 	/* repeated non-list names become arrays; mixed lists stay objects */
-	ASSERT_OK(aws_xml_parse("<a><b>1</b><c>x</c><b>2</b><b>3</b><l><member>m</member></l>"
-				"<m><item>1</item><member>2</member></m></a>",
-				strlen("<a><b>1</b><c>x</c><b>2</b><b>3</b><l><member>m</member></l>"
-				       "<m><item>1</item><member>2</member></m></a>"),
-				&doc, NULL, 0));
+	ASSERT_OK(
+	    aws_xml_parse("<a><b>1</b><c>x</c><b>2</b><b>3</b><l><member>m</member></l>"
+			  "<m><item>1</item><member>2</member></m></a>",
+			  strlen("<a><b>1</b><c>x</c><b>2</b><b>3</b><l><member>m</member></l>"
+				 "<m><item>1</item><member>2</member></m></a>"),
+			  &doc, NULL, 0));
 	j = aws_xml_to_json(xmlDocGetRootElement(doc));
 	s = json_print(j);
 	ASSERT_STREQ(s, "{\"c\":\"x\",\"b\":[\"1\",\"2\",\"3\"],\"l\":[\"m\"],"
@@ -152,13 +153,13 @@ TEST(aws_xml_to_json_generic)
 TEST(aws_xml_rejects_bad_input)
 {
 	static const char *bad[] = {
-		"",
-		"<a><b>",
-		"<?xml version=\"1.0\"?><DescribeInstancesResponse><reservationSet><item>",
-		"not xml at all",
-		"<!DOCTYPE a [<!ENTITY x \"y\">]><a>&x;</a>",
-		"<a>&undefined;</a>",
-		"<a></b>",
+	    "",
+	    "<a><b>",
+	    "<?xml version=\"1.0\"?><DescribeInstancesResponse><reservationSet><item>",
+	    "not xml at all",
+	    "<!DOCTYPE a [<!ENTITY x \"y\">]><a>&x;</a>",
+	    "<a>&undefined;</a>",
+	    "<a></b>",
 	};
 	char err[256];
 	xmlDoc *doc = NULL;
@@ -228,8 +229,9 @@ TEST(aws_error_shapes)
 	ASSERT_EQ(aws_error_errno(&e), -ENOENT);
 
 	{
-		static const char thr[] = "<ErrorResponse><Error><Code>Throttling</Code>"
-					  "<Message>Rate exceeded</Message></Error></ErrorResponse>";
+		static const char thr[] =
+		    "<ErrorResponse><Error><Code>Throttling</Code>"
+		    "<Message>Rate exceeded</Message></Error></ErrorResponse>";
 		aws_error_parse(&e, 400, NULL, thr, strlen(thr), NULL);
 	}
 	ASSERT_STREQ(e.code, "Throttling");
@@ -244,10 +246,10 @@ TEST(aws_error_shapes)
 	/* a peer that echoes the canonical request does not put the session token in a log */
 	{
 		static const char sig[] =
-			"<ErrorResponse><Error><Code>SignatureDoesNotMatch</Code><Message>The "
-			"Canonical String for this request should have been\n'POST\n/\n\n"
-			"host:sts.amazonaws.com\nx-amz-security-token:IQoJsecretTOKEN\n'</Message>"
-			"</Error></ErrorResponse>";
+		    "<ErrorResponse><Error><Code>SignatureDoesNotMatch</Code><Message>The "
+		    "Canonical String for this request should have been\n'POST\n/\n\n"
+		    "host:sts.amazonaws.com\nx-amz-security-token:IQoJsecretTOKEN\n'</Message>"
+		    "</Error></ErrorResponse>";
 		aws_error_parse(&e, 403, "text/xml", sig, strlen(sig), NULL);
 		ASSERT_STREQ(e.code, "SignatureDoesNotMatch");
 		ASSERT_NOT_CONTAINS(e.message, "IQoJsecretTOKEN");
@@ -255,7 +257,8 @@ TEST(aws_error_shapes)
 		ASSERT_EQ(aws_error_errno(&e), -EACCES);
 	}
 	aws_error_parse(&e, 503, NULL, NULL, 0, NULL);
-	ASSERT_CONTAINS(e.message, "HTTP 503 reply without an AWS error (no content type, 0 bytes)");
+	ASSERT_CONTAINS(e.message,
+			"HTTP 503 reply without an AWS error (no content type, 0 bytes)");
 }
 
 TEST(aws_error_classification)
@@ -266,43 +269,44 @@ TEST(aws_error_classification)
 		int err;
 		bool retry;
 	} t[] = {
-		{ 400, "RequestLimitExceeded", -EAGAIN, true },
-		{ 503, "SlowDown", -EAGAIN, true },
-		{ 400, "ThrottlingException", -EAGAIN, true },
-		{ 400, "TooManyRequestsException", -EAGAIN, true },
-		{ 400, "ProvisionedThroughputExceededException", -EAGAIN, true },
-		{ 400, "RequestThrottled", -EAGAIN, true },
-		{ 400, "InvalidParameterValue", -EINVAL, false },
-		{ 400, "ValidationError", -EINVAL, false },
-		{ 400, "MissingParameter", -EINVAL, false },
-		{ 400, "InvalidVolume.NotFound", -ENOENT, false },
-		{ 400, "TargetGroupNotFound", -ENOENT, false },
-		{ 404, "NoSuchEntity", -ENOENT, false },
-		{ 400, "AWS.SimpleQueueService.NonExistentQueue", -ENOENT, false },
-		{ 401, "AuthFailure", -EACCES, false },
-		{ 403, "UnauthorizedOperation", -EACCES, false },
-		{ 403, "SignatureDoesNotMatch", -EACCES, false },
-		{ 400, "ExpiredToken", -EACCES, false },
-		{ 400, "InvalidGroup.Duplicate", -EEXIST, false },
-		{ 400, "DuplicateLoadBalancerName", -EEXIST, false },
-		{ 400, "RouteAlreadyExists", -EEXIST, false },
-		{ 400, "IdempotentParameterMismatch", -EEXIST, false },
-		{ 400, "VolumeInUse", -EBUSY, false },
-		{ 400, "DependencyViolation", -EBUSY, false },
-		{ 412, "DryRunOperation", -EALREADY, false },
-		{ 500, "InternalError", -EAGAIN, true },
-		{ 500, "", -EAGAIN, true },
-		{ 502, "", -EAGAIN, true },
-		{ 504, "", -EAGAIN, true },
-		{ 501, "", -EAGAIN, false },
-		{ 429, "", -EAGAIN, true },
-		{ 400, "RequestTimeout", -EAGAIN, true },
+	    {400, "RequestLimitExceeded", -EAGAIN, true},
+	    {503, "SlowDown", -EAGAIN, true},
+	    {400, "ThrottlingException", -EAGAIN, true},
+	    {400, "TooManyRequestsException", -EAGAIN, true},
+	    {400, "ProvisionedThroughputExceededException", -EAGAIN, true},
+	    {400, "RequestThrottled", -EAGAIN, true},
+	    {400, "InvalidParameterValue", -EINVAL, false},
+	    {400, "ValidationError", -EINVAL, false},
+	    {400, "MissingParameter", -EINVAL, false},
+	    {400, "InvalidVolume.NotFound", -ENOENT, false},
+	    {400, "TargetGroupNotFound", -ENOENT, false},
+	    {404, "NoSuchEntity", -ENOENT, false},
+	    {400, "AWS.SimpleQueueService.NonExistentQueue", -ENOENT, false},
+	    {401, "AuthFailure", -EACCES, false},
+	    {403, "UnauthorizedOperation", -EACCES, false},
+	    {403, "SignatureDoesNotMatch", -EACCES, false},
+	    {400, "ExpiredToken", -EACCES, false},
+	    {400, "InvalidGroup.Duplicate", -EEXIST, false},
+	    {400, "DuplicateLoadBalancerName", -EEXIST, false},
+	    {400, "RouteAlreadyExists", -EEXIST, false},
+	    {400, "IdempotentParameterMismatch", -EEXIST, false},
+	    {400, "VolumeInUse", -EBUSY, false},
+	    {400, "DependencyViolation", -EBUSY, false},
+	    {412, "DryRunOperation", -EALREADY, false},
+	    {500, "InternalError", -EAGAIN, true},
+	    {500, "", -EAGAIN, true},
+	    {502, "", -EAGAIN, true},
+	    {504, "", -EAGAIN, true},
+	    {501, "", -EAGAIN, false},
+	    {429, "", -EAGAIN, true},
+	    {400, "RequestTimeout", -EAGAIN, true},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
-		struct aws_error e = { .http_status = t[i].status };
+		struct aws_error e = {.http_status = t[i].status};
 		str_copy(e.code, sizeof(e.code), t[i].code);
 		if (aws_error_errno(&e) != t[i].err || aws_error_retryable(&e) != t[i].retry)
 			test_fail(__FILE__, __LINE__, "%ld %s: errno %s retry %d", t[i].status,
-				  t[i].code, errno_name(aws_error_errno(&e)), aws_error_retryable(&e));
+				  t[i].code, errno_name(aws_error_errno(&e)),
+				  aws_error_retryable(&e));
 	}
 }

@@ -38,8 +38,8 @@ TEST(aws_sigv4_botocore_vectors)
 		struct http_header hdrs[16];
 		size_t nh = 0;
 		const cJSON *h;
-		struct aws_credentials cr = { 0 };
-		struct sigv4_input in = { 0 };
+		struct aws_credentials cr = {0};
+		struct sigv4_input in = {0};
 		struct sigv4_output out;
 		struct buf creq = BUF_INIT(0), sts = BUF_INIT(0);
 		char host[256];
@@ -75,11 +75,12 @@ TEST(aws_sigv4_botocore_vectors)
 		if (r < 0) {
 			test_fail(__FILE__, __LINE__, "%s: sign failed: %s", name, errno_name(r));
 		} else if (strcmp(creq.data, json_str(v, "canonical_request")) != 0) {
-			test_fail(__FILE__, __LINE__, "%s: canonical request\n--- ours\n%s\n--- botocore\n%s",
-				  name, creq.data, json_str(v, "canonical_request"));
+			test_fail(__FILE__, __LINE__,
+				  "%s: canonical request\n--- ours\n%s\n--- botocore\n%s", name,
+				  creq.data, json_str(v, "canonical_request"));
 		} else if (strcmp(sts.data, json_str(v, "string_to_sign")) != 0) {
-			test_fail(__FILE__, __LINE__, "%s: string to sign\n%s\nvs\n%s", name, sts.data,
-				  json_str(v, "string_to_sign"));
+			test_fail(__FILE__, __LINE__, "%s: string to sign\n%s\nvs\n%s", name,
+				  sts.data, json_str(v, "string_to_sign"));
 		} else if (strcmp(out.authorization, json_str(v, "authorization")) != 0) {
 			test_fail(__FILE__, __LINE__, "%s: authorization\n%s\nvs\n%s", name,
 				  out.authorization, json_str(v, "authorization"));
@@ -100,11 +101,14 @@ TEST(aws_sigv4_botocore_vectors)
 
 TEST(aws_sigv4_output_headers)
 {
-	struct aws_credentials cr = { .access_key_id = (char *)"AKID",
-				      .secret_access_key = (char *)"secret",
-				      .session_token = (char *)"tok" };
-	struct sigv4_input in = { .method = "GET", .host = "ec2.us-east-1.amazonaws.com",
-				  .region = "us-east-1", .service = "ec2", .time_ns = 0 };
+	struct aws_credentials cr = {.access_key_id = (char *)"AKID",
+				     .secret_access_key = (char *)"secret",
+				     .session_token = (char *)"tok"};
+	struct sigv4_input in = {.method = "GET",
+				 .host = "ec2.us-east-1.amazonaws.com",
+				 .region = "us-east-1",
+				 .service = "ec2",
+				 .time_ns = 0};
 	struct sigv4_output out;
 
 	ASSERT_OK(sigv4_sign(&in, &cr, &out));
@@ -123,11 +127,15 @@ TEST(aws_sigv4_output_headers)
 
 TEST(aws_sigv4_refuses_owned_headers)
 {
-	struct aws_credentials cr = { .access_key_id = (char *)"AKID",
-				      .secret_access_key = (char *)"secret" };
-	struct http_header h[] = { { "Authorization", "x" } };
-	struct sigv4_input in = { .method = "GET", .host = "h", .region = "r", .service = "s",
-				  .headers = h, .n_headers = 1 };
+	struct aws_credentials cr = {.access_key_id = (char *)"AKID",
+				     .secret_access_key = (char *)"secret"};
+	struct http_header h[] = {{"Authorization", "x"}};
+	struct sigv4_input in = {.method = "GET",
+				 .host = "h",
+				 .region = "r",
+				 .service = "s",
+				 .headers = h,
+				 .n_headers = 1};
 	struct sigv4_output out;
 
 	ASSERT_ERR(sigv4_sign(&in, &cr, &out), EINVAL);
