@@ -340,7 +340,7 @@ static int fake_fetch(void *ud, struct aws_credentials *ret)
 
 TEST(aws_creds_refresh_before_expiry)
 {
-	struct fake_source f = {.life_ns = 400 * NSEC_PER_MSEC};
+	struct fake_source f = {.life_ns = NSEC_PER_SEC};
 	struct aws_creds *p;
 	struct aws_credentials cr = {0};
 
@@ -353,14 +353,14 @@ TEST(aws_creds_refresh_before_expiry)
 	aws_credentials_release(&cr);
 	ASSERT_EQ(f.calls, 1);
 	/* half of a short lifetime: refreshed */
-	sleep_ns(250 * NSEC_PER_MSEC);
+	sleep_ns(600 * NSEC_PER_MSEC);
 	ASSERT_OK(aws_creds_get(p, &cr));
 	ASSERT_STREQ(cr.access_key_id, "AKID2");
 	aws_credentials_release(&cr);
 	ASSERT_EQ(aws_creds_fetch_count(p), 2);
 	/* a failing refresh keeps the old ones while they last */
 	f.fail_after = 2;
-	sleep_ns(250 * NSEC_PER_MSEC);
+	sleep_ns(600 * NSEC_PER_MSEC);
 	ASSERT_OK(aws_creds_get(p, &cr));
 	ASSERT_STREQ(cr.access_key_id, "AKID2");
 	aws_credentials_release(&cr);
