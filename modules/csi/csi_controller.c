@@ -218,7 +218,7 @@ static int ctrl_probe(void *ud, char *why, size_t n)
 
 #define M(path, req, rep, fn) { "/csi.v1.Controller/" path, &csi__v1__##req##__descriptor, &csi__v1__##rep##__descriptor, fn }
 
-static const struct rpc_method ctrl_methods[] = {
+const struct rpc_method csi_ctrl_methods[] = {
 	M("CreateVolume", create_volume_request, create_volume_response, csi_ctrl_create_volume),
 	M("DeleteVolume", delete_volume_request, delete_volume_response, csi_ctrl_delete_volume),
 	M("ControllerPublishVolume", controller_publish_volume_request, controller_publish_volume_response, csi_ctrl_publish),
@@ -237,15 +237,10 @@ static const struct rpc_method ctrl_methods[] = {
 };
 
 /* The batcher's fetch: a real DescribeX call, counted in the driver's metrics. */
-struct batch_fetch {
-	struct csi_ctrl *c;
-	const struct aws_batch_kind *k;
-};
-
 static int batch_fetch(void *ud, const char *const *ids, size_t n, struct aws_reply *rep,
 		       struct aws_error *err)
 {
-	struct batch_fetch *bf = ud;
+	struct csi_batch_fetch *bf = ud;
 	struct aws_query q = AWS_QUERY_INIT;
 	int64_t t0 = now_mono_ns();
 	int r;
@@ -262,12 +257,10 @@ out:
 	return r;
 }
 
-static struct batch_fetch fetchers[4];
-
 static int make_batcher(struct csi_ctrl *c, int i, const struct aws_batch_kind *k, struct aws_batcher **ret)
 {
-	fetchers[i] = (struct batch_fetch){ c, k };
-	return aws_batcher_new(c->aws, k, &(struct aws_batcher_opts){ .fetch = batch_fetch, .fetch_ud = &fetchers[i] }, ret);
+	c->fetchers[i] = (struct csi_batch_fetch){ c, k };
+	return aws_batcher_new(c->aws, k, &(struct aws_batcher_opts){ .fetch = batch_fetch, .fetch_ud = &c->fetchers[i] }, ret);
 }
 
 static int push_tags(struct csi_ctrl *c, char **kv)
@@ -294,7 +287,7 @@ static int push_tags(struct csi_ctrl *c, char **kv)
 	return 0;
 }
 
-static void ctrl_free(struct csi_ctrl *c)
+void csi_ctrl_release(struct csi_ctrl *c)
 {
 	aws_batcher_free(c->b_volumes);
 	aws_batcher_free(c->b_instances);
@@ -315,21 +308,56 @@ static void ctrl_free(struct csi_ctrl *c)
 	pthread_mutex_destroy(&c->lock);
 }
 
+int csi_ctrl_setup(struct csi_ctrl *c, const struct aws_client_opts *ao)
+{
+	int r;
+
+	pthread_mutex_init(&c->lock, NULL);
+	if (!c->attach_timeout_ns)
+		c->attach_timeout_ns = 150 * NSEC_PER_SEC;
+	if (!c->create_timeout_ns)
+		c->create_timeout_ns = 150 * NSEC_PER_SEC;
+	if (!c->poll_scale)
+		c->poll_scale = 1;
+	c->m_requests = metric_histogram("aws_ebs_csi_api_request_duration_seconds",
+					 "EBS CSI driver's AWS API request duration in seconds.",
+					 (const char *[]){ "request", NULL }, NULL, 0);
+	c->m_errors = metric_counter("aws_ebs_csi_api_request_errors_total",
+				     "EBS CSI driver's AWS API request errors.", (const char *[]){ "request", NULL });
+	if ((r = aws_client_new(ao, &c->aws)) < 0)
+		return r;
+	const char *ep = getenv("AWS_EC2_ENDPOINT");
+	if (ep && *ep && (r = aws_client_set_override(c->aws, AWS_SVC_EC2, ep, NULL, NULL)) < 0)
+		return r;
+	if ((r = csi_devices_new(&c->devices)) < 0 || (r = csi_coalescer_new(&c->coalescer)) < 0 ||
+	    (r = make_batcher(c, 0, &aws_batch_volumes, &c->b_volumes)) < 0 ||
+	    (r = make_batcher(c, 1, &aws_batch_instances, &c->b_instances)) < 0 ||
+	    (r = make_batcher(c, 2, &aws_batch_snapshots, &c->b_snapshots)) < 0 ||
+	    (r = make_batcher(c, 3, &aws_batch_volume_modifications, &c->b_mods)) < 0)
+		return r;
+	return 0;
+}
+
+int csi_ctrl_probe(void *ud, char *why, size_t n)
+{
+	return ctrl_probe(ud, why, n);
+}
+
 int csi_controller_main(int argc, char **argv)
 {
 	struct csi_ctrl c = { 0 };
 	struct csi_identity id = { .controller = true, .probe = ctrl_probe, .probe_ud = &c };
+	char ua[160];
 	int r, n;
 
 	n = flags_parse("csi-controller", ctrl_usage, ctrl_flags, argc, argv);
 	if (n < 0)
 		return flags_exit_code(n);
-	pthread_mutex_init(&c.lock, NULL);
 	if (n > 1 || (n == 1 && strcmp(argv[0], "controller") != 0)) {
 		fprintf(stderr, "aws-k8s csi-controller: unexpected argument '%s' (the mode is always controller; "
 			"run csi-node for the node service)\n", n > 1 ? argv[1] : argv[0]);
-		r = 2;
-		goto out;
+		flags_free(ctrl_flags);
+		return 2;
 	}
 	if (f_sdk_debug && log_verbosity < 4)
 		log_verbosity = 4;
@@ -341,41 +369,16 @@ int csi_controller_main(int argc, char **argv)
 	c.tag_opts.warn_on_invalid_tag = f_warn_invalid_tag;
 	c.modify_window_ns = f_modify_timeout;
 	c.batching = f_batching;
-	c.attach_timeout_ns = 150 * NSEC_PER_SEC;
-	c.create_timeout_ns = 150 * NSEC_PER_SEC;
-	c.poll_scale = 1;
-	c.m_requests = metric_histogram("aws_ebs_csi_api_request_duration_seconds",
-					"EBS CSI driver's AWS API request duration in seconds.",
-					(const char *[]){ "request", NULL }, NULL, 0);
-	c.m_errors = metric_counter("aws_ebs_csi_api_request_errors_total",
-				    "EBS CSI driver's AWS API request errors.", (const char *[]){ "request", NULL });
-
-	char ua[160];
 	snprintf(ua, sizeof(ua), "csi-controller%s%s", f_user_agent && *f_user_agent ? " " : "",
 		 f_user_agent ? f_user_agent : "");
-	if ((r = aws_client_new(&(struct aws_client_opts){ .user_agent = ua }, &c.aws)) < 0) {
-		log_error("failed to set up the AWS client", KV_E(r));
+	if ((r = csi_ctrl_setup(&c, &(struct aws_client_opts){ .user_agent = ua })) < 0) {
+		log_error("failed to set up the controller (AWS client, region, AWS_EC2_ENDPOINT)", KV_E(r));
 		r = 1;
 		goto out;
 	}
-	const char *ep = getenv("AWS_EC2_ENDPOINT");
-	if (ep && *ep && (r = aws_client_set_override(c.aws, AWS_SVC_EC2, ep, NULL, NULL)) < 0) {
-		log_error("invalid AWS_EC2_ENDPOINT", KV_S("value", ep), KV_E(r));
-		r = 2;
-		goto out;
-	}
-	if ((r = csi_devices_new(&c.devices)) < 0 || (r = csi_coalescer_new(&c.coalescer)) < 0 ||
-	    (r = make_batcher(&c, 0, &aws_batch_volumes, &c.b_volumes)) < 0 ||
-	    (r = make_batcher(&c, 1, &aws_batch_instances, &c.b_instances)) < 0 ||
-	    (r = make_batcher(&c, 2, &aws_batch_snapshots, &c.b_snapshots)) < 0 ||
-	    (r = make_batcher(&c, 3, &aws_batch_volume_modifications, &c.b_mods)) < 0) {
-		log_error("failed to set up the controller", KV_E(r));
-		r = 1;
-		goto out;
-	}
-	r = csi_serve("csi-controller", &id, ctrl_methods, &c);
+	r = csi_serve("csi-controller", &id, csi_ctrl_methods, &c);
 out:
-	ctrl_free(&c);
+	csi_ctrl_release(&c);
 	flags_free(ctrl_flags);
 	return r;
 }

@@ -127,6 +127,14 @@ struct aws_error;
 struct metric;
 struct coalescer;
 
+struct aws_batch_kind;
+struct aws_client_opts;
+
+struct csi_batch_fetch {
+	struct csi_ctrl *c;
+	const struct aws_batch_kind *k;
+};
+
 struct csi_ctrl {
 	struct aws_client *aws;
 	bool batching;
@@ -152,7 +160,17 @@ struct csi_ctrl {
 	int64_t probe_at;           /* last successful probe (monotonic) */
 
 	struct metric *m_requests, *m_errors;
+	struct csi_batch_fetch fetchers[4];
 };
+
+/* Sets up a controller whose options were filled in (tests fill them directly); the AWS
+ * client is made from ao. csi_ctrl_release() undoes it (also after a failed setup). */
+int csi_ctrl_setup(struct csi_ctrl *c, const struct aws_client_opts *ao);
+void csi_ctrl_release(struct csi_ctrl *c);
+/* The Controller service's method table (userdata: the struct csi_ctrl). */
+extern const struct rpc_method csi_ctrl_methods[];
+/* The Identity Probe of the controller: an EC2 DryRun call, cached for 10 s. */
+int csi_ctrl_probe(void *ud, char *why, size_t n);
 
 /* The in-flight set: -EBUSY when key is already there (ABORTED for the caller). */
 int ctrl_inflight_add(struct csi_ctrl *c, const char *key);
