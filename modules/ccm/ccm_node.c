@@ -170,11 +170,12 @@ static int batch_add(struct batch *b, const cJSON *node)
 
 static bool fresh(struct ccm_node_ctl *ctl, const char *name)
 {
-	struct lookup l;
-	int r = cache_get(ctl, name, &l);
-	if (r > 0)
-		ccm_instance_release(&l.inst);
-	return r > 0;
+	pthread_mutex_lock(&ctl->lock);
+	struct lookup *l = kmap_get(&ctl->cache, name);
+	int64_t ttl = l && l->r == 0 ? LOOKUP_TTL_OK_NS : LOOKUP_TTL_MISS_NS;
+	bool r = l && now_mono_ns() - l->at < ttl;
+	pthread_mutex_unlock(&ctl->lock);
+	return r;
 }
 
 /* Looks up the Node's instance together with the other pending Nodes. */

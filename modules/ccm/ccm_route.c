@@ -29,6 +29,7 @@
 /* how long an instance found to belong to someone else is not described again */
 #define FOREIGN_TTL_NS (10 * 60 * NSEC_PER_SEC)
 #define FOREIGN_MAX 10000
+#define ENIS_MAX 100000
 
 struct ccm_route_ctl {
 	struct ccm *m;
@@ -143,6 +144,8 @@ static int pass_collect(struct pass *p, struct ccm *m)
 static void learn_enis(struct ccm_route_ctl *ctl, const struct ccm_instance *inst, size_t n)
 {
 	pthread_mutex_lock(&ctl->lock);
+	if (ctl->enis.size > ENIS_MAX)
+		kmap_clear(&ctl->enis, free); /* relearned from the next descriptions */
 	for (size_t i = 0; i < n; i++)
 		for (size_t k = 0; k < inst[i].n_enis; k++) {
 			char *v = inst[i].enis[k].id ? strdup(inst[i].id) : NULL, *old = NULL;

@@ -83,20 +83,33 @@ PY
 }
 nroutes() { moto_py "print(sum(1 for r in ec2.describe_route_tables(RouteTableIds=['$RT'])['RouteTables'][0]['Routes'] if r.get('InstanceId')))"; }
 
-tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
-route_flags=()
-[ "$ROUTES" = 1 ] && route_flags=(--allocate-node-cidrs=true --cluster-cidr=10.128.0.0/14)
-t0=$(date +%s.%N)
-ccm_start bench --kube-api-qps="$QPS" --kube-api-burst=$((QPS * 3 / 2)) --v=1 \
-	--node-status-update-frequency=10s --node-monitor-period=1s \
-	--route-reconciliation-period=2s "${route_flags[@]}" || { echo "ccm did not start"; exit 1; }
-pid=$(cat "$T_TMP/bench.pid")
+metric() { # NAME_WITH_LABELS: the value on the ccm's /metrics (0 when absent)
+	curl -sk "https://127.0.0.1:$port/metrics" | awk -v k="$1" '$1 == k {print $2; f=1} END {if (!f) print 0}'
+}
+snapshot() { tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+print("  AWS calls: %d total" % c["total"])
+for k, v in sorted(c["counts"].items(), key=lambda kv: -kv[1]):
+    print("    %-40s %d" % (k, v))'; }
 peak_rss=0
 sample_rss() {
 	local r
 	r=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null)
 	[ -n "$r" ] && [ "$r" -gt "$peak_rss" ] && peak_rss=$r
 }
+rss_line() {
+	sample_rss
+	echo "  ccm resident memory: now $(awk '/^VmRSS/ {print $2}' /proc/$pid/status) KiB, peak sampled ${peak_rss} KiB, high-water $(awk '/^VmHWM/ {print $2}' /proc/$pid/status) KiB, $(awk '/^Threads/ {print $2}' /proc/$pid/status) threads"
+}
+
+# ---- phase 1: initialization (cloud-node and lifecycle controllers, default periods) ---------
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+t0=$(date +%s.%N)
+ccm_start init --kube-api-qps="$QPS" --kube-api-burst=$((QPS * 3 / 2)) --v=1 ||
+	{ echo "ccm did not start"; exit 1; }
+pid=$(cat "$T_TMP/init.pid")
+port=$CCM_PORT_init
 while :; do
 	left=$(tainted)
 	sample_rss
@@ -105,46 +118,68 @@ while :; do
 	sleep 1
 done
 t_init=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")
-echo "all $N Nodes initialized in ${t_init} s (--kube-api-qps=$QPS)"
-snapshot() { tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c '
-import json, sys
-c = json.load(sys.stdin)
-print("  AWS calls: %d total" % c["total"])
-for k, v in sorted(c["counts"].items(), key=lambda kv: -kv[1]):
-    print("    %-40s %d" % (k, v))'; }
+echo "phase 1: all $N Nodes initialized in ${t_init} s (--kube-api-qps=$QPS: each Node costs 3 API writes)"
 snapshot
+echo "  (lookups: $((N * 3 / 10)) Nodes by instance ID, $((N * 4 / 10)) by private DNS name, $((N * 3 / 10)) by Name tag; ceil(N/100) = $(((N + 99) / 100)))"
+rss_line
+kill "$pid"
+for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+
 if [ "$ROUTES" = 1 ]; then
+	# ---- phase 2: routes for every Node (a new process, short periods) -------------------
+	tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+	peak_rss=0
+	t0=$(date +%s.%N)
+	ccm_start routes --kube-api-qps="$QPS" --kube-api-burst=$((QPS * 3 / 2)) --v=1 \
+		--node-status-update-frequency=10s --node-monitor-period=1s \
+		--route-reconciliation-period=2s --allocate-node-cidrs=true \
+		--cluster-cidr=10.128.0.0/14 || { echo "ccm did not start"; exit 1; }
+	pid=$(cat "$T_TMP/routes.pid")
+	port=$CCM_PORT_routes
 	while [ "$(nroutes)" -lt "$N" ]; do
 		sample_rss
 		if (($(date +%s) - ${t0%.*} > 3600)); then echo "timeout: $(nroutes) routes"; break; fi
 		sleep 2
 	done
-	echo "all $N routes in place $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s after start"
+	echo "phase 2: all $N routes in place $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s after a restart"
 	snapshot
+	rss_line
+else
+	ccm_start steady --kube-api-qps="$QPS" --v=1 --node-status-update-frequency=10s \
+		--node-monitor-period=1s || { echo "ccm did not start"; exit 1; }
+	pid=$(cat "$T_TMP/steady.pid")
+	port=$CCM_PORT_steady
 fi
-sample_rss
-echo "ccm resident memory: now $(awk '/^VmRSS/ {print $2}' /proc/$pid/status) KiB, peak sampled ${peak_rss} KiB, high-water $(awk '/^VmHWM/ {print $2}' /proc/$pid/status) KiB, $(awk '/^Threads/ {print $2}' /proc/$pid/status) threads"
 
-# ---- steady state ------------------------------------------------------------------------
-sleep 3
+# ---- phase 3: steady state -------------------------------------------------------------------
+sleep 5
 tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+rs0=$(metric 'workqueue_work_duration_seconds_count{name="cloud-node-status"}')
+rp0=$(metric 'workqueue_work_duration_seconds_count{name="route"}')
+mp0=$(metric 'workqueue_work_duration_seconds_count{name="cloud-node-lifecycle"}')
 sleep "$STEADY"
+rs1=$(metric 'workqueue_work_duration_seconds_count{name="cloud-node-status"}')
+rp1=$(metric 'workqueue_work_duration_seconds_count{name="route"}')
+mp1=$(metric 'workqueue_work_duration_seconds_count{name="cloud-node-lifecycle"}')
 tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c '
 import json, sys
 steady, n, routes = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+rs, rp, mp = [float(sys.argv[i + 1]) - float(sys.argv[i]) for i in (4, 6, 8)]
 c = json.load(sys.stdin)["counts"]
 di = c.get("ec2:DescribeInstances", 0)
 drt = c.get("ec2:DescribeRouteTables", 0)
 other = sum(v for k, v in c.items() if k not in ("ec2:DescribeInstances", "ec2:DescribeRouteTables"))
-resyncs = steady / 10.0
-print("steady state over %d s (re-sync every 10 s, monitor every 1 s, routes every 2 s):" % steady)
-print("  DescribeInstances %d (%.1f per re-sync of %d Nodes; none for the monitor: every Node is Ready)" % (di, di / resyncs, n))
-print("  DescribeRouteTables %d (%.2f per route pass)" % (drt, drt / (steady / 2.0) if routes else 0))
-print("  other calls %d" % other)
-hour = 12 * (di / resyncs) + (360 * drt / (steady / 2.0) if routes else 0)
-print("one hour at the default periods (re-sync 5 min, routes 10 s): about %d calls" % hour)
+print("phase 3: steady state over %d s (re-sync every 10 s, monitor every 1 s, routes every 2 s):" % steady)
+print("  %d re-sync passes: %d DescribeInstances (%.1f per pass for %d Nodes)" % (rs, di, di / max(rs, 1), n))
+print("  %d monitor passes: no call (every Node is Ready)" % mp)
+if routes:
+    print("  %d route passes: %d DescribeRouteTables (%.2f per pass)" % (rp, drt, drt / max(rp, 1)))
+print("  other calls: %d" % other)
+per_resync, per_route = di / max(rs, 1), (drt / max(rp, 1) if routes else 0)
+hour = 12 * per_resync + 360 * per_route
+print("one hour at the default periods (re-sync 5 min, monitor 5 s, routes 10 s): %d calls" % round(hour))
 up = 12 * n + (360 * 2 if routes else 0)
-print("upstream for comparison (1 DescribeInstances per Node per re-sync, one unfiltered")
-print("  DescribeRouteTables + one unfiltered DescribeInstances per route pass): about %d calls" % up)
-' "$STEADY" "$N" "$ROUTES"
-echo "ccm resident memory at the end: $(awk '/^VmRSS/ {print $2}' /proc/$pid/status) KiB"
+print("upstream, from its documented behaviour (1 DescribeInstances per Node per re-sync; per route")
+print("  pass one unfiltered DescribeRouteTables and one unfiltered DescribeInstances): %d calls" % up)
+' "$STEADY" "$N" "$ROUTES" "$rs0" "$rs1" "$rp0" "$rp1" "$mp0" "$mp1"
+rss_line
