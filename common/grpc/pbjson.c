@@ -415,10 +415,13 @@ static int json_value(const cJSON *v, const ProtobufCFieldDescriptor *f, void *p
 		return 0;
 	case PROTOBUF_C_TYPE_ENUM: {
 		const ProtobufCEnumValue *ev = NULL;
+		if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= INT32_MIN &&
+		    v->valuedouble <= INT32_MAX) {
+			*(int *)p = (int)v->valuedouble; /* proto3 enums are open: any number goes */
+			return 0;
+		}
 		if (cJSON_IsString(v))
 			ev = protobuf_c_enum_descriptor_get_value_by_name(f->descriptor, v->valuestring);
-		else if (cJSON_IsNumber(v))
-			ev = protobuf_c_enum_descriptor_get_value(f->descriptor, (int)v->valuedouble);
 		if (!ev)
 			return jfail(e, path, "not a value of %s", ((const ProtobufCEnumDescriptor *)f->descriptor)->name);
 		*(int *)p = ev->value;
@@ -457,6 +460,38 @@ static int json_wrapper(const cJSON *j, const ProtobufCMessageDescriptor *d, Pro
 	return json_value(j, &d->fields[0], FIELD_PTR(m, &d->fields[0]), e, path, 0);
 }
 
+/* Frees what a singular field holds (a string, bytes, a message) and resets it. */
+static void clear_value(ProtobufCMessage *m, const ProtobufCFieldDescriptor *f)
+{
+	void *p = FIELD_PTR(m, f);
+
+	switch (f->type) {
+	case PROTOBUF_C_TYPE_STRING: {
+		char **s = p;
+		if (*s && *s != (const char *)f->default_value)
+			free(*s);
+		*s = (char *)f->default_value;
+		break;
+	}
+	case PROTOBUF_C_TYPE_BYTES: {
+		ProtobufCBinaryData *b = p;
+		free(b->data);
+		b->data = NULL;
+		b->len = 0;
+		break;
+	}
+	case PROTOBUF_C_TYPE_MESSAGE: {
+		ProtobufCMessage **sub = p;
+		if (*sub)
+			protobuf_c_message_free_unpacked(*sub, NULL);
+		*sub = NULL;
+		break;
+	}
+	default:
+		break;
+	}
+}
+
 static int json_field(const cJSON *v, const ProtobufCFieldDescriptor *f, ProtobufCMessage *m,
 		      struct jerr *e, const char *path, int depth)
 {
@@ -466,15 +501,28 @@ static int json_field(const cJSON *v, const ProtobufCFieldDescriptor *f, Protobu
 	if (cJSON_IsNull(v))
 		return 0;
 	if (f->label != PROTOBUF_C_LABEL_REPEATED) {
+		/* A key given twice, or two members of one oneof (they share storage): drop the
+		 * value there first. Then a oneof member belongs to the message (and is freed with
+		 * it) only when the case names it: set the case before parsing, so that a failure
+		 * below frees what was allocated. */
+		if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+			uint32_t cur = *(uint32_t *)QUANT(m, f);
+			const ProtobufCFieldDescriptor *cf = cur ? protobuf_c_message_descriptor_get_field(m->descriptor, cur) : NULL;
+			if (cf)
+				clear_value(m, cf);
+			*(uint32_t *)QUANT(m, f) = f->id;
+		} else {
+			clear_value(m, f);
+		}
 		if ((r = json_value(v, f, p, e, path, depth)) < 0)
 			return r;
-		if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
-			*(uint32_t *)QUANT(m, f) = f->id;
-		else if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->quantifier_offset &&
-			 f->type != PROTOBUF_C_TYPE_MESSAGE && f->type != PROTOBUF_C_TYPE_STRING)
+		if (!(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && f->label == PROTOBUF_C_LABEL_OPTIONAL &&
+		    f->quantifier_offset && f->type != PROTOBUF_C_TYPE_MESSAGE && f->type != PROTOBUF_C_TYPE_STRING)
 			*(protobuf_c_boolean *)QUANT(m, f) = 1;
 		return 0;
 	}
+	if (*(size_t *)QUANT(m, f)) /* a repeated field given twice: the last one wins */
+		return jfail(e, path, "%s", "given twice");
 	bool map = f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor);
 	if (map ? !cJSON_IsObject(v) : !cJSON_IsArray(v))
 		return jfail(e, path, "%s", map ? "not an object" : "not an array");
@@ -499,6 +547,12 @@ static int json_field(const cJSON *v, const ProtobufCFieldDescriptor *f, Protobu
 				return -ENOMEM;
 			*(char **)FIELD_PTR(ent, &ed->fields[0]) = k;
 			if ((r = json_value(it, &ed->fields[1], FIELD_PTR(ent, &ed->fields[1]), e, path, depth)) < 0)
+				return r;
+		} else if (f->type == PROTOBUF_C_TYPE_MESSAGE || f->type == PROTOBUF_C_TYPE_STRING ||
+			   f->type == PROTOBUF_C_TYPE_BYTES) {
+			/* counted first: a half-built element is freed with the message */
+			*(size_t *)QUANT(m, f) = ++i;
+			if ((r = json_value(it, f, arr + (i - 1) * sz, e, path, depth)) < 0)
 				return r;
 		} else {
 			if ((r = json_value(it, f, arr + i * sz, e, path, depth)) < 0)

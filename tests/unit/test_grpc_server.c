@@ -348,6 +348,23 @@ TEST(grpc_pbjson_roundtrip)
 	ASSERT_ERR(pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)), EINVAL);
 	ASSERT_CONTAINS(err, "volume_capabilities.access_mode.mode");
 	cJSON_Delete(j);
+	/* two members of one oneof, a key twice: the last wins, nothing leaks */
+	const char *twice = "{\"name\":\"a\",\"name\":\"b\",\"volume_capabilities\":[{\"mount\":{\"fs_type\":\"xfs\"},\"block\":{}}],"
+			    "\"capacity_range\":{\"required_bytes\":1},\"capacity_range\":{\"limit_bytes\":2}}";
+	ASSERT_OK(json_parse(twice, strlen(twice), &j, NULL));
+	ASSERT_OK(pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)));
+	cJSON_Delete(j);
+	req = (void *)m;
+	ASSERT_STREQ(req->name, "b");
+	ASSERT_EQ(req->volume_capabilities[0]->access_type_case, CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK);
+	ASSERT_EQ(req->capacity_range->required_bytes, 0);
+	ASSERT_EQ(req->capacity_range->limit_bytes, 2);
+	protobuf_c_message_free_unpacked(m, NULL);
+	/* a failure deep inside frees what was built */
+	const char *deep = "{\"volume_capabilities\":[{\"mount\":{\"fs_type\":1}}]}";
+	ASSERT_OK(json_parse(deep, strlen(deep), &j, NULL));
+	ASSERT_ERR(pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)), EINVAL);
+	cJSON_Delete(j);
 	const char *unknown = "{\"nope\":1}";
 	ASSERT_OK(json_parse(unknown, strlen(unknown), &j, NULL));
 	ASSERT_ERR(pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)), EINVAL);
