@@ -259,8 +259,13 @@ out:
 
 static int make_batcher(struct csi_ctrl *c, int i, const struct aws_batch_kind *k, struct aws_batcher **ret)
 {
+	/* A wider window than the helper's default: every caller here then polls or waits for
+	 * seconds anyway, and concurrent attachments and creations share far more calls. */
 	c->fetchers[i] = (struct csi_batch_fetch){ c, k };
-	return aws_batcher_new(c->aws, k, &(struct aws_batcher_opts){ .fetch = batch_fetch, .fetch_ud = &c->fetchers[i] }, ret);
+	return aws_batcher_new(c->aws, k,
+			       &(struct aws_batcher_opts){ .window_ns = 50 * NSEC_PER_MSEC, .max_wait_ns = 200 * NSEC_PER_MSEC,
+							   .fetch = batch_fetch, .fetch_ud = &c->fetchers[i] },
+			       ret);
 }
 
 static int push_tags(struct csi_ctrl *c, char **kv)
