@@ -92,7 +92,7 @@ static int start_http(const char *addr, bool metrics, struct csi_identity *id, s
 {
 	_cleanup_free_ char *cert = NULL, *key = NULL;
 	struct http_server_opts o = { .bind = addr };
-	struct http_server *s;
+	struct http_server *srv;
 	int r;
 
 	if (metrics && *csi_flags.metrics_cert && *csi_flags.metrics_key) {
@@ -103,9 +103,11 @@ static int start_http(const char *addr, bool metrics, struct csi_identity *id, s
 		for (int i = 0; i < 2; i++) {
 			char chunk[4096];
 			size_t got;
-			if (!(f = fopen(files[i], "re")))
-				return log_error_errno(-errno, "cannot read the metrics TLS file",
-						       KV_S("path", files[i]));
+			if (!(f = fopen(files[i], "re"))) {
+				int e = -errno;
+				log_error("cannot read the metrics TLS file", KV_S("path", files[i]), KV_E(e));
+				return e;
+			}
 			while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)
 				if ((r = buf_append(&b, chunk, got)) < 0)
 					break;
@@ -115,16 +117,16 @@ static int start_http(const char *addr, bool metrics, struct csi_identity *id, s
 		o.tls_cert_pem = cert;
 		o.tls_key_pem = key;
 	}
-	if ((r = http_server_new(&o, &s)) < 0)
+	if ((r = http_server_new(&o, &srv)) < 0)
 		return r;
-	if ((r = http_server_add_standard(s)) < 0 ||
-	    (r = http_server_add_check(s, HTTP_CHECK_HEALTHZ, "csi-probe", health_check, id)) < 0 ||
-	    (r = http_server_add_check(s, HTTP_CHECK_READYZ, "csi-probe", health_check, id)) < 0 ||
-	    (r = http_server_start(s)) < 0) {
-		http_server_free(s);
+	if ((r = http_server_add_standard(srv)) < 0 ||
+	    (r = http_server_add_check(srv, HTTP_CHECK_HEALTHZ, "csi-probe", health_check, id)) < 0 ||
+	    (r = http_server_add_check(srv, HTTP_CHECK_READYZ, "csi-probe", health_check, id)) < 0 ||
+	    (r = http_server_start(srv)) < 0) {
+		http_server_free(srv);
 		return r;
 	}
-	*ret = s;
+	*ret = srv;
 	return 0;
 }
 

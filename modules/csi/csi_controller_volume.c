@@ -701,7 +701,8 @@ int csi_ctrl_get_volume(struct rpc_call *call, const ProtobufCMessage *in, Proto
 	if (!rep || !st || !(rep->volume = csi_ctrl_volume_msg(call, &v, NULL, 0)) ||
 	    add_published(call, &st->base, &v) < 0)
 		code = OOM(call);
-	rep->status = st;
+	else
+		rep->status = st;
 	ec2_volume_release(&v);
 	if (code == RPC_OK)
 		*out = &rep->base;

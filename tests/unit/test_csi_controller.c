@@ -80,7 +80,9 @@ static struct svol *sim_add(const char *state, const char *name, long long size)
 	return v;
 }
 
-/* Fills a template from tests/data/csi/ and appends it to out. */
+#define END ((const char *)NULL)
+
+/* Fills a template from tests/data/csi/ and appends it to out; the key/value pairs end with END. */
 static void tmpl(struct buf *out, const char *name, ...)
 {
 	char path[128];
@@ -114,7 +116,7 @@ static void tmpl(struct buf *out, const char *name, ...)
 static int err_reply(struct http_server_reply *rep, const char *code, const char *msg)
 {
 	rep->status = 400;
-	tmpl(&rep->body, "error.xml", "CODE", code, "MESSAGE", msg, NULL);
+	tmpl(&rep->body, "error.xml", "CODE", code, "MESSAGE", msg, END);
 	return 0;
 }
 
@@ -151,13 +153,13 @@ static void vol_xml(struct buf *out, struct svol *v)
 	char size[24], iops[24];
 	if (*v->att_inst)
 		tmpl(&att, "attachment_item.xml", "VOLUME", v->id, "INSTANCE", v->att_inst, "DEVICE", v->att_dev,
-		     "STATE", v->att_state, NULL);
+		     "STATE", v->att_state, END);
 	if (*v->name)
-		tmpl(&tags, "tag_item.xml", "KEY", "CSIVolumeName", "VALUE", v->name, NULL);
+		tmpl(&tags, "tag_item.xml", "KEY", "CSIVolumeName", "VALUE", v->name, END);
 	snprintf(size, sizeof(size), "%lld", v->size);
 	snprintf(iops, sizeof(iops), "%lld", v->iops);
 	tmpl(out, "volume_item.xml", "ID", v->id, "SIZE", size, "STATE", v->state, "ATTACHMENTS",
-	     att.data ? att.data : "", "TAGS", tags.data ? tags.data : "", "TYPE", v->type, "IOPS", iops, NULL);
+	     att.data ? att.data : "", "TAGS", tags.data ? tags.data : "", "TYPE", v->type, "IOPS", iops, END);
 	buf_release(&att);
 	buf_release(&tags);
 }
@@ -221,7 +223,7 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 				v->name[0] = 0;
 			}
 			tmpl(&rep->body, "create_volume.xml", "ID", v->id, "SIZE", size ? size : "0", "TYPE", v->type,
-			     "IOPS", iops ? iops : "3000", NULL);
+			     "IOPS", iops ? iops : "3000", END);
 		}
 		free(name);
 	} else if (strcmp(action, "DescribeVolumes") == 0) {
@@ -253,7 +255,7 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 		if (missing)
 			r = err_reply(rep, "InvalidVolume.NotFound", tmp);
 		else
-			tmpl(&rep->body, "describe_volumes.xml", "ITEMS", items.data ? items.data : "", NULL);
+			tmpl(&rep->body, "describe_volumes.xml", "ITEMS", items.data ? items.data : "", END);
 		buf_release(&items);
 	} else if (strcmp(action, "DescribeInstances") == 0) {
 		_cleanup_free_ char *id = form_get(b, n, "InstanceId.1");
@@ -263,13 +265,13 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 			r = err_reply(rep, "InvalidInstanceID.NotFound", tmp);
 		} else {
 			struct buf m = BUF_INIT(0);
-			tmpl(&m, "mapping_item.xml", "DEVICE", "/dev/xvda", "VOLUME", "vol-0root0000000000000", NULL);
+			tmpl(&m, "mapping_item.xml", "DEVICE", "/dev/xvda", "VOLUME", "vol-0root0000000000000", END);
 			for (int i = 0; i < S.nmap; i++)
-				tmpl(&m, "mapping_item.xml", "DEVICE", S.mappings[i], "VOLUME", "vol-0other000000000000", NULL);
+				tmpl(&m, "mapping_item.xml", "DEVICE", S.mappings[i], "VOLUME", "vol-0other000000000000", END);
 			for (int i = 0; i < S.nv; i++)
 				if (*S.v[i].att_inst && strcmp(S.v[i].att_state, "attached") == 0)
-					tmpl(&m, "mapping_item.xml", "DEVICE", S.v[i].att_dev, "VOLUME", S.v[i].id, NULL);
-			tmpl(&rep->body, "describe_instances.xml", "ID", S.inst, "MAPPINGS", m.data, NULL);
+					tmpl(&m, "mapping_item.xml", "DEVICE", S.v[i].att_dev, "VOLUME", S.v[i].id, END);
+			tmpl(&rep->body, "describe_instances.xml", "ID", S.inst, "MAPPINGS", m.data, END);
 			buf_release(&m);
 		}
 	} else if (strcmp(action, "AttachVolume") == 0) {
@@ -295,7 +297,7 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 			str_copy(v->att_dev, sizeof(v->att_dev), dev);
 			str_copy(v->att_state, sizeof(v->att_state), "attaching");
 			v->att_polls = S.attach_polls;
-			tmpl(&rep->body, "attach_volume.xml", "VOLUME", vid, "INSTANCE", iid, "DEVICE", dev, NULL);
+			tmpl(&rep->body, "attach_volume.xml", "VOLUME", vid, "INSTANCE", iid, "DEVICE", dev, END);
 		}
 	} else if (strcmp(action, "DetachVolume") == 0) {
 		_cleanup_free_ char *vid = form_get(b, n, "VolumeId");
@@ -306,7 +308,7 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 		} else {
 			str_copy(v->att_state, sizeof(v->att_state), "detaching");
 			v->att_polls = 1;
-			tmpl(&rep->body, "detach_volume.xml", "VOLUME", v->id, "INSTANCE", v->att_inst, "DEVICE", v->att_dev, NULL);
+			tmpl(&rep->body, "detach_volume.xml", "VOLUME", v->id, "INSTANCE", v->att_inst, "DEVICE", v->att_dev, END);
 		}
 	} else if (strcmp(action, "DeleteVolume") == 0) {
 		_cleanup_free_ char *vid = form_get(b, n, "VolumeId");
@@ -318,7 +320,7 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 			r = err_reply(rep, "VolumeInUse", "Volume is in use");
 		else {
 			str_copy(v->state, sizeof(v->state), "deleted");
-			tmpl(&rep->body, "return_true.xml", "ACTION", "DeleteVolume", NULL);
+			tmpl(&rep->body, "return_true.xml", "ACTION", "DeleteVolume", END);
 		}
 	} else if (strcmp(action, "ModifyVolume") == 0) {
 		_cleanup_free_ char *vid = form_get(b, n, "VolumeId"), *size = form_get(b, n, "Size"),
@@ -339,12 +341,12 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 			char sz[24], io[24];
 			snprintf(sz, sizeof(sz), "%lld", v->size);
 			snprintf(io, sizeof(io), "%lld", v->iops);
-			tmpl(&rep->body, "modify_volume.xml", "ID", v->id, "SIZE", sz, "IOPS", io, "TYPE", v->type, NULL);
+			tmpl(&rep->body, "modify_volume.xml", "ID", v->id, "SIZE", sz, "IOPS", io, "TYPE", v->type, END);
 		}
 	} else if (strcmp(action, "DescribeVolumesModifications") == 0) {
 		_cleanup_free_ char *vid = form_get(b, n, "VolumeId.1");
 		if (!S.mod_exists) {
-			tmpl(&rep->body, "describe_volumes.xml", "ITEMS", "", NULL); /* an empty set */
+			tmpl(&rep->body, "describe_volumes.xml", "ITEMS", "", END); /* an empty set */
 		} else {
 			if (strcmp(S.mod_state, "modifying") == 0 && S.mod_polls-- <= 0)
 				str_copy(S.mod_state, sizeof(S.mod_state), "optimizing");
@@ -352,13 +354,13 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 			snprintf(sz, sizeof(sz), "%lld", S.mod_size);
 			snprintf(io, sizeof(io), "%lld", S.mod_iops);
 			tmpl(&rep->body, "describe_modifications.xml", "ID", vid ? vid : "", "STATE", S.mod_state,
-			     "SIZE", sz, "IOPS", io, "TYPE", "gp3", NULL);
+			     "SIZE", sz, "IOPS", io, "TYPE", "gp3", END);
 		}
 	} else if (strcmp(action, "CreateTags") == 0) {
 		S.n_tags++;
-		tmpl(&rep->body, "return_true.xml", "ACTION", "CreateTags", NULL);
+		tmpl(&rep->body, "return_true.xml", "ACTION", "CreateTags", END);
 	} else if (strcmp(action, "DescribeAvailabilityZones") == 0) {
-		tmpl(&rep->body, "describe_zones.xml", NULL);
+		tmpl(&rep->body, "describe_zones.xml", END);
 	} else {
 		r = err_reply(rep, "InvalidAction", action);
 	}
