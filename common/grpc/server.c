@@ -34,6 +34,7 @@
 #define MAX_CALL_KV 12
 #define MAX_LOG_IDS 6
 #define ARRAY_CAPS 16
+#define URGENT_WORKERS 2
 
 struct reg {
 	const struct rpc_method *m;
@@ -692,14 +693,25 @@ static bool enqueue(struct rpc_server *s, struct rpc_call *c)
 		pthread_mutex_unlock(&s->lock);
 		return false;
 	}
+	/* Quiet calls (health probes, capability queries) are quick and must not wait behind
+	 * handlers blocked for minutes on AWS: they go first, and may start a worker or two
+	 * past the limit. */
+	bool urgent = c->m && c->m->quiet;
 	c->next = NULL;
-	if (s->q_tail)
-		s->q_tail->next = c;
-	else
+	if (urgent) {
+		c->next = s->q_head;
 		s->q_head = c;
-	s->q_tail = c;
+		if (!s->q_tail)
+			s->q_tail = c;
+	} else {
+		if (s->q_tail)
+			s->q_tail->next = c;
+		else
+			s->q_head = c;
+		s->q_tail = c;
+	}
 	s->q_len++;
-	if (s->n_idle < s->q_len && s->n_workers < s->opts.max_workers) {
+	if (s->n_idle < s->q_len && s->n_workers < s->opts.max_workers + (urgent ? URGENT_WORKERS : 0)) {
 		pthread_attr_t a;
 		pthread_attr_init(&a);
 		pthread_attr_setstacksize(&a, 1 << 20);
@@ -897,7 +909,7 @@ int rpc_server_new(const struct rpc_server_opts *opts, struct rpc_server **ret)
 		free(s);
 		return r;
 	}
-	if (!(s->workers = calloc(s->opts.max_workers, sizeof(*s->workers)))) {
+	if (!(s->workers = calloc(s->opts.max_workers + URGENT_WORKERS, sizeof(*s->workers)))) {
 		free(s);
 		return -ENOMEM;
 	}

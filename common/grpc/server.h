@@ -66,14 +66,16 @@ struct rpc_method {
 	const ProtobufCMessageDescriptor *request;
 	const ProtobufCMessageDescriptor *reply;
 	rpc_handler_fn handler;
-	/* Log successful calls at -v 4 instead of info (for calls made every few seconds:
-	 * Probe, GetPluginInfo, NodeGetCapabilities...). */
+	/* A quick call made every few seconds (Probe, GetPluginInfo, NodeGetCapabilities...):
+	 * successes are logged at -v 4 instead of info, and it is served ahead of queued calls
+	 * (with up to two workers past max_workers), so that health checks never wait behind
+	 * handlers blocked on slow work. */
 	bool quiet;
 };
 
 struct rpc_server_opts {
 	const char *endpoint;     /* see rpc_endpoint_parse(); required */
-	unsigned max_workers;     /* handler threads, started on demand; default 16 */
+	unsigned max_workers;     /* handler threads, started on demand; default 16 (+2 for quiet calls) */
 	unsigned max_queued;      /* calls waiting for a worker; past it RESOURCE_EXHAUSTED; 256 */
 	size_t max_message;       /* bytes, both directions; default 4 MiB */
 	int64_t grace_ns;         /* on stop, how long calls in flight may run; default 30 s */

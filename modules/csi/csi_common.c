@@ -152,7 +152,8 @@ int csi_serve(const char *component, struct csi_identity *id, const struct rpc_m
 			goto out;
 		}
 	}
-	if ((r = rpc_server_new(&(struct rpc_server_opts){ .endpoint = csi_flags.endpoint }, &srv)) < 0) {
+	/* Handlers block for seconds (attach waits, mkfs): room for the sidecars' workers. */
+	if ((r = rpc_server_new(&(struct rpc_server_opts){ .endpoint = csi_flags.endpoint, .max_workers = 64 }, &srv)) < 0) {
 		log_error("invalid --endpoint", KV_S("endpoint", csi_flags.endpoint), KV_E(r));
 		goto out;
 	}

@@ -370,3 +370,42 @@ TEST(grpc_pbjson_roundtrip)
 	ASSERT_ERR(pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)), EINVAL);
 	cJSON_Delete(j);
 }
+
+TEST(grpc_server_quiet_calls_skip_the_queue)
+{
+	struct rpc_server *s;
+	struct rpc_client *c;
+	char ep[512];
+	pthread_t th[4];
+	struct bg_call b[4];
+	struct rpc_status st;
+	ProtobufCMessage *rep = NULL;
+	Csi__V1__GetPluginInfoRequest info = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
+
+	snprintf(ep, sizeof(ep), "unix://%s/q.sock", test_tmpdir());
+	ASSERT_OK(rpc_server_new(&(struct rpc_server_opts){ .endpoint = ep, .max_workers = 2 }, &s));
+	ASSERT_OK(rpc_server_register(s, csi_identity_methods, &test_id));
+	ASSERT_OK(rpc_server_register(s, test_methods, NULL));
+	ASSERT_OK(rpc_server_start(s));
+	for (int i = 0; i < 4; i++) {
+		b[i] = (struct bg_call){ .ep = ep };
+		ASSERT_EQ(pthread_create(&th[i], NULL, bg_sleep, &b[i]), 0);
+	}
+	for (int i = 0; i < 200 && rpc_server_inflight(s) < 4; i++)
+		sleep_ns(5 * NSEC_PER_MSEC);
+	ASSERT_EQ(rpc_server_inflight(s), 4); /* two running, two queued */
+	ASSERT_OK(rpc_client_new(ep, &c));
+	int64_t t0 = now_mono_ns();
+	ASSERT_OK(rpc_client_call(c, "/csi.v1.Identity/GetPluginInfo", &info.base,
+				  &csi__v1__get_plugin_info_response__descriptor, 5 * NSEC_PER_SEC, &rep, &st));
+	int64_t took = now_mono_ns() - t0;
+	ASSERT_EQ(st.code, RPC_OK);
+	protobuf_c_message_free_unpacked(rep, NULL);
+	ASSERT_LT(took, 200 * NSEC_PER_MSEC); /* not behind the 300 ms calls */
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		ASSERT_EQ(b[i].st.code, RPC_OK);
+	}
+	rpc_client_free(c);
+	rpc_server_free(s);
+}
