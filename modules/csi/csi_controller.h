@@ -159,7 +159,7 @@ struct csi_ctrl {
 	size_t n_zones;
 	int64_t probe_at;           /* last successful probe (monotonic) */
 
-	struct metric *m_requests, *m_errors;
+	struct metric *m_requests, *m_errors, *m_throttles;
 	struct csi_batch_fetch fetchers[4];
 };
 

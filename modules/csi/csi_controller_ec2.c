@@ -182,6 +182,8 @@ static int ec2_call(struct csi_ctrl *c, const char *action, const struct aws_que
 
 	if (r < 0 && r != -EALREADY) {
 		metric_inc(c->m_errors, action);
+		if (err && aws_error_code_is_throttle(err->code))
+			metric_inc(c->m_throttles, action);
 		log_v(4, "ec2 call failed", KV_S("action", action), KV_S("code", err ? err->code : ""), KV_E(r));
 	} else {
 		metric_observe(c->m_requests, (double)(now_mono_ns() - t0) / 1e9, action);
@@ -192,16 +194,11 @@ static int ec2_call(struct csi_ctrl *c, const char *action, const struct aws_que
 static int batch_get(struct csi_ctrl *c, struct aws_batcher *b, const struct aws_batch_kind *k,
 		     const char *id, xmlDoc **ret_doc, xmlNode **ret_item, struct aws_error *err)
 {
-	int64_t t0 = now_mono_ns();
 	int r;
 
 	if (c->batching && b) {
-		r = aws_batcher_get(b, id, ret_doc, err);
-		if (r < 0 && r != -ENOENT)
-			metric_inc(c->m_errors, k->action);
-		else
-			metric_observe(c->m_requests, (double)(now_mono_ns() - t0) / 1e9, k->action);
-		if (r < 0)
+		/* the batcher's fetch (csi_controller.c) counts the calls it makes */
+		if ((r = aws_batcher_get(b, id, ret_doc, err)) < 0)
 			return r;
 		*ret_item = xmlDocGetRootElement(*ret_doc);
 		return 0;
