@@ -192,36 +192,48 @@ int ccm_cloud_describe_ids(struct ccm_cloud *c, const char *const *ids, size_t n
 	return 0;
 }
 
+/* describe_filtered over any number of values, CCM_DESCRIBE_CHUNK per call */
+static int describe_chunked(struct ccm_cloud *c, const char *filter, const char *const *vals,
+			    size_t n, struct ccm_instance **list, size_t *list_n,
+			    struct aws_error *err)
+{
+	int r;
+	for (size_t off = 0; off < n; off += CCM_DESCRIBE_CHUNK) {
+		size_t k = n - off < CCM_DESCRIBE_CHUNK ? n - off : CCM_DESCRIBE_CHUNK;
+		if ((r = describe_filtered(c, filter, vals + off, k, true, list, list_n, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
 int ccm_cloud_find_by_names(struct ccm_cloud *c, const char *const *names, size_t n,
 			    struct ccm_instance **list, size_t *list_n, struct aws_error *err)
 {
-	_cleanup_free_ const char **rest = NULL;
+	_cleanup_free_ const char **dns = NULL, **tag = NULL;
+	size_t n_dns = 0, n_tag = 0, before = *list_n;
 	int r;
 
 	if (n == 0)
 		return 0;
-	if (!(rest = calloc(CCM_DESCRIBE_CHUNK, sizeof(*rest))))
+	if (!(dns = calloc(n, sizeof(*dns))) || !(tag = calloc(n, sizeof(*tag))))
 		return -ENOMEM;
-	for (size_t off = 0; off < n; off += CCM_DESCRIBE_CHUNK) {
-		size_t k = n - off < CCM_DESCRIBE_CHUNK ? n - off : CCM_DESCRIBE_CHUNK;
-		size_t before = *list_n, nrest = 0;
-		if ((r = describe_filtered(c, "private-dns-name", names + off, k, true, list,
-					   list_n, err)) < 0)
-			return r;
-		/* Deckhouse's fallback: the Name tag, for the names no private DNS name matched */
-		for (size_t i = 0; i < k; i++) {
-			bool hit = false;
-			for (size_t j = before; j < *list_n && !hit; j++)
-				hit = (*list)[j].private_dns &&
-				      strcmp((*list)[j].private_dns, names[off + i]) == 0;
-			if (!hit)
-				rest[nrest++] = names[off + i];
-		}
-		if (nrest && (r = describe_filtered(c, "tag:Name", rest, nrest, true, list, list_n,
-						    err)) < 0)
-			return r;
+	/* a private DNS name is fully qualified: a name without a dot can only be a Name tag */
+	for (size_t i = 0; i < n; i++)
+		if (strchr(names[i], '.'))
+			dns[n_dns++] = names[i];
+		else
+			tag[n_tag++] = names[i];
+	if ((r = describe_chunked(c, "private-dns-name", dns, n_dns, list, list_n, err)) < 0)
+		return r;
+	/* Deckhouse's fallback: the Name tag, for the names no private DNS name matched */
+	for (size_t i = 0; i < n_dns; i++) {
+		bool hit = false;
+		for (size_t j = before; j < *list_n && !hit; j++)
+			hit = (*list)[j].private_dns && strcmp((*list)[j].private_dns, dns[i]) == 0;
+		if (!hit)
+			tag[n_tag++] = dns[i];
 	}
-	return 0;
+	return describe_chunked(c, "tag:Name", tag, n_tag, list, list_n, err);
 }
 
 int ccm_cloud_cluster_id(struct ccm_cloud *c, const char *configured, char **ret, char *err,

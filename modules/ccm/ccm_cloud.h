@@ -5,8 +5,9 @@
  *   - instances by ID: one ID goes through the batching helper (so concurrent single asks from
  *     different controllers merge), several go out as DescribeInstances with an instance-id
  *     filter of up to CCM_DESCRIBE_CHUNK IDs per call (unknown IDs are simply absent);
- *   - instances by name: DescribeInstances filtered on private-dns-name (and then tag:Name for
- *     the names that did not match), up to CCM_DESCRIBE_CHUNK names per call, live states
+ *   - instances by name: DescribeInstances filtered on private-dns-name for names with a dot
+ *     (a private DNS name is always fully qualified), then on tag:Name for the names without
+ *     one and those that did not match, up to CCM_DESCRIBE_CHUNK names per call, live states
  *     only; the cluster-tag check is the caller's (ccm_match_instance);
  *   - never an unfiltered DescribeInstances;
  *   - route tables: one DescribeRouteTables per pass (by ID when [Global] RouteTableID is set,

@@ -24,7 +24,8 @@
 #include "common/kube/workqueue.h"
 #include "modules/ccm/ccm_internal.h"
 
-#define LOOKUP_TTL_OK_NS (60 * NSEC_PER_SEC)
+/* a result waits for its Node's turn in the queue (the API's rate limit decides how long) */
+#define LOOKUP_TTL_OK_NS (10 * 60 * NSEC_PER_SEC)
 #define LOOKUP_TTL_MISS_NS (5 * NSEC_PER_SEC)
 #define RESYNC_KEY "resync"
 
@@ -105,29 +106,35 @@ int ccm_node_instance_id(const cJSON *node, char *buf, size_t n)
 }
 
 /* The batch one reconcile looks up: its own Node first, then other uninitialized Nodes that
- * have no fresh result. */
+ * have no fresh result, in three groups of up to CCM_DESCRIBE_CHUNK each, so that every
+ * DescribeInstances is as full as the pending Nodes allow: by instance ID, by a name with a
+ * dot (a private DNS name is always fully qualified: DNS first, then the Name tag), and by a
+ * name without one (only the Name tag can match, as for Deckhouse's machines). */
+enum { G_ID, G_DNS, G_TAG, G_N };
+
 struct batch {
-	char *names[CCM_DESCRIBE_CHUNK]; /* Node names, by-ID group then by-name group */
-	char *pids[CCM_DESCRIBE_CHUNK];
-	size_t n_id;
-	char *id_nodes[CCM_DESCRIBE_CHUNK];
-	char *ids[CCM_DESCRIBE_CHUNK];
-	size_t n_name;
-	char *name_nodes[CCM_DESCRIBE_CHUNK]; /* the names to look up are the Node names */
-	char *name_pids[CCM_DESCRIBE_CHUNK];
+	size_t n[G_N];
+	char *nodes[G_N][CCM_DESCRIBE_CHUNK];
+	char *keys[G_N][CCM_DESCRIBE_CHUNK]; /* instance IDs (G_ID), else the Node names */
+	char *pids[G_N][CCM_DESCRIBE_CHUNK];
 };
 
 static void batch_release(struct batch *b)
 {
-	for (size_t i = 0; i < b->n_id; i++) {
-		free(b->id_nodes[i]);
-		free(b->ids[i]);
-		free(b->pids[i]);
-	}
-	for (size_t i = 0; i < b->n_name; i++) {
-		free(b->name_nodes[i]);
-		free(b->name_pids[i]);
-	}
+	for (int g = 0; g < G_N; g++)
+		for (size_t i = 0; i < b->n[g]; i++) {
+			free(b->nodes[g][i]);
+			free(b->keys[g][i]);
+			free(b->pids[g][i]);
+		}
+}
+
+static bool batch_full(const struct batch *b)
+{
+	for (int g = 0; g < G_N; g++)
+		if (b->n[g] < CCM_DESCRIBE_CHUNK)
+			return false;
+	return true;
 }
 
 /* Adds a Node to the batch; 0 added, 1 skipped (full group, foreign providerID), < 0 error. */
@@ -137,34 +144,30 @@ static int batch_add(struct batch *b, const cJSON *node)
 	const char *pid = json_str(node, "spec.providerID");
 	struct ccm_node_ref ref = { .name = name, .provider_id = pid };
 	char id[64];
-	int r;
+	int g, r;
 
 	if (!name)
 		return 1;
 	r = ccm_node_lookup_id(&ref, id, sizeof(id));
-	if (r == 0) {
-		if (b->n_id >= CCM_DESCRIBE_CHUNK)
-			return 1;
-		size_t i = b->n_id;
-		if (!(b->id_nodes[i] = strdup(name)) || !(b->ids[i] = strdup(id)) ||
-		    (pid && !(b->pids[i] = strdup(pid)))) {
-			free(b->id_nodes[i]);
-			free(b->ids[i]);
-			return -ENOMEM;
-		}
-		b->n_id++;
-		return 0;
-	}
-	if (r != -ENOENT)
+	if (r == 0)
+		g = G_ID;
+	else if (r == -ENOENT)
+		g = strchr(name, '.') ? G_DNS : G_TAG;
+	else
 		return 1;
-	if (b->n_name >= CCM_DESCRIBE_CHUNK)
+	if (b->n[g] >= CCM_DESCRIBE_CHUNK)
 		return 1;
-	size_t i = b->n_name;
-	if (!(b->name_nodes[i] = strdup(name)) || (pid && !(b->name_pids[i] = strdup(pid)))) {
-		free(b->name_nodes[i]);
+	size_t i = b->n[g];
+	b->nodes[g][i] = strdup(name);
+	b->keys[g][i] = strdup(g == G_ID ? id : name);
+	b->pids[g][i] = pid ? strdup(pid) : NULL;
+	if (!b->nodes[g][i] || !b->keys[g][i] || (pid && !b->pids[g][i])) {
+		free(b->nodes[g][i]);
+		free(b->keys[g][i]);
+		free(b->pids[g][i]);
 		return -ENOMEM;
 	}
-	b->n_name++;
+	b->n[g]++;
 	return 0;
 }
 
@@ -186,37 +189,34 @@ static int lookup_batch(struct ccm_node_ctl *ctl, const cJSON *self, struct aws_
 	struct kube_obj **objs = NULL;
 	struct ccm_instance *cands = NULL;
 	size_t n_objs = 0, n_cands = 0;
+	const char *self_name = json_str(self, "metadata.name");
 	int r;
 
 	if ((r = batch_add(&b, self)) < 0)
 		goto out;
 	if (kube_store_list(ccm_node_store(m), &objs, &n_objs) >= 0) {
-		for (size_t i = 0; i < n_objs; i++) {
+		for (size_t i = 0; i < n_objs && !batch_full(&b); i++) {
 			const cJSON *n = objs[i]->json;
 			const char *name = json_str(n, "metadata.name");
-			if (b.n_id >= CCM_DESCRIBE_CHUNK && b.n_name >= CCM_DESCRIBE_CHUNK)
-				break;
-			if (!name || strcmp(name, json_str(self, "metadata.name")) == 0 ||
+			if (!name || (self_name && strcmp(name, self_name) == 0) ||
 			    !ccm_node_has_taint(n, CCM_TAINT_UNINITIALIZED) || fresh(ctl, name))
 				continue;
 			if ((r = batch_add(&b, n)) < 0)
 				goto out;
 		}
 	}
-	if ((r = ccm_cloud_describe_ids(m->cloud, (const char *const *)b.ids, b.n_id, &cands,
-					&n_cands, err)) < 0 ||
-	    (r = ccm_cloud_find_by_names(m->cloud, (const char *const *)b.name_nodes, b.n_name,
+	if ((r = ccm_cloud_describe_ids(m->cloud, (const char *const *)b.keys[G_ID], b.n[G_ID],
+					&cands, &n_cands, err)) < 0 ||
+	    (r = ccm_cloud_find_by_names(m->cloud, (const char *const *)b.keys[G_DNS], b.n[G_DNS],
+					 &cands, &n_cands, err)) < 0 ||
+	    (r = ccm_cloud_find_by_names(m->cloud, (const char *const *)b.keys[G_TAG], b.n[G_TAG],
 					 &cands, &n_cands, err)) < 0)
 		goto out;
-	log_v(4, "looked instances up", KV_U("by_id", b.n_id), KV_U("by_name", b.n_name),
-	      KV_U("found", n_cands));
-	for (size_t g = 0; g < 2; g++) {
-		size_t n = g == 0 ? b.n_id : b.n_name;
-		for (size_t i = 0; i < n; i++) {
-			struct ccm_node_ref ref = {
-				.name = g == 0 ? b.id_nodes[i] : b.name_nodes[i],
-				.provider_id = g == 0 ? b.pids[i] : b.name_pids[i],
-			};
+	log_v(4, "looked instances up", KV_U("by_id", b.n[G_ID]), KV_U("by_dns_name", b.n[G_DNS]),
+	      KV_U("by_name_tag", b.n[G_TAG]), KV_U("found", n_cands));
+	for (int g = 0; g < G_N; g++)
+		for (size_t i = 0; i < b.n[g]; i++) {
+			struct ccm_node_ref ref = { .name = b.nodes[g][i], .provider_id = b.pids[g][i] };
 			enum ccm_match_kind kind = CCM_MATCH_ID;
 			int k = ccm_match_instance(&ref, cands, n_cands, m->cluster_id, &kind);
 			/* a terminated instance cannot back a Node being initialized */
@@ -224,7 +224,6 @@ static int lookup_batch(struct ccm_node_ctl *ctl, const cJSON *self, struct aws_
 				k = -ENOENT;
 			cache_put(ctl, ref.name, k < 0 ? k : 0, k >= 0 ? &cands[k] : NULL, kind);
 		}
-	}
 	r = 0;
 out:
 	batch_release(&b);
