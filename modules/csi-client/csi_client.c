@@ -28,8 +28,9 @@
 #include "modules/csi/csi_common.h"
 
 static const char client_usage[] =
-	"Usage: aws-k8s csi-client [--endpoint E] <call> [flags]\n\n"
-	"Calls a CSI plugin over its socket and prints the reply as JSON. Calls:\n"
+	"Calls a CSI plugin over its socket and prints the reply as JSON:\n\n"
+	"  aws-k8s csi-client [--endpoint E] <call> [flags]\n\n"
+	"Calls and their flags:\n"
 	"%s\n"
 	"  call PATH --data JSON           any method, request as JSON (proto field names)\n"
 	"  call PATH --raw-hex HEX         any method, request as raw protobuf bytes\n\n"

@@ -17,11 +17,11 @@
 #include "modules/csi/csi_controller.h"
 
 static const char ctrl_usage[] =
-	"Usage: aws-k8s csi-controller [controller] [flags]\n\n"
 	"Serves the CSI Identity and Controller services of the EBS CSI driver (ebs.csi.aws.com)\n"
 	"on --endpoint: volumes, attachments, snapshots, expansion and modification through the\n"
 	"EC2 API. A drop-in for the upstream driver's `controller` mode: same flags, same\n"
-	"environment (AWS_REGION, AWS_EC2_ENDPOINT, the AWS credential chain), same tags.";
+	"environment (AWS_REGION, AWS_EC2_ENDPOINT, the AWS credential chain), same tags. The\n"
+	"upstream mode argument `controller` is accepted and ignored.";
 
 static char **f_extra_tags, **f_extra_volume_tags;
 static char *f_cluster_id, *f_user_agent;
