@@ -126,14 +126,14 @@ kill "$pid"
 for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 
 if [ "$ROUTES" = 1 ]; then
-	# ---- phase 2: routes for every Node (a new process, short periods) -------------------
+	# ---- phase 2: routes for every Node (a new process, default periods) -----------------
 	tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
 	peak_rss=0
 	t0=$(date +%s.%N)
 	ccm_start routes --kube-api-qps="$QPS" --kube-api-burst=$((QPS * 3 / 2)) --v=1 \
-		--node-status-update-frequency=10s --node-monitor-period=1s \
-		--route-reconciliation-period=2s --allocate-node-cidrs=true \
-		--cluster-cidr=10.128.0.0/14 || { echo "ccm did not start"; exit 1; }
+		--node-monitor-period=5s --route-reconciliation-period=10s \
+		--allocate-node-cidrs=true --cluster-cidr=10.128.0.0/14 ||
+		{ echo "ccm did not start"; exit 1; }
 	pid=$(cat "$T_TMP/routes.pid")
 	port=$CCM_PORT_routes
 	while [ "$(nroutes)" -lt "$N" ]; do
@@ -141,17 +141,21 @@ if [ "$ROUTES" = 1 ]; then
 		if (($(date +%s) - ${t0%.*} > 3600)); then echo "timeout: $(nroutes) routes"; break; fi
 		sleep 2
 	done
-	echo "phase 2: all $N routes in place $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s after a restart"
+	echo "phase 2: all $N routes in place $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s after a restart (2 mutating calls per route, one after the other)"
 	snapshot
 	rss_line
-else
-	ccm_start steady --kube-api-qps="$QPS" --v=1 --node-status-update-frequency=10s \
-		--node-monitor-period=1s || { echo "ccm did not start"; exit 1; }
-	pid=$(cat "$T_TMP/steady.pid")
-	port=$CCM_PORT_steady
+	kill "$pid"
+	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 fi
+route_flags=()
+[ "$ROUTES" = 1 ] && route_flags=(--allocate-node-cidrs=true --cluster-cidr=10.128.0.0/14)
+ccm_start steady --kube-api-qps="$QPS" --v=1 --node-status-update-frequency=10s \
+	--node-monitor-period=1s --route-reconciliation-period=2s "${route_flags[@]}" ||
+	{ echo "ccm did not start"; exit 1; }
+pid=$(cat "$T_TMP/steady.pid")
+port=$CCM_PORT_steady
 
-# ---- phase 3: steady state -------------------------------------------------------------------
+# ---- phase 3: steady state (a new process with short periods) ---------------------------------
 sleep 5
 tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
 rs0=$(metric 'workqueue_work_duration_seconds_count{name="cloud-node-status"}')
