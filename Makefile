@@ -41,7 +41,7 @@ TEST_SRCS := $(wildcard tests/unit/*.c)
 TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS))
 UNIT := $(B)/unit-tests
 
-.PHONY: all test unit bench clean fmt lint FORCE
+.PHONY: all test unit bench demo clean fmt lint FORCE
 all: $(BIN)
 
 $(BIN): $(B)/main.o $(LIB_OBJS)
@@ -77,6 +77,9 @@ test: $(BIN) $(UNIT)
 
 unit: $(UNIT)
 	$(UNIT)
+
+demo: $(BIN)
+	AWS_K8S=$(abspath $(BIN)) tests/demo/run
 
 bench: $(BIN)
 	AWS_K8S=$(abspath $(BIN)) tests/bench/run
