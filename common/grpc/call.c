@@ -69,8 +69,8 @@ void *rpc_call_new(struct rpc_call *c, const ProtobufCMessageDescriptor *desc)
 }
 
 /* Grows a repeated field stored in the arena by one slot; returns the slot. */
-static void *array_grow(struct rpc_call *c, ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f,
-			size_t elt)
+static void *array_grow(struct rpc_call *c, ProtobufCMessage *msg,
+			const ProtobufCFieldDescriptor *f, size_t elt)
 {
 	size_t *n = (size_t *)((char *)msg + f->quantifier_offset);
 	void **arr = (void **)((char *)msg + f->offset);
@@ -123,13 +123,15 @@ int rpc_call_map_add(struct rpc_call *c, ProtobufCMessage *msg, const char *fiel
 		     const char *value)
 {
 	const ProtobufCFieldDescriptor *f =
-		protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, field);
+	    protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, field);
 
 	if (!f || f->label != PROTOBUF_C_LABEL_REPEATED || f->type != PROTOBUF_C_TYPE_MESSAGE)
 		return -EINVAL;
 	const ProtobufCMessageDescriptor *ed = f->descriptor;
-	const ProtobufCFieldDescriptor *kf = protobuf_c_message_descriptor_get_field_by_name(ed, "key");
-	const ProtobufCFieldDescriptor *vf = protobuf_c_message_descriptor_get_field_by_name(ed, "value");
+	const ProtobufCFieldDescriptor *kf =
+	    protobuf_c_message_descriptor_get_field_by_name(ed, "key");
+	const ProtobufCFieldDescriptor *vf =
+	    protobuf_c_message_descriptor_get_field_by_name(ed, "value");
 	if (!kf || !vf || kf->type != PROTOBUF_C_TYPE_STRING || vf->type != PROTOBUF_C_TYPE_STRING)
 		return -EINVAL;
 	ProtobufCMessage *e = rpc_call_new(c, ed);
@@ -145,10 +147,11 @@ int rpc_call_map_add(struct rpc_call *c, ProtobufCMessage *msg, const char *fiel
 	return 0;
 }
 
-int rpc_call_array_add(struct rpc_call *c, ProtobufCMessage *msg, const char *field, const void *elem)
+int rpc_call_array_add(struct rpc_call *c, ProtobufCMessage *msg, const char *field,
+		       const void *elem)
 {
 	const ProtobufCFieldDescriptor *f =
-		protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, field);
+	    protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, field);
 
 	if (!f || f->label != PROTOBUF_C_LABEL_REPEATED)
 		return -EINVAL;
@@ -222,4 +225,3 @@ void rpc_call_log_kv(struct rpc_call *c, const char *key, const char *value)
 	c->kv_key[c->n_kv] = k;
 	c->kv_val[c->n_kv++] = v;
 }
-

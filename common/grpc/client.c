@@ -32,11 +32,12 @@ int rpc_client_new(const char *endpoint, struct rpc_client **ret)
 		return -ENOMEM;
 	rpc_global_acquire();
 	grpc_arg args[2] = {
-		{ .type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-		  .value.integer = CLIENT_MAX_MESSAGE },
-		{ .type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES, .value.integer = 0 },
+	    {.type = GRPC_ARG_INTEGER,
+	     .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+	     .value.integer = CLIENT_MAX_MESSAGE},
+	    {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
 	};
-	grpc_channel_args ca = { .num_args = 2, .args = args };
+	grpc_channel_args ca = {.num_args = 2, .args = args};
 	creds = grpc_insecure_credentials_create();
 	c->ch = grpc_channel_create(target, creds, &ca);
 	grpc_channel_credentials_release(creds);
@@ -74,9 +75,10 @@ int rpc_client_call_raw(struct rpc_client *c, const char *path, const void *data
 {
 	grpc_completion_queue *cq;
 	grpc_call *call;
-	gpr_timespec deadline = timeout_ns > 0 ?
-		gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(timeout_ns, GPR_TIMESPAN)) :
-		gpr_inf_future(GPR_CLOCK_MONOTONIC);
+	gpr_timespec deadline = timeout_ns > 0
+				    ? gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+						   gpr_time_from_nanos(timeout_ns, GPR_TIMESPAN))
+				    : gpr_inf_future(GPR_CLOCK_MONOTONIC);
 	grpc_metadata_array initial_md, trailing_md;
 	grpc_byte_buffer *send, *recv = NULL;
 	grpc_status_code status = GRPC_STATUS_UNKNOWN;
@@ -87,7 +89,8 @@ int rpc_client_call_raw(struct rpc_client *c, const char *path, const void *data
 	int r = 0;
 
 	cq = grpc_completion_queue_create_for_pluck(NULL);
-	call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL, deadline, NULL);
+	call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
+					deadline, NULL);
 	grpc_slice_unref(method);
 	send = grpc_raw_byte_buffer_create(&payload, 1);
 	grpc_slice_unref(payload);
@@ -109,7 +112,8 @@ int rpc_client_call_raw(struct rpc_client *c, const char *path, const void *data
 	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) != GRPC_CALL_OK) {
 		r = -EIO;
 	} else {
-		grpc_event ev = grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		grpc_event ev = grpc_completion_queue_pluck(
+		    cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 		if (ev.type != GRPC_OP_COMPLETE)
 			r = -EIO;
 	}
@@ -122,7 +126,8 @@ int rpc_client_call_raw(struct rpc_client *c, const char *path, const void *data
 			} else {
 				grpc_slice sl = grpc_byte_buffer_reader_readall(&rd);
 				grpc_byte_buffer_reader_destroy(&rd);
-				r = buf_append(ret_reply, GRPC_SLICE_START_PTR(sl), GRPC_SLICE_LENGTH(sl));
+				r = buf_append(ret_reply, GRPC_SLICE_START_PTR(sl),
+					       GRPC_SLICE_LENGTH(sl));
 				grpc_slice_unref(sl);
 			}
 		}
@@ -135,8 +140,9 @@ int rpc_client_call_raw(struct rpc_client *c, const char *path, const void *data
 	grpc_metadata_array_destroy(&trailing_md);
 	grpc_call_unref(call);
 	grpc_completion_queue_shutdown(cq);
-	while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-	       GRPC_QUEUE_SHUTDOWN)
+	while (
+	    grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+	    GRPC_QUEUE_SHUTDOWN)
 		;
 	grpc_completion_queue_destroy(cq);
 	return r < 0 ? r : 0;
@@ -161,8 +167,8 @@ int rpc_client_call(struct rpc_client *c, const char *path, const ProtobufCMessa
 		return r;
 	}
 	if (st->code == RPC_OK) {
-		ProtobufCMessage *m = protobuf_c_message_unpack(reply_desc, NULL, rep.len,
-								(const uint8_t *)(rep.data ? rep.data : ""));
+		ProtobufCMessage *m = protobuf_c_message_unpack(
+		    reply_desc, NULL, rep.len, (const uint8_t *)(rep.data ? rep.data : ""));
 		buf_release(&rep);
 		if (!m)
 			return -EBADMSG;

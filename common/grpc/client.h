@@ -26,7 +26,7 @@
 struct rpc_client;
 
 struct rpc_status {
-	int code;          /* enum rpc_code */
+	int code; /* enum rpc_code */
 	char message[1024];
 };
 

@@ -41,8 +41,8 @@ static bool utf8_valid(const uint8_t *s, size_t n)
 				return false;
 			cp = cp << 6 | (s[i + k] & 0x3F);
 		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		    cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+		    (len == 4 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
 			return false;
 		i += len;
 	}
@@ -98,7 +98,9 @@ static int check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *p, 
 			if (varint(p, n, &pos, &len) < 0 || len > n - pos)
 				return -EBADMSG;
 			const ProtobufCFieldDescriptor *f =
-				key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3)) : NULL;
+			    key >> 3 <= UINT32_MAX
+				? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3))
+				: NULL;
 			if (f && f->type == PROTOBUF_C_TYPE_STRING && !utf8_valid(p + pos, len))
 				return -EBADMSG;
 			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE &&
@@ -129,4 +131,3 @@ int rpc_decode(const ProtobufCMessageDescriptor *desc, const void *data, size_t 
 	*ret = m;
 	return 0;
 }
-

@@ -77,9 +77,9 @@ static cJSON *b64_json(const ProtobufCBinaryData *b)
 			v |= (uint32_t)b->data[i + 1] << 8;
 		if (i + 2 < b->len)
 			v |= b->data[i + 2];
-		char q[4] = { b64chars[(v >> 18) & 63], b64chars[(v >> 12) & 63],
-			      i + 1 < b->len ? b64chars[(v >> 6) & 63] : '=',
-			      i + 2 < b->len ? b64chars[v & 63] : '=' };
+		char q[4] = {b64chars[(v >> 18) & 63], b64chars[(v >> 12) & 63],
+			     i + 1 < b->len ? b64chars[(v >> 6) & 63] : '=',
+			     i + 2 < b->len ? b64chars[v & 63] : '='};
 		if (buf_append(&out, q, 4) < 0) {
 			buf_release(&out);
 			return NULL;
@@ -93,7 +93,8 @@ static cJSON *b64_json(const ProtobufCBinaryData *b)
 static cJSON *msg_json(const ProtobufCMessage *m, unsigned flags, int depth);
 
 /* One value of field f stored at p (for repeated fields, one element). */
-static cJSON *value_json(const ProtobufCFieldDescriptor *f, const void *p, unsigned flags, int depth)
+static cJSON *value_json(const ProtobufCFieldDescriptor *f, const void *p, unsigned flags,
+			 int depth)
 {
 	switch (f->type) {
 	case PROTOBUF_C_TYPE_INT32:
@@ -112,18 +113,24 @@ static cJSON *value_json(const ProtobufCFieldDescriptor *f, const void *p, unsig
 		return cJSON_CreateNumber((double)*(const uint64_t *)p);
 	case PROTOBUF_C_TYPE_FLOAT: {
 		float v = *(const float *)p;
-		return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateString(isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+		return isfinite(v) ? cJSON_CreateNumber(v)
+				   : cJSON_CreateString(isnan(v) ? "NaN"
+							: v > 0	 ? "Infinity"
+								 : "-Infinity");
 	}
 	case PROTOBUF_C_TYPE_DOUBLE: {
 		double v = *(const double *)p;
-		return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateString(isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+		return isfinite(v) ? cJSON_CreateNumber(v)
+				   : cJSON_CreateString(isnan(v) ? "NaN"
+							: v > 0	 ? "Infinity"
+								 : "-Infinity");
 	}
 	case PROTOBUF_C_TYPE_BOOL:
 		return cJSON_CreateBool(*(const protobuf_c_boolean *)p);
 	case PROTOBUF_C_TYPE_ENUM: {
 		int v = *(const int *)p;
 		const ProtobufCEnumValue *ev =
-			protobuf_c_enum_descriptor_get_value(f->descriptor, v);
+		    protobuf_c_enum_descriptor_get_value(f->descriptor, v);
 		return ev ? cJSON_CreateString(ev->name) : cJSON_CreateNumber(v);
 	}
 	case PROTOBUF_C_TYPE_STRING: {
@@ -197,7 +204,8 @@ static cJSON *msg_json(const ProtobufCMessage *m, unsigned flags, int depth)
 			if (*(const uint32_t *)QUANT(m, f) != f->id)
 				continue;
 		} else if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->quantifier_offset &&
-			   f->type != PROTOBUF_C_TYPE_MESSAGE && f->type != PROTOBUF_C_TYPE_STRING) {
+			   f->type != PROTOBUF_C_TYPE_MESSAGE &&
+			   f->type != PROTOBUF_C_TYPE_STRING) {
 			if (!*(const protobuf_c_boolean *)QUANT(m, f) && !(flags & PBJSON_DEFAULTS))
 				continue;
 		}
@@ -208,13 +216,18 @@ static cJSON *msg_json(const ProtobufCMessage *m, unsigned flags, int depth)
 				continue;
 			if ((flags & PBJSON_REDACT) && field_is_secret(f)) {
 				v = cJSON_CreateString("<redacted>");
-			} else if (f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor)) {
+			} else if (f->type == PROTOBUF_C_TYPE_MESSAGE &&
+				   is_map_entry(f->descriptor)) {
 				const ProtobufCMessageDescriptor *ed = f->descriptor;
 				v = cJSON_CreateObject();
 				for (size_t k = 0; v && k < n; k++) {
-					const ProtobufCMessage *e = ((const ProtobufCMessage *const *)arr)[k];
-					const char *key = *(const char *const *)FIELD_CPTR(e, &ed->fields[0]);
-					cJSON *ev = value_json(&ed->fields[1], FIELD_CPTR(e, &ed->fields[1]), flags, depth);
+					const ProtobufCMessage *e =
+					    ((const ProtobufCMessage *const *)arr)[k];
+					const char *key =
+					    *(const char *const *)FIELD_CPTR(e, &ed->fields[0]);
+					cJSON *ev =
+					    value_json(&ed->fields[1],
+						       FIELD_CPTR(e, &ed->fields[1]), flags, depth);
 					if (!ev) {
 						cJSON_Delete(v);
 						v = NULL;
@@ -239,7 +252,8 @@ static cJSON *msg_json(const ProtobufCMessage *m, unsigned flags, int depth)
 			bool oneof = f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF;
 			if (!oneof && scalar_is_default(f, p) && !(flags & PBJSON_DEFAULTS))
 				continue;
-			if (f->type == PROTOBUF_C_TYPE_MESSAGE && !*(const void *const *)p && !oneof)
+			if (f->type == PROTOBUF_C_TYPE_MESSAGE && !*(const void *const *)p &&
+			    !oneof)
 				continue;
 			v = value_json(f, p, flags, depth);
 		}
@@ -366,17 +380,19 @@ static int json_value(const cJSON *v, const ProtobufCFieldDescriptor *f, void *p
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
-		if (cJSON_IsString(v) ? str_to_ll(v->valuestring, INT32_MIN, INT32_MAX, &ll) < 0
-				      : (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-					 v->valuedouble < INT32_MIN || v->valuedouble > INT32_MAX))
+		if (cJSON_IsString(v)
+			? str_to_ll(v->valuestring, INT32_MIN, INT32_MAX, &ll) < 0
+			: (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+			   v->valuedouble < INT32_MIN || v->valuedouble > INT32_MAX))
 			return jfail(e, path, "%s", "not a 32-bit integer");
 		*(int32_t *)p = cJSON_IsString(v) ? (int32_t)ll : (int32_t)v->valuedouble;
 		return 0;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
-		if (cJSON_IsString(v) ? str_to_ll(v->valuestring, 0, UINT32_MAX, &ll) < 0
-				      : (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-					 v->valuedouble < 0 || v->valuedouble > UINT32_MAX))
+		if (cJSON_IsString(v)
+			? str_to_ll(v->valuestring, 0, UINT32_MAX, &ll) < 0
+			: (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+			   v->valuedouble < 0 || v->valuedouble > UINT32_MAX))
 			return jfail(e, path, "%s", "not an unsigned 32-bit integer");
 		*(uint32_t *)p = cJSON_IsString(v) ? (uint32_t)ll : (uint32_t)v->valuedouble;
 		return 0;
@@ -386,12 +402,18 @@ static int json_value(const cJSON *v, const ProtobufCFieldDescriptor *f, void *p
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
 		if (cJSON_IsString(v)) {
-			if (str_to_ll(v->valuestring, f->type == PROTOBUF_C_TYPE_UINT64 || f->type == PROTOBUF_C_TYPE_FIXED64 ? 0 : INT64_MIN, INT64_MAX, &ll) < 0)
+			if (str_to_ll(v->valuestring,
+				      f->type == PROTOBUF_C_TYPE_UINT64 ||
+					      f->type == PROTOBUF_C_TYPE_FIXED64
+					  ? 0
+					  : INT64_MIN,
+				      INT64_MAX, &ll) < 0)
 				return jfail(e, path, "%s", "not a 64-bit integer");
 		} else if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
 			   fabs(v->valuedouble) <= 9007199254740992.0) {
 			ll = (long long)v->valuedouble;
-			if (ll < 0 && (f->type == PROTOBUF_C_TYPE_UINT64 || f->type == PROTOBUF_C_TYPE_FIXED64))
+			if (ll < 0 && (f->type == PROTOBUF_C_TYPE_UINT64 ||
+				       f->type == PROTOBUF_C_TYPE_FIXED64))
 				return jfail(e, path, "%s", "negative");
 		} else {
 			return jfail(e, path, "%s", "not an integer (quote numbers above 2^53)");
@@ -415,15 +437,18 @@ static int json_value(const cJSON *v, const ProtobufCFieldDescriptor *f, void *p
 		return 0;
 	case PROTOBUF_C_TYPE_ENUM: {
 		const ProtobufCEnumValue *ev = NULL;
-		if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= INT32_MIN &&
-		    v->valuedouble <= INT32_MAX) {
-			*(int *)p = (int)v->valuedouble; /* proto3 enums are open: any number goes */
+		if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
+		    v->valuedouble >= INT32_MIN && v->valuedouble <= INT32_MAX) {
+			*(int *)p =
+			    (int)v->valuedouble; /* proto3 enums are open: any number goes */
 			return 0;
 		}
 		if (cJSON_IsString(v))
-			ev = protobuf_c_enum_descriptor_get_value_by_name(f->descriptor, v->valuestring);
+			ev = protobuf_c_enum_descriptor_get_value_by_name(f->descriptor,
+									  v->valuestring);
 		if (!ev)
-			return jfail(e, path, "not a value of %s", ((const ProtobufCEnumDescriptor *)f->descriptor)->name);
+			return jfail(e, path, "not a value of %s",
+				     ((const ProtobufCEnumDescriptor *)f->descriptor)->name);
 		*(int *)p = ev->value;
 		return 0;
 	}
@@ -507,7 +532,9 @@ static int json_field(const cJSON *v, const ProtobufCFieldDescriptor *f, Protobu
 		 * below frees what was allocated. */
 		if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
 			uint32_t cur = *(uint32_t *)QUANT(m, f);
-			const ProtobufCFieldDescriptor *cf = cur ? protobuf_c_message_descriptor_get_field(m->descriptor, cur) : NULL;
+			const ProtobufCFieldDescriptor *cf =
+			    cur ? protobuf_c_message_descriptor_get_field(m->descriptor, cur)
+				: NULL;
 			if (cf)
 				clear_value(m, cf);
 			*(uint32_t *)QUANT(m, f) = f->id;
@@ -516,8 +543,9 @@ static int json_field(const cJSON *v, const ProtobufCFieldDescriptor *f, Protobu
 		}
 		if ((r = json_value(v, f, p, e, path, depth)) < 0)
 			return r;
-		if (!(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && f->label == PROTOBUF_C_LABEL_OPTIONAL &&
-		    f->quantifier_offset && f->type != PROTOBUF_C_TYPE_MESSAGE && f->type != PROTOBUF_C_TYPE_STRING)
+		if (!(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    f->label == PROTOBUF_C_LABEL_OPTIONAL && f->quantifier_offset &&
+		    f->type != PROTOBUF_C_TYPE_MESSAGE && f->type != PROTOBUF_C_TYPE_STRING)
 			*(protobuf_c_boolean *)QUANT(m, f) = 1;
 		return 0;
 	}
@@ -533,7 +561,8 @@ static int json_field(const cJSON *v, const ProtobufCFieldDescriptor *f, Protobu
 	*(void **)p = arr;
 	*(size_t *)QUANT(m, f) = 0;
 	const cJSON *it;
-	cJSON_ArrayForEach(it, v) {
+	cJSON_ArrayForEach(it, v)
+	{
 		if (map) {
 			const ProtobufCMessageDescriptor *ed = f->descriptor;
 			ProtobufCMessage *ent = calloc(1, ed->sizeof_message);
@@ -546,10 +575,11 @@ static int json_field(const cJSON *v, const ProtobufCFieldDescriptor *f, Protobu
 			if (!k)
 				return -ENOMEM;
 			*(char **)FIELD_PTR(ent, &ed->fields[0]) = k;
-			if ((r = json_value(it, &ed->fields[1], FIELD_PTR(ent, &ed->fields[1]), e, path, depth)) < 0)
+			if ((r = json_value(it, &ed->fields[1], FIELD_PTR(ent, &ed->fields[1]), e,
+					    path, depth)) < 0)
 				return r;
-		} else if (f->type == PROTOBUF_C_TYPE_MESSAGE || f->type == PROTOBUF_C_TYPE_STRING ||
-			   f->type == PROTOBUF_C_TYPE_BYTES) {
+		} else if (f->type == PROTOBUF_C_TYPE_MESSAGE ||
+			   f->type == PROTOBUF_C_TYPE_STRING || f->type == PROTOBUF_C_TYPE_BYTES) {
 			/* counted first: a half-built element is freed with the message */
 			*(size_t *)QUANT(m, f) = ++i;
 			if ((r = json_value(it, f, arr + (i - 1) * sz, e, path, depth)) < 0)
@@ -576,12 +606,14 @@ static int json_msg(const cJSON *j, const ProtobufCMessageDescriptor *d, Protobu
 	d->message_init(m);
 	*ret = m; /* owned by the parent from here on, freed with it */
 	if (d->n_fields >= 1 && d->n_fields <= 2 &&
-	    (wrapper_kind(d, "BoolValue") || wrapper_kind(d, "Int64Value") || wrapper_kind(d, "Timestamp")))
+	    (wrapper_kind(d, "BoolValue") || wrapper_kind(d, "Int64Value") ||
+	     wrapper_kind(d, "Timestamp")))
 		return json_wrapper(j, d, m, e, path);
 	if (!cJSON_IsObject(j))
 		return jfail(e, path, "%s", "not an object");
 	const cJSON *it;
-	cJSON_ArrayForEach(it, j) {
+	cJSON_ArrayForEach(it, j)
+	{
 		const ProtobufCFieldDescriptor *f = NULL;
 		for (unsigned i = 0; i < d->n_fields && !f; i++)
 			if (name_matches(it->string, d->fields[i].name))
@@ -599,7 +631,7 @@ static int json_msg(const cJSON *j, const ProtobufCMessageDescriptor *d, Protobu
 int pbjson_to_msg(const cJSON *j, const ProtobufCMessageDescriptor *d, ProtobufCMessage **ret,
 		  char *err, size_t errlen)
 {
-	struct jerr e = { err, errlen };
+	struct jerr e = {err, errlen};
 	ProtobufCMessage *m = NULL;
 	int r;
 

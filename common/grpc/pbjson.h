@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 enum {
-	PBJSON_REDACT = 1 << 0,   /* maps named "secrets" and mount flags become "<redacted>" */
+	PBJSON_REDACT = 1 << 0,	  /* maps named "secrets" and mount flags become "<redacted>" */
 	PBJSON_DEFAULTS = 1 << 1, /* also print fields that hold their default value */
 };
 

@@ -13,18 +13,30 @@
 #include "common/base/log.h"
 
 static const char *const code_names[] = {
-	"OK",		  "Canceled",	 "Unknown",	 "InvalidArgument", "DeadlineExceeded",
-	"NotFound",	  "AlreadyExists", "PermissionDenied", "ResourceExhausted",
-	"FailedPrecondition", "Aborted", "OutOfRange",	 "Unimplemented",   "Internal",
-	"Unavailable",	  "DataLoss",	 "Unauthenticated",
+    "OK",	"Canceled",	   "Unknown",	       "InvalidArgument",   "DeadlineExceeded",
+    "NotFound", "AlreadyExists",   "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+    "Aborted",	"OutOfRange",	   "Unimplemented",    "Internal",	    "Unavailable",
+    "DataLoss", "Unauthenticated",
 };
 
 static const char *const code_upper[] = {
-	"OK",		     "CANCELLED",	"UNKNOWN",	     "INVALID_ARGUMENT",
-	"DEADLINE_EXCEEDED", "NOT_FOUND",	"ALREADY_EXISTS",    "PERMISSION_DENIED",
-	"RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",	     "OUT_OF_RANGE",
-	"UNIMPLEMENTED",     "INTERNAL",	"UNAVAILABLE",	     "DATA_LOSS",
-	"UNAUTHENTICATED",
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
 };
 
 const char *rpc_code_name(int code)
@@ -116,17 +128,21 @@ const char *rpc_msg_map_get(const ProtobufCMessage *m, const char *field, const 
 {
 	const ProtobufCFieldDescriptor *f;
 
-	if (!m || !key || !(f = protobuf_c_message_descriptor_get_field_by_name(m->descriptor, field)))
+	if (!m || !key ||
+	    !(f = protobuf_c_message_descriptor_get_field_by_name(m->descriptor, field)))
 		return NULL;
 	if (f->type != PROTOBUF_C_TYPE_MESSAGE || f->label != PROTOBUF_C_LABEL_REPEATED)
 		return NULL;
 	const ProtobufCMessageDescriptor *ed = f->descriptor;
-	const ProtobufCFieldDescriptor *kf = protobuf_c_message_descriptor_get_field_by_name(ed, "key");
-	const ProtobufCFieldDescriptor *vf = protobuf_c_message_descriptor_get_field_by_name(ed, "value");
+	const ProtobufCFieldDescriptor *kf =
+	    protobuf_c_message_descriptor_get_field_by_name(ed, "key");
+	const ProtobufCFieldDescriptor *vf =
+	    protobuf_c_message_descriptor_get_field_by_name(ed, "value");
 	if (!kf || !vf || kf->type != PROTOBUF_C_TYPE_STRING || vf->type != PROTOBUF_C_TYPE_STRING)
 		return NULL;
 	size_t n = *(const size_t *)((const char *)m + f->quantifier_offset);
-	ProtobufCMessage *const *entries = *(ProtobufCMessage *const *const *)((const char *)m + f->offset);
+	ProtobufCMessage *const *entries =
+	    *(ProtobufCMessage *const *const *)((const char *)m + f->offset);
 	for (size_t i = 0; i < n; i++) {
 		const char *k = *(const char *const *)((const char *)entries[i] + kf->offset);
 		if (k && strcmp(k, key) == 0)
@@ -138,9 +154,11 @@ const char *rpc_msg_map_get(const ProtobufCMessage *m, const char *field, const 
 static void grpc_log_to_ours(gpr_log_func_args *a)
 {
 	if (a->severity == GPR_LOG_SEVERITY_ERROR)
-		log_v(2, "grpc core", KV_S("file", a->file), KV_I("line", a->line), KV_S("msg", a->message));
+		log_v(2, "grpc core", KV_S("file", a->file), KV_I("line", a->line),
+		      KV_S("msg", a->message));
 	else
-		log_v(6, "grpc core", KV_S("file", a->file), KV_I("line", a->line), KV_S("msg", a->message));
+		log_v(6, "grpc core", KV_S("file", a->file), KV_I("line", a->line),
+		      KV_S("msg", a->message));
 }
 
 static pthread_mutex_t global_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -151,7 +169,8 @@ void rpc_global_acquire(void)
 	pthread_mutex_lock(&global_lock);
 	if (global_refs++ == 0) {
 		gpr_set_log_function(grpc_log_to_ours);
-		gpr_set_log_verbosity(log_enabled(6) ? GPR_LOG_SEVERITY_DEBUG : GPR_LOG_SEVERITY_ERROR);
+		gpr_set_log_verbosity(log_enabled(6) ? GPR_LOG_SEVERITY_DEBUG
+						     : GPR_LOG_SEVERITY_ERROR);
 		grpc_init();
 	}
 	pthread_mutex_unlock(&global_lock);

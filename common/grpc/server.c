@@ -33,17 +33,21 @@
 
 static void metrics_register(struct rpc_server *s)
 {
-	static const char *const l3[] = { "grpc_type", "grpc_service", "grpc_method", NULL };
-	static const char *const l4[] = { "grpc_type", "grpc_service", "grpc_method", "grpc_code", NULL };
-	static const double buckets[] = { .001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120 };
+	static const char *const l3[] = {"grpc_type", "grpc_service", "grpc_method", NULL};
+	static const char *const l4[] = {"grpc_type", "grpc_service", "grpc_method", "grpc_code",
+					 NULL};
+	static const double buckets[] = {.001, .005, .01, .025, .05, .1, .25, .5,
+					 1,    2.5,  5,	  10,	30,  60, 120};
 
 	s->m_started = metric_counter("grpc_server_started_total",
-				   "Total number of RPCs started on the server.", l3);
-	s->m_handled = metric_counter("grpc_server_handled_total",
-				   "Total number of RPCs completed on the server, regardless of success or failure.", l4);
+				      "Total number of RPCs started on the server.", l3);
+	s->m_handled = metric_counter(
+	    "grpc_server_handled_total",
+	    "Total number of RPCs completed on the server, regardless of success or failure.", l4);
 	s->m_seconds = metric_histogram("grpc_server_handling_seconds",
-				     "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
-				     l3, buckets, ARRAY_SIZE(buckets));
+					"Histogram of response latency (seconds) of gRPC that had "
+					"been application-level handled by the server.",
+					l3, buckets, ARRAY_SIZE(buckets));
 }
 
 /* ---- call lifecycle ---- */
@@ -117,7 +121,8 @@ static void call_finish(struct rpc_call *c)
 	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
 	ops[n].data.send_status_from_server.status = (grpc_status_code)c->code;
 	if (c->code != RPC_OK) {
-		c->status_slice = grpc_slice_from_copied_string(c->message ? c->message : rpc_code_name(c->code));
+		c->status_slice =
+		    grpc_slice_from_copied_string(c->message ? c->message : rpc_code_name(c->code));
 		c->has_status_slice = true;
 		ops[n].data.send_status_from_server.status_details = &c->status_slice;
 	}
@@ -163,7 +168,7 @@ static int read_byte_buffer(grpc_byte_buffer *bb, uint8_t **ret, size_t *ret_len
 }
 
 static const char *const id_fields[MAX_LOG_IDS] = {
-	"volume_id", "node_id", "snapshot_id", "source_volume_id", "name", "target_path",
+    "volume_id", "node_id", "snapshot_id", "source_volume_id", "name", "target_path",
 };
 
 /* Decodes, runs the handler, encodes: on a worker thread. */
@@ -226,8 +231,9 @@ static void call_process(struct rpc_call *c)
 		}
 		size_t sz = protobuf_c_message_get_packed_size(out);
 		if (sz > s->opts.max_message) {
-			rpc_call_error(c, RPC_RESOURCE_EXHAUSTED, "reply of %zu bytes exceeds the limit of %zu",
-				       sz, s->opts.max_message);
+			rpc_call_error(c, RPC_RESOURCE_EXHAUSTED,
+				       "reply of %zu bytes exceeds the limit of %zu", sz,
+				       s->opts.max_message);
 			goto out;
 		}
 		grpc_slice sl = grpc_slice_malloc(sz);
@@ -294,7 +300,8 @@ static bool enqueue(struct rpc_server *s, struct rpc_call *c)
 		s->q_tail = c;
 	}
 	s->q_len++;
-	if (s->n_idle < s->q_len && s->n_workers < s->opts.max_workers + (urgent ? URGENT_WORKERS : 0)) {
+	if (s->n_idle < s->q_len &&
+	    s->n_workers < s->opts.max_workers + (urgent ? URGENT_WORKERS : 0)) {
 		pthread_attr_t a;
 		pthread_attr_init(&a);
 		pthread_attr_setstacksize(&a, 1 << 20);
@@ -350,7 +357,8 @@ static void log_call(struct rpc_call *c)
 	else if (c->code != RPC_OK)
 		lvl = LOG_WARNING;
 	log_emit(lvl, __FILE__, __LINE__, "grpc call", kv[0], kv[1], kv[2], kv[3], kv[4], kv[5],
-		 kv[6], kv[7], kv[8], kv[9], kv[10], kv[11], kv[12], kv[13], kv[14], kv[15], kv[16]);
+		 kv[6], kv[7], kv[8], kv[9], kv[10], kv[11], kv[12], kv[13], kv[14], kv[15],
+		 kv[16]);
 }
 
 static void on_request(struct rpc_server *s, struct rpc_call *c, bool ok)
@@ -372,7 +380,8 @@ static void on_request(struct rpc_server *s, struct rpc_call *c, bool ok)
 	memcpy(c->path, GRPC_SLICE_START_PTR(c->details.method), ml);
 	c->path[ml] = 0;
 	c->deadline_ns = INT64_MAX;
-	if (gpr_time_cmp(c->details.deadline, gpr_inf_future(c->details.deadline.clock_type)) != 0) {
+	if (gpr_time_cmp(c->details.deadline, gpr_inf_future(c->details.deadline.clock_type)) !=
+	    0) {
 		gpr_timespec dl = gpr_convert_clock_type(c->details.deadline, GPR_CLOCK_MONOTONIC);
 		gpr_timespec left = gpr_time_sub(dl, gpr_now(GPR_CLOCK_MONOTONIC));
 		c->deadline_ns = c->start_ns + left.tv_sec * NSEC_PER_SEC + left.tv_nsec;
@@ -408,7 +417,8 @@ static void on_recv(struct rpc_server *s, struct rpc_call *c, bool ok)
 		return;
 	}
 	if (!enqueue(s, c)) {
-		rpc_call_error(c, RPC_RESOURCE_EXHAUSTED, "too many calls queued (%u)", s->opts.max_queued);
+		rpc_call_error(c, RPC_RESOURCE_EXHAUSTED, "too many calls queued (%u)",
+			       s->opts.max_queued);
 		call_finish(c);
 	}
 }
@@ -436,7 +446,8 @@ static void *cq_main(void *arg)
 	struct rpc_server *s = arg;
 
 	for (;;) {
-		grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		grpc_event ev =
+		    grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 		if (ev.type == GRPC_QUEUE_SHUTDOWN)
 			break;
 		if (ev.type != GRPC_OP_COMPLETE)
@@ -526,7 +537,7 @@ int rpc_server_register(struct rpc_server *s, const struct rpc_method *table, vo
 		return -ENOMEM;
 	s->regs = nr;
 	for (size_t i = 0; i < n; i++)
-		s->regs[s->n_regs++] = (struct reg){ &table[i], userdata };
+		s->regs[s->n_regs++] = (struct reg){&table[i], userdata};
 	return 0;
 }
 
@@ -534,7 +545,7 @@ int rpc_server_register(struct rpc_server *s, const struct rpc_method *table, vo
 static int clear_stale_socket(const char *path)
 {
 	struct stat st;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd, r;
 
 	if (lstat(path, &st) < 0)
@@ -564,13 +575,16 @@ int rpc_server_start(struct rpc_server *s)
 	if (*s->path && (r = clear_stale_socket(s->path)) < 0)
 		return r;
 	rpc_global_acquire();
-	args[0] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-			      .value.integer = (int)s->opts.max_message };
-	args[1] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
-			      .value.integer = (int)s->opts.max_message };
-	args[2] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS,
-			      .value.integer = 1000 };
-	grpc_channel_args ca = { .num_args = 3, .args = args };
+	args[0] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+			     .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+			     .value.integer = (int)s->opts.max_message};
+	args[1] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+			     .key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
+			     .value.integer = (int)s->opts.max_message};
+	args[2] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+			     .key = (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS,
+			     .value.integer = 1000};
+	grpc_channel_args ca = {.num_args = 3, .args = args};
 	s->cq = grpc_completion_queue_create_for_next(NULL);
 	s->server = grpc_server_create(&ca, NULL);
 	grpc_server_register_completion_queue(s->server, s->cq, NULL);
@@ -580,8 +594,8 @@ int rpc_server_start(struct rpc_server *s)
 	if (port <= 0) {
 		grpc_server_destroy(s->server);
 		grpc_completion_queue_shutdown(s->cq);
-		while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-		       GRPC_QUEUE_SHUTDOWN)
+		while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+			   .type != GRPC_QUEUE_SHUTDOWN)
 			;
 		grpc_completion_queue_destroy(s->cq);
 		s->server = NULL;
@@ -601,7 +615,8 @@ int rpc_server_start(struct rpc_server *s)
 		grpc_server_cancel_all_calls(s->server);
 		grpc_completion_queue_shutdown(s->cq);
 		for (;;) {
-			grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+			grpc_event ev = grpc_completion_queue_next(
+			    s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 			if (ev.type == GRPC_QUEUE_SHUTDOWN)
 				break;
 			if (ev.type == GRPC_OP_COMPLETE && ev.tag != &s->shutdown_tag)
@@ -621,7 +636,8 @@ int rpc_server_start(struct rpc_server *s)
 static void wait_idle(struct rpc_server *s, int64_t deadline, bool need_shutdown)
 {
 	pthread_mutex_lock(&s->lock);
-	while ((s->inflight > 0 || (need_shutdown && !s->shutdown_done)) && now_mono_ns() < deadline) {
+	while ((s->inflight > 0 || (need_shutdown && !s->shutdown_done)) &&
+	       now_mono_ns() < deadline) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 50 * NSEC_PER_MSEC;

@@ -1,7 +1,8 @@
 /* A small, generic unary-call gRPC server on gRPC's C core, shared by csi-controller and
  * csi-node (and anything else that needs to serve unary gRPC on a socket).
  *
- *   static int node_stage(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+ *   static int node_stage(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage
+ * **out)
  *   {
  *           const Csi__V1__NodeStageVolumeRequest *req = (const void *)in;
  *           struct node *n = rpc_call_userdata(call);
@@ -74,12 +75,13 @@ struct rpc_method {
 };
 
 struct rpc_server_opts {
-	const char *endpoint;     /* see rpc_endpoint_parse(); required */
-	unsigned max_workers;     /* handler threads, started on demand; default 16 (+2 for quiet calls) */
-	unsigned max_queued;      /* calls waiting for a worker; past it RESOURCE_EXHAUSTED; 256 */
-	size_t max_message;       /* bytes, both directions; default 4 MiB */
-	int64_t grace_ns;         /* on stop, how long calls in flight may run; default 30 s */
-	unsigned socket_mode;     /* chmod of a unix socket; default 0660 */
+	const char *endpoint; /* see rpc_endpoint_parse(); required */
+	unsigned
+	    max_workers; /* handler threads, started on demand; default 16 (+2 for quiet calls) */
+	unsigned max_queued;  /* calls waiting for a worker; past it RESOURCE_EXHAUSTED; 256 */
+	size_t max_message;   /* bytes, both directions; default 4 MiB */
+	int64_t grace_ns;     /* on stop, how long calls in flight may run; default 30 s */
+	unsigned socket_mode; /* chmod of a unix socket; default 0660 */
 };
 
 int rpc_server_new(const struct rpc_server_opts *opts, struct rpc_server **ret);
@@ -108,7 +110,7 @@ void *rpc_call_userdata(const struct rpc_call *c);
 const char *rpc_call_method(const struct rpc_call *c);
 /* Sets the status (code != RPC_OK) and its message, and returns code. */
 int rpc_call_error(struct rpc_call *c, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* Nanoseconds until the caller's deadline (INT64_MAX when it set none; <= 0 when past). */
 int64_t rpc_call_time_left_ns(const struct rpc_call *c);
 /* True once the server is stopping (or the call's deadline has passed): long waits should end
@@ -121,7 +123,8 @@ void rpc_call_log_kv(struct rpc_call *c, const char *key, const char *value);
 /* Arena allocations, zeroed, freed after the reply is encoded; NULL when out of memory. */
 void *rpc_call_alloc(struct rpc_call *c, size_t n);
 char *rpc_call_strdup(struct rpc_call *c, const char *s);
-char *rpc_call_printf(struct rpc_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *rpc_call_printf(struct rpc_call *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* A new, initialized message of the given type. */
 void *rpc_call_new(struct rpc_call *c, const ProtobufCMessageDescriptor *desc);
 /* Adds key -> value (copied) to the map<string,string> field named `field` of msg. -EINVAL

@@ -38,7 +38,7 @@ struct rpc_server {
 	int shutdown_tag;
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;      /* workers wait for work here */
+	pthread_cond_t cond;	  /* workers wait for work here */
 	pthread_cond_t idle_cond; /* stop waits for inflight == 0 / shutdown here */
 	struct rpc_call *q_head, *q_tail;
 	unsigned q_len;
@@ -91,7 +91,6 @@ struct rpc_call {
 	unsigned n_caps;
 	struct rpc_call *next;
 };
-
 
 /* call.c */
 void rpc_call_arena_free(struct rpc_call *c);

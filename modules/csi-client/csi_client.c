@@ -2,8 +2,9 @@
  *
  *   aws-k8s csi-client --endpoint unix:///tmp/csi.sock create-volume --name v1 --size 10Gi \
  *           --param type=gp3 --capability mount:ext4 --zone us-east-1a
- *   aws-k8s csi-client node-stage --volume vol-1 --staging-path /st --publish-context devicePath=/dev/xvdaa
- *   aws-k8s csi-client call /csi.v1.Controller/ListVolumes --data '{"max_entries": 2}'
+ *   aws-k8s csi-client node-stage --volume vol-1 --staging-path /st --publish-context
+ * devicePath=/dev/xvdaa aws-k8s csi-client call /csi.v1.Controller/ListVolumes --data
+ * '{"max_entries": 2}'
  *
  * Each call's request is built as JSON from the flags, then encoded through the message
  * descriptors (common/grpc/pbjson.h), so `call --data` accepts exactly what the flags build.
@@ -28,65 +29,73 @@
 #include "modules/csi/csi_common.h"
 
 static const char client_usage[] =
-	"Calls a CSI plugin over its socket and prints the reply as JSON:\n\n"
-	"  aws-k8s csi-client [--endpoint E] <call> [flags]\n\n"
-	"Calls and their flags:\n"
-	"%s\n"
-	"  call PATH --data JSON           any method, request as JSON (proto field names)\n"
-	"  call PATH --raw-hex HEX         any method, request as raw protobuf bytes\n\n"
-	"Capabilities: --capability mount[:FSTYPE] | block (repeatable), with --access-mode\n"
-	"(default SINGLE_NODE_WRITER), --mount-flags and --fs-group. Sizes take Kubernetes\n"
-	"quantities (10Gi, 500M, bytes). Maps take key=value, repeated or comma-separated.\n"
-	"--count N [--parallel P] repeats the call and prints the rate instead of the reply.";
+    "Calls a CSI plugin over its socket and prints the reply as JSON:\n\n"
+    "  aws-k8s csi-client [--endpoint E] <call> [flags]\n\n"
+    "Calls and their flags:\n"
+    "%s\n"
+    "  call PATH --data JSON           any method, request as JSON (proto field names)\n"
+    "  call PATH --raw-hex HEX         any method, request as raw protobuf bytes\n\n"
+    "Capabilities: --capability mount[:FSTYPE] | block (repeatable), with --access-mode\n"
+    "(default SINGLE_NODE_WRITER), --mount-flags and --fs-group. Sizes take Kubernetes\n"
+    "quantities (10Gi, 500M, bytes). Maps take key=value, repeated or comma-separated.\n"
+    "--count N [--parallel P] repeats the call and prints the rate instead of the reply.";
 
 /* ---- flags ---- */
 static char *o_endpoint, *o_name, *o_volume, *o_node, *o_snapshot, *o_source_volume, *o_size,
-	*o_limit, *o_staging, *o_target, *o_volume_path, *o_access_mode, *o_zone, *o_topo_key,
-	*o_from_snapshot, *o_clone_of, *o_token, *o_data, *o_raw_hex, *o_fs_group;
+    *o_limit, *o_staging, *o_target, *o_volume_path, *o_access_mode, *o_zone, *o_topo_key,
+    *o_from_snapshot, *o_clone_of, *o_token, *o_data, *o_raw_hex, *o_fs_group;
 static char **o_params, **o_mutable, **o_secrets, **o_vctx, **o_pctx, **o_caps, **o_mount_flags;
 static long long o_max_entries, o_count, o_parallel;
 static bool o_readonly, o_defaults;
 static int64_t o_timeout;
 
 static const struct flag common_flags[] = {
-	{ "endpoint", FLAG_STRING, &o_endpoint, CSI_ENDPOINT_DEFAULT, "CSI_ENDPOINT",
-	  "CSI endpoint of the plugin (unix:///path, /path or tcp://host:port)." },
-	{ "timeout", FLAG_DURATION, &o_timeout, "2m", NULL, "Deadline of each call." },
-	{ "count", FLAG_INT, &o_count, "1", NULL, "Make the call this many times and print the rate.", 1, 100000000 },
-	{ "parallel", FLAG_INT, &o_parallel, "1", NULL, "Calls in flight at once with --count.", 1, 1024 },
-	{ "print-defaults", FLAG_BOOL, &o_defaults, "false", NULL, "Print fields that hold their default value too." },
-	LOG_FLAGS,
+    {"endpoint", FLAG_STRING, &o_endpoint, CSI_ENDPOINT_DEFAULT, "CSI_ENDPOINT",
+     "CSI endpoint of the plugin (unix:///path, /path or tcp://host:port)."},
+    {"timeout", FLAG_DURATION, &o_timeout, "2m", NULL, "Deadline of each call."},
+    {"count", FLAG_INT, &o_count, "1", NULL, "Make the call this many times and print the rate.", 1,
+     100000000},
+    {"parallel", FLAG_INT, &o_parallel, "1", NULL, "Calls in flight at once with --count.", 1,
+     1024},
+    {"print-defaults", FLAG_BOOL, &o_defaults, "false", NULL,
+     "Print fields that hold their default value too."},
+    LOG_FLAGS,
 };
 
 static const struct flag call_flags[] = {
-	{ "name", FLAG_STRING, &o_name, NULL, NULL, "Name of the volume or snapshot to create." },
-	{ "volume", FLAG_STRING, &o_volume, NULL, NULL, "Volume id." },
-	{ "node", FLAG_STRING, &o_node, NULL, NULL, "Node id." },
-	{ "snapshot", FLAG_STRING, &o_snapshot, NULL, NULL, "Snapshot id." },
-	{ "source-volume", FLAG_STRING, &o_source_volume, NULL, NULL, "Source volume id of a snapshot." },
-	{ "size", FLAG_STRING, &o_size, NULL, NULL, "Required bytes (capacity_range.required_bytes)." },
-	{ "limit", FLAG_STRING, &o_limit, NULL, NULL, "Limit bytes (capacity_range.limit_bytes)." },
-	{ "param", FLAG_MAP, &o_params, NULL, NULL, "Parameter key=value." },
-	{ "mutable-param", FLAG_MAP, &o_mutable, NULL, NULL, "Mutable parameter key=value." },
-	{ "secret", FLAG_MAP, &o_secrets, NULL, NULL, "Secret key=value." },
-	{ "volume-context", FLAG_MAP, &o_vctx, NULL, NULL, "Volume context key=value." },
-	{ "publish-context", FLAG_MAP, &o_pctx, NULL, NULL, "Publish context key=value." },
-	{ "capability", FLAG_STRLIST, &o_caps, NULL, NULL, "mount[:FSTYPE] or block (default mount)." },
-	{ "access-mode", FLAG_STRING, &o_access_mode, "SINGLE_NODE_WRITER", NULL, "Access mode of the capabilities." },
-	{ "mount-flags", FLAG_STRLIST, &o_mount_flags, NULL, NULL, "Mount flags of mount capabilities." },
-	{ "fs-group", FLAG_STRING, &o_fs_group, NULL, NULL, "volume_mount_group of mount capabilities." },
-	{ "zone", FLAG_STRING, &o_zone, NULL, NULL, "Zone for the accessibility requirements." },
-	{ "topology-key", FLAG_STRING, &o_topo_key, CSI_WELL_KNOWN_ZONE_KEY, NULL, "Topology key used with --zone." },
-	{ "from-snapshot", FLAG_STRING, &o_from_snapshot, NULL, NULL, "Create the volume from this snapshot." },
-	{ "clone-of", FLAG_STRING, &o_clone_of, NULL, NULL, "Create the volume as a clone of this volume." },
-	{ "staging-path", FLAG_STRING, &o_staging, NULL, NULL, "Staging target path." },
-	{ "target", FLAG_STRING, &o_target, NULL, NULL, "Target path." },
-	{ "volume-path", FLAG_STRING, &o_volume_path, NULL, NULL, "Volume path (stats, expand)." },
-	{ "readonly", FLAG_BOOL, &o_readonly, "false", NULL, "Publish read-only." },
-	{ "max-entries", FLAG_INT, &o_max_entries, "0", NULL, "Page size of a list call.", 0, 2147483647 },
-	{ "starting-token", FLAG_STRING, &o_token, NULL, NULL, "Paging token of a list call." },
-	{ "data", FLAG_STRING, &o_data, NULL, NULL, "Request as JSON (call)." },
-	{ "raw-hex", FLAG_STRING, &o_raw_hex, NULL, NULL, "Request as hex-encoded protobuf (call)." },
+    {"name", FLAG_STRING, &o_name, NULL, NULL, "Name of the volume or snapshot to create."},
+    {"volume", FLAG_STRING, &o_volume, NULL, NULL, "Volume id."},
+    {"node", FLAG_STRING, &o_node, NULL, NULL, "Node id."},
+    {"snapshot", FLAG_STRING, &o_snapshot, NULL, NULL, "Snapshot id."},
+    {"source-volume", FLAG_STRING, &o_source_volume, NULL, NULL, "Source volume id of a snapshot."},
+    {"size", FLAG_STRING, &o_size, NULL, NULL, "Required bytes (capacity_range.required_bytes)."},
+    {"limit", FLAG_STRING, &o_limit, NULL, NULL, "Limit bytes (capacity_range.limit_bytes)."},
+    {"param", FLAG_MAP, &o_params, NULL, NULL, "Parameter key=value."},
+    {"mutable-param", FLAG_MAP, &o_mutable, NULL, NULL, "Mutable parameter key=value."},
+    {"secret", FLAG_MAP, &o_secrets, NULL, NULL, "Secret key=value."},
+    {"volume-context", FLAG_MAP, &o_vctx, NULL, NULL, "Volume context key=value."},
+    {"publish-context", FLAG_MAP, &o_pctx, NULL, NULL, "Publish context key=value."},
+    {"capability", FLAG_STRLIST, &o_caps, NULL, NULL, "mount[:FSTYPE] or block (default mount)."},
+    {"access-mode", FLAG_STRING, &o_access_mode, "SINGLE_NODE_WRITER", NULL,
+     "Access mode of the capabilities."},
+    {"mount-flags", FLAG_STRLIST, &o_mount_flags, NULL, NULL, "Mount flags of mount capabilities."},
+    {"fs-group", FLAG_STRING, &o_fs_group, NULL, NULL, "volume_mount_group of mount capabilities."},
+    {"zone", FLAG_STRING, &o_zone, NULL, NULL, "Zone for the accessibility requirements."},
+    {"topology-key", FLAG_STRING, &o_topo_key, CSI_WELL_KNOWN_ZONE_KEY, NULL,
+     "Topology key used with --zone."},
+    {"from-snapshot", FLAG_STRING, &o_from_snapshot, NULL, NULL,
+     "Create the volume from this snapshot."},
+    {"clone-of", FLAG_STRING, &o_clone_of, NULL, NULL,
+     "Create the volume as a clone of this volume."},
+    {"staging-path", FLAG_STRING, &o_staging, NULL, NULL, "Staging target path."},
+    {"target", FLAG_STRING, &o_target, NULL, NULL, "Target path."},
+    {"volume-path", FLAG_STRING, &o_volume_path, NULL, NULL, "Volume path (stats, expand)."},
+    {"readonly", FLAG_BOOL, &o_readonly, "false", NULL, "Publish read-only."},
+    {"max-entries", FLAG_INT, &o_max_entries, "0", NULL, "Page size of a list call.", 0,
+     2147483647},
+    {"starting-token", FLAG_STRING, &o_token, NULL, NULL, "Paging token of a list call."},
+    {"data", FLAG_STRING, &o_data, NULL, NULL, "Request as JSON (call)."},
+    {"raw-hex", FLAG_STRING, &o_raw_hex, NULL, NULL, "Request as hex-encoded protobuf (call)."},
 };
 
 /* ---- request building ---- */
@@ -179,7 +188,7 @@ static cJSON *capability_json(const char *spec, const char *call)
 /* field: "volume_capabilities" (repeated) or "volume_capability" (single) */
 static int put_caps(cJSON *o, const char *field, bool repeated, const char *call)
 {
-	static char *def_caps[] = { (char *)"mount", NULL };
+	static char *def_caps[] = {(char *)"mount", NULL};
 	char **caps = o_caps && *o_caps ? o_caps : def_caps;
 	cJSON *arr = NULL;
 
@@ -208,25 +217,29 @@ static int b_create_volume(cJSON *o, const char *call)
 		return fail_usage("--name is required", call);
 	if ((r = put_str(o, "name", o_name)) < 0 || (r = put_size(o, call)) < 0 ||
 	    (r = put_caps(o, "volume_capabilities", true, call)) < 0 ||
-	    (r = put_map(o, "parameters", o_params)) < 0 || (r = put_map(o, "secrets", o_secrets)) < 0 ||
+	    (r = put_map(o, "parameters", o_params)) < 0 ||
+	    (r = put_map(o, "secrets", o_secrets)) < 0 ||
 	    (r = put_map(o, "mutable_parameters", o_mutable)) < 0)
 		return r;
 	if (o_from_snapshot && o_clone_of)
 		return fail_usage("--from-snapshot and --clone-of exclude each other", call);
 	if (o_from_snapshot) {
-		cJSON *s = cJSON_AddObjectToObject(cJSON_AddObjectToObject(o, "volume_content_source"), "snapshot");
+		cJSON *s = cJSON_AddObjectToObject(
+		    cJSON_AddObjectToObject(o, "volume_content_source"), "snapshot");
 		cJSON_AddStringToObject(s, "snapshot_id", o_from_snapshot);
 	}
 	if (o_clone_of) {
-		cJSON *s = cJSON_AddObjectToObject(cJSON_AddObjectToObject(o, "volume_content_source"), "volume");
+		cJSON *s = cJSON_AddObjectToObject(
+		    cJSON_AddObjectToObject(o, "volume_content_source"), "volume");
 		cJSON_AddStringToObject(s, "volume_id", o_clone_of);
 	}
 	if (o_zone) {
 		cJSON *ar = cJSON_AddObjectToObject(o, "accessibility_requirements");
-		const char *kinds[] = { "requisite", "preferred" };
+		const char *kinds[] = {"requisite", "preferred"};
 		for (int i = 0; i < 2; i++) {
 			cJSON *t = cJSON_CreateObject();
-			cJSON_AddStringToObject(cJSON_AddObjectToObject(t, "segments"), o_topo_key, o_zone);
+			cJSON_AddStringToObject(cJSON_AddObjectToObject(t, "segments"), o_topo_key,
+						o_zone);
 			cJSON_AddItemToArray(cJSON_AddArrayToObject(ar, kinds[i]), t);
 		}
 	}
@@ -243,7 +256,8 @@ static int b_volume_only(cJSON *o, const char *call)
 	int r;
 	if ((r = need_volume(call)) < 0)
 		return r;
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 || (r = put_map(o, "secrets", o_secrets)) < 0)
+	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
+	    (r = put_map(o, "secrets", o_secrets)) < 0)
 		return r;
 	return 0;
 }
@@ -261,9 +275,11 @@ static int b_publish(cJSON *o, const char *call)
 		return r;
 	if (!o_node)
 		return fail_usage("--node is required", call);
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 || (r = put_str(o, "node_id", o_node)) < 0 ||
+	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
+	    (r = put_str(o, "node_id", o_node)) < 0 ||
 	    (r = put_caps(o, "volume_capability", false, call)) < 0 ||
-	    (r = put_map(o, "volume_context", o_vctx)) < 0 || (r = put_map(o, "secrets", o_secrets)) < 0)
+	    (r = put_map(o, "volume_context", o_vctx)) < 0 ||
+	    (r = put_map(o, "secrets", o_secrets)) < 0)
 		return r;
 	if (o_readonly)
 		cJSON_AddBoolToObject(o, "readonly", true);
@@ -275,8 +291,8 @@ static int b_unpublish(cJSON *o, const char *call)
 	int r;
 	if ((r = need_volume(call)) < 0)
 		return r;
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 || (r = put_str(o, "node_id", o_node)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
+	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
+	    (r = put_str(o, "node_id", o_node)) < 0 || (r = put_map(o, "secrets", o_secrets)) < 0)
 		return r;
 	return 0;
 }
@@ -288,8 +304,10 @@ static int b_validate(cJSON *o, const char *call)
 		return r;
 	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
 	    (r = put_caps(o, "volume_capabilities", true, call)) < 0 ||
-	    (r = put_map(o, "volume_context", o_vctx)) < 0 || (r = put_map(o, "parameters", o_params)) < 0 ||
-	    (r = put_map(o, "mutable_parameters", o_mutable)) < 0 || (r = put_map(o, "secrets", o_secrets)) < 0)
+	    (r = put_map(o, "volume_context", o_vctx)) < 0 ||
+	    (r = put_map(o, "parameters", o_params)) < 0 ||
+	    (r = put_map(o, "mutable_parameters", o_mutable)) < 0 ||
+	    (r = put_map(o, "secrets", o_secrets)) < 0)
 		return r;
 	return 0;
 }
@@ -311,7 +329,8 @@ static int b_create_snapshot(cJSON *o, const char *call)
 	if (!src)
 		return fail_usage("--source-volume (or --volume) is required", call);
 	if ((r = put_str(o, "name", o_name)) < 0 || (r = put_str(o, "source_volume_id", src)) < 0 ||
-	    (r = put_map(o, "parameters", o_params)) < 0 || (r = put_map(o, "secrets", o_secrets)) < 0)
+	    (r = put_map(o, "parameters", o_params)) < 0 ||
+	    (r = put_map(o, "secrets", o_secrets)) < 0)
 		return r;
 	return 0;
 }
@@ -321,7 +340,8 @@ static int b_delete_snapshot(cJSON *o, const char *call)
 	int r;
 	if (!o_snapshot)
 		return fail_usage("--snapshot is required", call);
-	if ((r = put_str(o, "snapshot_id", o_snapshot)) < 0 || (r = put_map(o, "secrets", o_secrets)) < 0)
+	if ((r = put_str(o, "snapshot_id", o_snapshot)) < 0 ||
+	    (r = put_map(o, "secrets", o_secrets)) < 0)
 		return r;
 	return 0;
 }
@@ -369,8 +389,10 @@ static int b_get_capacity(cJSON *o, const char *call)
 	    (r = put_map(o, "parameters", o_params)) < 0)
 		return r;
 	if (o_zone)
-		cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(o, "accessible_topology"),
-								"segments"), o_topo_key, o_zone);
+		cJSON_AddStringToObject(
+		    cJSON_AddObjectToObject(cJSON_AddObjectToObject(o, "accessible_topology"),
+					    "segments"),
+		    o_topo_key, o_zone);
 	return 0;
 }
 
@@ -381,9 +403,12 @@ static int b_node_stage(cJSON *o, const char *call)
 		return r;
 	if (!o_staging)
 		return fail_usage("--staging-path is required", call);
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 || (r = put_str(o, "staging_target_path", o_staging)) < 0 ||
-	    (r = put_map(o, "publish_context", o_pctx)) < 0 || (r = put_map(o, "volume_context", o_vctx)) < 0 ||
-	    (r = put_caps(o, "volume_capability", false, call)) < 0 || (r = put_map(o, "secrets", o_secrets)) < 0)
+	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
+	    (r = put_str(o, "staging_target_path", o_staging)) < 0 ||
+	    (r = put_map(o, "publish_context", o_pctx)) < 0 ||
+	    (r = put_map(o, "volume_context", o_vctx)) < 0 ||
+	    (r = put_caps(o, "volume_capability", false, call)) < 0 ||
+	    (r = put_map(o, "secrets", o_secrets)) < 0)
 		return r;
 	return 0;
 }
@@ -395,7 +420,8 @@ static int b_node_unstage(cJSON *o, const char *call)
 		return r;
 	if (!o_staging)
 		return fail_usage("--staging-path is required", call);
-	return put_str(o, "volume_id", o_volume) < 0 ? -ENOMEM : put_str(o, "staging_target_path", o_staging);
+	return put_str(o, "volume_id", o_volume) < 0 ? -ENOMEM
+						     : put_str(o, "staging_target_path", o_staging);
 }
 
 static int b_node_publish(cJSON *o, const char *call)
@@ -405,10 +431,13 @@ static int b_node_publish(cJSON *o, const char *call)
 		return r;
 	if (!o_target)
 		return fail_usage("--target is required", call);
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 || (r = put_str(o, "target_path", o_target)) < 0 ||
+	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
+	    (r = put_str(o, "target_path", o_target)) < 0 ||
 	    (r = put_str(o, "staging_target_path", o_staging)) < 0 ||
-	    (r = put_map(o, "publish_context", o_pctx)) < 0 || (r = put_map(o, "volume_context", o_vctx)) < 0 ||
-	    (r = put_caps(o, "volume_capability", false, call)) < 0 || (r = put_map(o, "secrets", o_secrets)) < 0)
+	    (r = put_map(o, "publish_context", o_pctx)) < 0 ||
+	    (r = put_map(o, "volume_context", o_vctx)) < 0 ||
+	    (r = put_caps(o, "volume_capability", false, call)) < 0 ||
+	    (r = put_map(o, "secrets", o_secrets)) < 0)
 		return r;
 	if (o_readonly)
 		cJSON_AddBoolToObject(o, "readonly", true);
@@ -422,7 +451,8 @@ static int b_node_unpublish(cJSON *o, const char *call)
 		return r;
 	if (!o_target)
 		return fail_usage("--target is required", call);
-	return put_str(o, "volume_id", o_volume) < 0 ? -ENOMEM : put_str(o, "target_path", o_target);
+	return put_str(o, "volume_id", o_volume) < 0 ? -ENOMEM
+						     : put_str(o, "target_path", o_target);
 }
 
 static int b_node_expand(cJSON *o, const char *call)
@@ -471,41 +501,66 @@ struct call_def {
 };
 
 static const struct call_def calls[] = {
-	{ "get-plugin-info", "/csi.v1.Identity/GetPluginInfo", D(get_plugin_info_request), D(get_plugin_info_response), b_empty, "" },
-	{ "get-plugin-capabilities", "/csi.v1.Identity/GetPluginCapabilities", D(get_plugin_capabilities_request), D(get_plugin_capabilities_response), b_empty, "" },
-	{ "probe", "/csi.v1.Identity/Probe", D(probe_request), D(probe_response), b_empty, "" },
-	{ "create-volume", "/csi.v1.Controller/CreateVolume", D(create_volume_request), D(create_volume_response), b_create_volume,
-	  "name,size,limit,param,mutable-param,secret,zone,topology-key,from-snapshot,clone-of," CAPS_FLAGS },
-	{ "delete-volume", "/csi.v1.Controller/DeleteVolume", D(delete_volume_request), D(delete_volume_response), b_volume_only, "volume,secret" },
-	{ "controller-publish", "/csi.v1.Controller/ControllerPublishVolume", D(controller_publish_volume_request), D(controller_publish_volume_response), b_publish,
-	  "volume,node,readonly,volume-context,secret," CAPS_FLAGS },
-	{ "controller-unpublish", "/csi.v1.Controller/ControllerUnpublishVolume", D(controller_unpublish_volume_request), D(controller_unpublish_volume_response), b_unpublish, "volume,node,secret" },
-	{ "validate-volume-capabilities", "/csi.v1.Controller/ValidateVolumeCapabilities", D(validate_volume_capabilities_request), D(validate_volume_capabilities_response), b_validate,
-	  "volume,volume-context,param,mutable-param,secret," CAPS_FLAGS },
-	{ "list-volumes", "/csi.v1.Controller/ListVolumes", D(list_volumes_request), D(list_volumes_response), b_list, "max-entries,starting-token" },
-	{ "get-capacity", "/csi.v1.Controller/GetCapacity", D(get_capacity_request), D(get_capacity_response), b_get_capacity, "param,zone,topology-key," CAPS_FLAGS },
-	{ "controller-get-capabilities", "/csi.v1.Controller/ControllerGetCapabilities", D(controller_get_capabilities_request), D(controller_get_capabilities_response), b_empty, "" },
-	{ "create-snapshot", "/csi.v1.Controller/CreateSnapshot", D(create_snapshot_request), D(create_snapshot_response), b_create_snapshot, "name,source-volume,volume,param,secret" },
-	{ "delete-snapshot", "/csi.v1.Controller/DeleteSnapshot", D(delete_snapshot_request), D(delete_snapshot_response), b_delete_snapshot, "snapshot,secret" },
-	{ "list-snapshots", "/csi.v1.Controller/ListSnapshots", D(list_snapshots_request), D(list_snapshots_response), b_list_snapshots,
-	  "max-entries,starting-token,snapshot,source-volume,volume" },
-	{ "controller-expand", "/csi.v1.Controller/ControllerExpandVolume", D(controller_expand_volume_request), D(controller_expand_volume_response), b_expand,
-	  "volume,size,limit,secret," CAPS_FLAGS },
-	{ "controller-get-volume", "/csi.v1.Controller/ControllerGetVolume", D(controller_get_volume_request), D(controller_get_volume_response), b_volume_id, "volume" },
-	{ "controller-modify", "/csi.v1.Controller/ControllerModifyVolume", D(controller_modify_volume_request), D(controller_modify_volume_response), b_modify,
-	  "volume,mutable-param,param,secret" },
-	{ "node-stage", "/csi.v1.Node/NodeStageVolume", D(node_stage_volume_request), D(node_stage_volume_response), b_node_stage,
-	  "volume,staging-path,publish-context,volume-context,secret," CAPS_FLAGS },
-	{ "node-unstage", "/csi.v1.Node/NodeUnstageVolume", D(node_unstage_volume_request), D(node_unstage_volume_response), b_node_unstage, "volume,staging-path" },
-	{ "node-publish", "/csi.v1.Node/NodePublishVolume", D(node_publish_volume_request), D(node_publish_volume_response), b_node_publish,
-	  "volume,staging-path,target,readonly,publish-context,volume-context,secret," CAPS_FLAGS },
-	{ "node-unpublish", "/csi.v1.Node/NodeUnpublishVolume", D(node_unpublish_volume_request), D(node_unpublish_volume_response), b_node_unpublish, "volume,target" },
-	{ "node-expand", "/csi.v1.Node/NodeExpandVolume", D(node_expand_volume_request), D(node_expand_volume_response), b_node_expand,
-	  "volume,volume-path,target,staging-path,size,limit,secret," CAPS_FLAGS },
-	{ "node-get-volume-stats", "/csi.v1.Node/NodeGetVolumeStats", D(node_get_volume_stats_request), D(node_get_volume_stats_response), b_node_stats,
-	  "volume,volume-path,target,staging-path" },
-	{ "node-get-capabilities", "/csi.v1.Node/NodeGetCapabilities", D(node_get_capabilities_request), D(node_get_capabilities_response), b_empty, "" },
-	{ "node-get-info", "/csi.v1.Node/NodeGetInfo", D(node_get_info_request), D(node_get_info_response), b_empty, "" },
+    {"get-plugin-info", "/csi.v1.Identity/GetPluginInfo", D(get_plugin_info_request),
+     D(get_plugin_info_response), b_empty, ""},
+    {"get-plugin-capabilities", "/csi.v1.Identity/GetPluginCapabilities",
+     D(get_plugin_capabilities_request), D(get_plugin_capabilities_response), b_empty, ""},
+    {"probe", "/csi.v1.Identity/Probe", D(probe_request), D(probe_response), b_empty, ""},
+    {"create-volume", "/csi.v1.Controller/CreateVolume", D(create_volume_request),
+     D(create_volume_response), b_create_volume,
+     "name,size,limit,param,mutable-param,secret,zone,"
+     "topology-key,from-snapshot,clone-of," CAPS_FLAGS},
+    {"delete-volume", "/csi.v1.Controller/DeleteVolume", D(delete_volume_request),
+     D(delete_volume_response), b_volume_only, "volume,secret"},
+    {"controller-publish", "/csi.v1.Controller/ControllerPublishVolume",
+     D(controller_publish_volume_request), D(controller_publish_volume_response), b_publish,
+     "volume,node,readonly,volume-context,secret," CAPS_FLAGS},
+    {"controller-unpublish", "/csi.v1.Controller/ControllerUnpublishVolume",
+     D(controller_unpublish_volume_request), D(controller_unpublish_volume_response), b_unpublish,
+     "volume,node,secret"},
+    {"validate-volume-capabilities", "/csi.v1.Controller/ValidateVolumeCapabilities",
+     D(validate_volume_capabilities_request), D(validate_volume_capabilities_response), b_validate,
+     "volume,volume-context,param,mutable-param,secret," CAPS_FLAGS},
+    {"list-volumes", "/csi.v1.Controller/ListVolumes", D(list_volumes_request),
+     D(list_volumes_response), b_list, "max-entries,starting-token"},
+    {"get-capacity", "/csi.v1.Controller/GetCapacity", D(get_capacity_request),
+     D(get_capacity_response), b_get_capacity, "param,zone,topology-key," CAPS_FLAGS},
+    {"controller-get-capabilities", "/csi.v1.Controller/ControllerGetCapabilities",
+     D(controller_get_capabilities_request), D(controller_get_capabilities_response), b_empty, ""},
+    {"create-snapshot", "/csi.v1.Controller/CreateSnapshot", D(create_snapshot_request),
+     D(create_snapshot_response), b_create_snapshot, "name,source-volume,volume,param,secret"},
+    {"delete-snapshot", "/csi.v1.Controller/DeleteSnapshot", D(delete_snapshot_request),
+     D(delete_snapshot_response), b_delete_snapshot, "snapshot,secret"},
+    {"list-snapshots", "/csi.v1.Controller/ListSnapshots", D(list_snapshots_request),
+     D(list_snapshots_response), b_list_snapshots,
+     "max-entries,starting-token,snapshot,source-volume,volume"},
+    {"controller-expand", "/csi.v1.Controller/ControllerExpandVolume",
+     D(controller_expand_volume_request), D(controller_expand_volume_response), b_expand,
+     "volume,size,limit,secret," CAPS_FLAGS},
+    {"controller-get-volume", "/csi.v1.Controller/ControllerGetVolume",
+     D(controller_get_volume_request), D(controller_get_volume_response), b_volume_id, "volume"},
+    {"controller-modify", "/csi.v1.Controller/ControllerModifyVolume",
+     D(controller_modify_volume_request), D(controller_modify_volume_response), b_modify,
+     "volume,mutable-param,param,secret"},
+    {"node-stage", "/csi.v1.Node/NodeStageVolume", D(node_stage_volume_request),
+     D(node_stage_volume_response), b_node_stage,
+     "volume,staging-path,publish-context,volume-context,secret," CAPS_FLAGS},
+    {"node-unstage", "/csi.v1.Node/NodeUnstageVolume", D(node_unstage_volume_request),
+     D(node_unstage_volume_response), b_node_unstage, "volume,staging-path"},
+    {"node-publish", "/csi.v1.Node/NodePublishVolume", D(node_publish_volume_request),
+     D(node_publish_volume_response), b_node_publish,
+     "volume,staging-path,target,readonly,publish-context,volume-context,secret," CAPS_FLAGS},
+    {"node-unpublish", "/csi.v1.Node/NodeUnpublishVolume", D(node_unpublish_volume_request),
+     D(node_unpublish_volume_response), b_node_unpublish, "volume,target"},
+    {"node-expand", "/csi.v1.Node/NodeExpandVolume", D(node_expand_volume_request),
+     D(node_expand_volume_response), b_node_expand,
+     "volume,volume-path,target,staging-path,size,limit,secret," CAPS_FLAGS},
+    {"node-get-volume-stats", "/csi.v1.Node/NodeGetVolumeStats", D(node_get_volume_stats_request),
+     D(node_get_volume_stats_response), b_node_stats, "volume,volume-path,target,staging-path"},
+    {"node-get-capabilities", "/csi.v1.Node/NodeGetCapabilities", D(node_get_capabilities_request),
+     D(node_get_capabilities_response), b_empty, ""},
+    {"node-get-info", "/csi.v1.Node/NodeGetInfo", D(node_get_info_request),
+     D(node_get_info_response), b_empty, ""},
 };
 
 static const struct call_def *find_call(const char *name)
@@ -542,7 +597,7 @@ static void *bench_thread(void *arg)
 	struct buf rep = BUF_INIT(16 << 20);
 
 	for (;;) {
-		struct rpc_status st = { 0 };
+		struct rpc_status st = {0};
 		pthread_mutex_lock(&r->lock);
 		if (r->todo == 0) {
 			pthread_mutex_unlock(&r->lock);
@@ -558,7 +613,8 @@ static void *bench_thread(void *arg)
 			r->errors++;
 			r->last_err = st;
 			if (e < 0)
-				snprintf(r->last_err.message, sizeof(r->last_err.message), "%s", strerror(-e));
+				snprintf(r->last_err.message, sizeof(r->last_err.message), "%s",
+					 strerror(-e));
 		}
 		pthread_mutex_unlock(&r->lock);
 	}
@@ -568,7 +624,7 @@ static void *bench_thread(void *arg)
 
 static int run_bench(struct rpc_client *cl, const char *path, const uint8_t *data, size_t len)
 {
-	struct runner r = { .cl = cl, .path = path, .data = data, .len = len, .todo = o_count };
+	struct runner r = {.cl = cl, .path = path, .data = data, .len = len, .todo = o_count};
 	pthread_t th[1024];
 	long long n = o_parallel < o_count ? o_parallel : o_count;
 	int64_t t0 = now_mono_ns();
@@ -598,7 +654,7 @@ static int hex_decode(const char *s, struct buf *out)
 	if (n % 2)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i += 2) {
-		char h[3] = { s[i], s[i + 1], 0 };
+		char h[3] = {s[i], s[i + 1], 0};
 		char *end;
 		long v = strtol(h, &end, 16);
 		if (*end)
@@ -670,7 +726,7 @@ int csi_client_main(int argc, char **argv)
 	struct buf raw = BUF_INIT(16 << 20), usage = BUF_INIT(0), calls_text = BUF_INIT(0);
 	cJSON *reqj = NULL;
 	ProtobufCMessage *req = NULL, *rep = NULL;
-	struct rpc_status st = { 0 };
+	struct rpc_status st = {0};
 	char err[512];
 	int n, r, ret = 1;
 
@@ -686,43 +742,55 @@ int csi_client_main(int argc, char **argv)
 		goto out;
 	}
 	if (n < 1) {
-		fprintf(stderr, "aws-k8s csi-client: which call? (see 'aws-k8s csi-client --help')\n");
+		fprintf(stderr,
+			"aws-k8s csi-client: which call? (see 'aws-k8s csi-client --help')\n");
 		ret = 2;
 		goto out;
 	}
 	call_name = argv[0];
 	if (strcmp(call_name, "call") == 0) {
 		if (n != 2) {
-			fprintf(stderr, "aws-k8s csi-client call: give the method path, e.g. /csi.v1.Node/NodeGetInfo\n");
+			fprintf(stderr, "aws-k8s csi-client call: give the method path, e.g. "
+					"/csi.v1.Node/NodeGetInfo\n");
 			ret = 2;
 			goto out;
 		}
 		path = argv[1];
 		def = find_path(path);
 		if (!o_data && !o_raw_hex) {
-			fprintf(stderr, "aws-k8s csi-client call: give --data JSON or --raw-hex HEX\n");
+			fprintf(stderr,
+				"aws-k8s csi-client call: give --data JSON or --raw-hex HEX\n");
 			ret = 2;
 			goto out;
 		}
 		if (!def && !o_raw_hex) {
-			fprintf(stderr, "aws-k8s csi-client call: unknown method '%s': use --raw-hex\n", path);
+			fprintf(stderr,
+				"aws-k8s csi-client call: unknown method '%s': use --raw-hex\n",
+				path);
 			ret = 2;
 			goto out;
 		}
 	} else {
 		if (!(def = find_call(call_name))) {
-			fprintf(stderr, "aws-k8s csi-client: unknown call '%s' (see 'aws-k8s csi-client --help')\n", call_name);
+			fprintf(stderr,
+				"aws-k8s csi-client: unknown call '%s' (see 'aws-k8s csi-client "
+				"--help')\n",
+				call_name);
 			ret = 2;
 			goto out;
 		}
 		if (n != 1) {
-			fprintf(stderr, "aws-k8s csi-client %s: unexpected argument '%s'\n", call_name, argv[1]);
+			fprintf(stderr, "aws-k8s csi-client %s: unexpected argument '%s'\n",
+				call_name, argv[1]);
 			ret = 2;
 			goto out;
 		}
 		for (size_t i = 0; i < ARRAY_SIZE(call_flags); i++)
-			if (flag_is_set(&call_flags[i]) && !in_list(def->flags, call_flags[i].name)) {
-				fprintf(stderr, "aws-k8s csi-client %s: flag '--%s' does not apply to this call\n",
+			if (flag_is_set(&call_flags[i]) &&
+			    !in_list(def->flags, call_flags[i].name)) {
+				fprintf(stderr,
+					"aws-k8s csi-client %s: flag '--%s' does not apply to this "
+					"call\n",
 					call_name, call_flags[i].name);
 				ret = 2;
 				goto out;
@@ -783,7 +851,8 @@ int csi_client_main(int argc, char **argv)
 		goto out;
 	}
 	if (st.code != RPC_OK) {
-		fprintf(stderr, "rpc error: code = %s desc = %s\n", rpc_code_name(st.code), st.message);
+		fprintf(stderr, "rpc error: code = %s desc = %s\n", rpc_code_name(st.code),
+			st.message);
 		buf_release(&repb);
 		goto out;
 	}
@@ -793,10 +862,12 @@ int csi_client_main(int argc, char **argv)
 		ret = 0;
 		goto out;
 	}
-	rep = protobuf_c_message_unpack(rep_d, NULL, repb.len, (const uint8_t *)(repb.data ? repb.data : ""));
+	rep = protobuf_c_message_unpack(rep_d, NULL, repb.len,
+					(const uint8_t *)(repb.data ? repb.data : ""));
 	buf_release(&repb);
 	if (!rep) {
-		fprintf(stderr, "aws-k8s csi-client: %s: the reply is not a valid %s\n", path, rep_d->name);
+		fprintf(stderr, "aws-k8s csi-client: %s: the reply is not a valid %s\n", path,
+			rep_d->name);
 		goto out;
 	}
 	char *text = pbjson_print(rep, o_defaults ? PBJSON_DEFAULTS : 0, true);

@@ -47,9 +47,10 @@ int csi_parse_size(const char *s, long long *ret)
 		const char *sfx;
 		long long mul;
 	} units[] = {
-		{ "Ki", 1LL << 10 }, { "Mi", 1LL << 20 }, { "Gi", 1LL << 30 }, { "Ti", 1LL << 40 },
-		{ "Pi", 1LL << 50 }, { "k", 1000LL },	  { "K", 1000LL },     { "M", 1000000LL },
-		{ "G", 1000000000LL }, { "T", 1000000000000LL }, { "P", 1000000000000000LL },
+	    {"Ki", 1LL << 10},	    {"Mi", 1LL << 20},	       {"Gi", 1LL << 30},
+	    {"Ti", 1LL << 40},	    {"Pi", 1LL << 50},	       {"k", 1000LL},
+	    {"K", 1000LL},	    {"M", 1000000LL},	       {"G", 1000000000LL},
+	    {"T", 1000000000000LL}, {"P", 1000000000000000LL},
 	};
 	char num[32];
 	size_t i = 0;
@@ -88,24 +89,26 @@ static int health_check(void *ud, char *why, size_t n)
 	return id->probe(id->probe_ud, why, n);
 }
 
-static int start_http(const char *addr, bool metrics, struct csi_identity *id, struct http_server **ret)
+static int start_http(const char *addr, bool metrics, struct csi_identity *id,
+		      struct http_server **ret)
 {
 	_cleanup_free_ char *cert = NULL, *key = NULL;
-	struct http_server_opts o = { .bind = addr };
+	struct http_server_opts o = {.bind = addr};
 	struct http_server *srv;
 	int r;
 
 	if (metrics && *csi_flags.metrics_cert && *csi_flags.metrics_key) {
 		FILE *f;
 		struct buf b = BUF_INIT(1 << 20);
-		const char *files[2] = { csi_flags.metrics_cert, csi_flags.metrics_key };
-		char **dst[2] = { &cert, &key };
+		const char *files[2] = {csi_flags.metrics_cert, csi_flags.metrics_key};
+		char **dst[2] = {&cert, &key};
 		for (int i = 0; i < 2; i++) {
 			char chunk[4096];
 			size_t got;
 			if (!(f = fopen(files[i], "re"))) {
 				int e = -errno;
-				log_error("cannot read the metrics TLS file", KV_S("path", files[i]), KV_E(e));
+				log_error("cannot read the metrics TLS file",
+					  KV_S("path", files[i]), KV_E(e));
 				return e;
 			}
 			while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)
@@ -120,8 +123,10 @@ static int start_http(const char *addr, bool metrics, struct csi_identity *id, s
 	if ((r = http_server_new(&o, &srv)) < 0)
 		return r;
 	if ((r = http_server_add_standard(srv)) < 0 ||
-	    (r = http_server_add_check(srv, HTTP_CHECK_HEALTHZ, "csi-probe", health_check, id)) < 0 ||
-	    (r = http_server_add_check(srv, HTTP_CHECK_READYZ, "csi-probe", health_check, id)) < 0 ||
+	    (r = http_server_add_check(srv, HTTP_CHECK_HEALTHZ, "csi-probe", health_check, id)) <
+		0 ||
+	    (r = http_server_add_check(srv, HTTP_CHECK_READYZ, "csi-probe", health_check, id)) <
+		0 ||
 	    (r = http_server_start(srv)) < 0) {
 		http_server_free(srv);
 		return r;
@@ -141,19 +146,23 @@ int csi_serve(const char *component, struct csi_identity *id, const struct rpc_m
 		id->name = csi_flags.driver_name;
 	if (*csi_flags.http_endpoint &&
 	    (r = start_http(csi_flags.http_endpoint, true, id, &metrics)) < 0) {
-		log_error("failed to start the metrics server", KV_S("address", csi_flags.http_endpoint), KV_E(r));
+		log_error("failed to start the metrics server",
+			  KV_S("address", csi_flags.http_endpoint), KV_E(r));
 		goto out;
 	}
 	if (csi_flags.health_port > 0) {
 		char addr[32];
 		snprintf(addr, sizeof(addr), ":%lld", csi_flags.health_port);
 		if ((r = start_http(addr, false, id, &health)) < 0) {
-			log_error("failed to start the health server", KV_S("address", addr), KV_E(r));
+			log_error("failed to start the health server", KV_S("address", addr),
+				  KV_E(r));
 			goto out;
 		}
 	}
 	/* Handlers block for seconds (attach waits, mkfs): room for the sidecars' workers. */
-	if ((r = rpc_server_new(&(struct rpc_server_opts){ .endpoint = csi_flags.endpoint, .max_workers = 64 }, &srv)) < 0) {
+	if ((r = rpc_server_new(
+		 &(struct rpc_server_opts){.endpoint = csi_flags.endpoint, .max_workers = 64},
+		 &srv)) < 0) {
 		log_error("invalid --endpoint", KV_S("endpoint", csi_flags.endpoint), KV_E(r));
 		goto out;
 	}
@@ -163,14 +172,16 @@ int csi_serve(const char *component, struct csi_identity *id, const struct rpc_m
 		goto out;
 	}
 	if ((r = rpc_server_start(srv)) < 0) {
-		log_error("failed to serve the CSI endpoint", KV_S("endpoint", csi_flags.endpoint), KV_E(r));
+		log_error("failed to serve the CSI endpoint", KV_S("endpoint", csi_flags.endpoint),
+			  KV_E(r));
 		goto out;
 	}
 	log_info("serving CSI", KV_S("component", component), KV_S("driver", id->name),
 		 KV_S("endpoint", csi_flags.endpoint), KV_S("version", AWSK8S_VERSION),
 		 KV_S("metrics", csi_flags.http_endpoint));
 	stop_wait(-1);
-	log_info("stopping: finishing the calls in flight", KV_U("calls", rpc_server_inflight(srv)));
+	log_info("stopping: finishing the calls in flight",
+		 KV_U("calls", rpc_server_inflight(srv)));
 	r = 0;
 out:
 	rpc_server_free(srv);

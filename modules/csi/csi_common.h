@@ -34,16 +34,17 @@
 #define CSI_CTX_DEVICE_PATH "devicePath"
 
 struct csi_common_flags {
-	char *endpoint;        /* --endpoint / $CSI_ENDPOINT */
+	char *endpoint;	       /* --endpoint / $CSI_ENDPOINT */
 	char *http_endpoint;   /* --http-endpoint: metrics (and health) server, "" = off */
 	char *metrics_cert;    /* --metrics-cert-file */
 	char *metrics_key;     /* --metrics-key-file */
-	long long health_port; /* --health-port: /healthz as the livenessprobe sidecar serves; 0 = off */
+	long long health_port; /* --health-port: /healthz as livenessprobe serves it; 0: off */
 	char *driver_name;     /* --driver-name */
-	bool otel;             /* --enable-otel-tracing (accepted, no effect) */
+	bool otel;	       /* --enable-otel-tracing (accepted, no effect) */
 };
 extern struct csi_common_flags csi_flags;
 
+/* clang-format off */
 #define CSI_COMMON_FLAGS                                                                           \
 	{ "endpoint", FLAG_STRING, &csi_flags.endpoint, CSI_ENDPOINT_DEFAULT, "CSI_ENDPOINT",       \
 	  "CSI endpoint (unix:///path/csi.sock, or tcp://host:port)." },                          \
@@ -61,6 +62,7 @@ extern struct csi_common_flags csi_flags;
 	  "CSI_DRIVER_NAME", "The CSI driver name reported by GetPluginInfo." },                  \
 	{ "enable-otel-tracing", FLAG_BOOL, &csi_flags.otel, "false", NULL,                       \
 	  "Accepted for compatibility; tracing is not implemented." }
+/* clang-format on */
 
 /* The Identity service. */
 struct csi_identity {

@@ -17,11 +17,11 @@
 #include "modules/csi/csi_controller.h"
 
 static const char ctrl_usage[] =
-	"Serves the CSI Identity and Controller services of the EBS CSI driver (ebs.csi.aws.com)\n"
-	"on --endpoint: volumes, attachments, snapshots, expansion and modification through the\n"
-	"EC2 API. A drop-in for the upstream driver's `controller` mode: same flags, same\n"
-	"environment (AWS_REGION, AWS_EC2_ENDPOINT, the AWS credential chain), same tags. The\n"
-	"upstream mode argument `controller` is accepted and ignored.";
+    "Serves the CSI Identity and Controller services of the EBS CSI driver (ebs.csi.aws.com)\n"
+    "on --endpoint: volumes, attachments, snapshots, expansion and modification through the\n"
+    "EC2 API. A drop-in for the upstream driver's `controller` mode: same flags, same\n"
+    "environment (AWS_REGION, AWS_EC2_ENDPOINT, the AWS credential chain), same tags. The\n"
+    "upstream mode argument `controller` is accepted and ignored.";
 
 static char **f_extra_tags, **f_extra_volume_tags;
 static char *f_cluster_id, *f_user_agent;
@@ -29,28 +29,27 @@ static bool f_sdk_debug, f_warn_invalid_tag, f_batching, f_deprecated_metrics;
 static int64_t f_modify_timeout;
 
 static const struct flag ctrl_flags[] = {
-	CSI_COMMON_FLAGS,
-	{ "extra-tags", FLAG_MAP, &f_extra_tags, NULL, NULL,
-	  "Extra tags to attach to each dynamically provisioned resource (key1=value1,key2=value2)." },
-	{ "extra-volume-tags", FLAG_MAP, &f_extra_volume_tags, NULL, NULL,
-	  "DEPRECATED: use --extra-tags." },
-	{ "k8s-tag-cluster-id", FLAG_STRING, &f_cluster_id, "", NULL,
-	  "ID of the Kubernetes cluster used for tagging provisioned EBS volumes (optional)." },
-	{ "aws-sdk-debug-log", FLAG_BOOL, &f_sdk_debug, "false", NULL,
-	  "Log AWS calls (as -v 4 does)." },
-	{ "warn-on-invalid-tag", FLAG_BOOL, &f_warn_invalid_tag, "false", NULL,
-	  "Warn and skip an invalid tag instead of failing the request." },
-	{ "user-agent-extra", FLAG_STRING, &f_user_agent, "", NULL,
-	  "Extra string appended to the user agent." },
-	{ "batching", FLAG_BOOL, &f_batching, "true", NULL,
-	  "Merge concurrent Describe calls by ID into one call (on by default here)." },
-	{ "modify-volume-request-handler-timeout", FLAG_DURATION, &f_modify_timeout, "2s", NULL,
-	  "Window in which ControllerExpandVolume and ControllerModifyVolume calls for one volume "
-	  "are merged into one ModifyVolume." },
-	{ "deprecated-metrics", FLAG_BOOL, &f_deprecated_metrics, "false", NULL,
-	  "Accepted for compatibility; no effect." },
-	LOG_FLAGS,
-	{ NULL },
+    CSI_COMMON_FLAGS,
+    {"extra-tags", FLAG_MAP, &f_extra_tags, NULL, NULL,
+     "Extra tags to attach to each dynamically provisioned resource (key1=value1,key2=value2)."},
+    {"extra-volume-tags", FLAG_MAP, &f_extra_volume_tags, NULL, NULL,
+     "DEPRECATED: use --extra-tags."},
+    {"k8s-tag-cluster-id", FLAG_STRING, &f_cluster_id, "", NULL,
+     "ID of the Kubernetes cluster used for tagging provisioned EBS volumes (optional)."},
+    {"aws-sdk-debug-log", FLAG_BOOL, &f_sdk_debug, "false", NULL, "Log AWS calls (as -v 4 does)."},
+    {"warn-on-invalid-tag", FLAG_BOOL, &f_warn_invalid_tag, "false", NULL,
+     "Warn and skip an invalid tag instead of failing the request."},
+    {"user-agent-extra", FLAG_STRING, &f_user_agent, "", NULL,
+     "Extra string appended to the user agent."},
+    {"batching", FLAG_BOOL, &f_batching, "true", NULL,
+     "Merge concurrent Describe calls by ID into one call (on by default here)."},
+    {"modify-volume-request-handler-timeout", FLAG_DURATION, &f_modify_timeout, "2s", NULL,
+     "Window in which ControllerExpandVolume and ControllerModifyVolume calls for one volume "
+     "are merged into one ModifyVolume."},
+    {"deprecated-metrics", FLAG_BOOL, &f_deprecated_metrics, "false", NULL,
+     "Accepted for compatibility; no effect."},
+    LOG_FLAGS,
+    {NULL},
 };
 
 /* ---- helpers shared by the handlers ---- */
@@ -155,30 +154,31 @@ struct csi_kv *ctrl_map_kv(struct rpc_call *call, ProtobufCMessage *const *entri
 
 /* ---- small handlers ---- */
 
-static int get_capabilities(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+static int get_capabilities(struct rpc_call *call, const ProtobufCMessage *in,
+			    ProtobufCMessage **out)
 {
 	static const int caps[] = {
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME,
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME,
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES,
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES_PUBLISHED_NODES,
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME,
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT,
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_SNAPSHOTS,
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CLONE_VOLUME,
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
-		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES_PUBLISHED_NODES,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__GET_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_SNAPSHOT,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_SNAPSHOTS,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CLONE_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME,
+	    CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME,
 	};
 	Csi__V1__ControllerGetCapabilitiesResponse *rep =
-		rpc_call_new(call, &csi__v1__controller_get_capabilities_response__descriptor);
+	    rpc_call_new(call, &csi__v1__controller_get_capabilities_response__descriptor);
 
 	if (!rep)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 	for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {
 		Csi__V1__ControllerServiceCapability *cap =
-			rpc_call_new(call, &csi__v1__controller_service_capability__descriptor);
+		    rpc_call_new(call, &csi__v1__controller_service_capability__descriptor);
 		Csi__V1__ControllerServiceCapability__RPC *rpc =
-			rpc_call_new(call, &csi__v1__controller_service_capability__rpc__descriptor);
+		    rpc_call_new(call, &csi__v1__controller_service_capability__rpc__descriptor);
 		if (!cap || !rpc)
 			return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		rpc->type = caps[i];
@@ -196,7 +196,7 @@ static int get_capabilities(struct rpc_call *call, const ProtobufCMessage *in, P
 static int ctrl_probe(void *ud, char *why, size_t n)
 {
 	struct csi_ctrl *c = ud;
-	struct aws_error err = { 0 };
+	struct aws_error err = {0};
 	int64_t now = now_mono_ns();
 	int r;
 
@@ -216,24 +216,37 @@ static int ctrl_probe(void *ud, char *why, size_t n)
 	return 0;
 }
 
-#define M(path, req, rep, fn) { "/csi.v1.Controller/" path, &csi__v1__##req##__descriptor, &csi__v1__##rep##__descriptor, fn }
+#define M(path, req, rep, fn)                                                                      \
+	{                                                                                          \
+		"/csi.v1.Controller/" path, &csi__v1__##req##__descriptor,                         \
+		    &csi__v1__##rep##__descriptor, fn                                              \
+	}
 
 const struct rpc_method csi_ctrl_methods[] = {
-	M("CreateVolume", create_volume_request, create_volume_response, csi_ctrl_create_volume),
-	M("DeleteVolume", delete_volume_request, delete_volume_response, csi_ctrl_delete_volume),
-	M("ControllerPublishVolume", controller_publish_volume_request, controller_publish_volume_response, csi_ctrl_publish),
-	M("ControllerUnpublishVolume", controller_unpublish_volume_request, controller_unpublish_volume_response, csi_ctrl_unpublish),
-	M("ValidateVolumeCapabilities", validate_volume_capabilities_request, validate_volume_capabilities_response, csi_ctrl_validate),
-	M("ListVolumes", list_volumes_request, list_volumes_response, csi_ctrl_list_volumes),
-	M("ControllerGetVolume", controller_get_volume_request, controller_get_volume_response, csi_ctrl_get_volume),
-	{ "/csi.v1.Controller/ControllerGetCapabilities", &csi__v1__controller_get_capabilities_request__descriptor,
-	  &csi__v1__controller_get_capabilities_response__descriptor, get_capabilities, true },
-	M("CreateSnapshot", create_snapshot_request, create_snapshot_response, csi_ctrl_create_snapshot),
-	M("DeleteSnapshot", delete_snapshot_request, delete_snapshot_response, csi_ctrl_delete_snapshot),
-	M("ListSnapshots", list_snapshots_request, list_snapshots_response, csi_ctrl_list_snapshots),
-	M("ControllerExpandVolume", controller_expand_volume_request, controller_expand_volume_response, csi_ctrl_expand),
-	M("ControllerModifyVolume", controller_modify_volume_request, controller_modify_volume_response, csi_ctrl_modify),
-	{ NULL },
+    M("CreateVolume", create_volume_request, create_volume_response, csi_ctrl_create_volume),
+    M("DeleteVolume", delete_volume_request, delete_volume_response, csi_ctrl_delete_volume),
+    M("ControllerPublishVolume", controller_publish_volume_request,
+      controller_publish_volume_response, csi_ctrl_publish),
+    M("ControllerUnpublishVolume", controller_unpublish_volume_request,
+      controller_unpublish_volume_response, csi_ctrl_unpublish),
+    M("ValidateVolumeCapabilities", validate_volume_capabilities_request,
+      validate_volume_capabilities_response, csi_ctrl_validate),
+    M("ListVolumes", list_volumes_request, list_volumes_response, csi_ctrl_list_volumes),
+    M("ControllerGetVolume", controller_get_volume_request, controller_get_volume_response,
+      csi_ctrl_get_volume),
+    {"/csi.v1.Controller/ControllerGetCapabilities",
+     &csi__v1__controller_get_capabilities_request__descriptor,
+     &csi__v1__controller_get_capabilities_response__descriptor, get_capabilities, true},
+    M("CreateSnapshot", create_snapshot_request, create_snapshot_response,
+      csi_ctrl_create_snapshot),
+    M("DeleteSnapshot", delete_snapshot_request, delete_snapshot_response,
+      csi_ctrl_delete_snapshot),
+    M("ListSnapshots", list_snapshots_request, list_snapshots_response, csi_ctrl_list_snapshots),
+    M("ControllerExpandVolume", controller_expand_volume_request, controller_expand_volume_response,
+      csi_ctrl_expand),
+    M("ControllerModifyVolume", controller_modify_volume_request, controller_modify_volume_response,
+      csi_ctrl_modify),
+    {NULL},
 };
 
 /* The batcher's fetch: a real DescribeX call, counted in the driver's metrics. */
@@ -253,20 +266,24 @@ static int batch_fetch(void *ud, const char *const *ids, size_t n, struct aws_re
 	if (r < 0)
 		metric_inc(bf->c->m_errors, bf->k->action);
 	else
-		metric_observe(bf->c->m_requests, (double)(now_mono_ns() - t0) / 1e9, bf->k->action);
+		metric_observe(bf->c->m_requests, (double)(now_mono_ns() - t0) / 1e9,
+			       bf->k->action);
 out:
 	aws_query_release(&q);
 	return r;
 }
 
-static int make_batcher(struct csi_ctrl *c, int i, const struct aws_batch_kind *k, struct aws_batcher **ret)
+static int make_batcher(struct csi_ctrl *c, int i, const struct aws_batch_kind *k,
+			struct aws_batcher **ret)
 {
 	/* A wider window than the helper's default: every caller here then polls or waits for
 	 * seconds anyway, and concurrent attachments and creations share far more calls. */
-	c->fetchers[i] = (struct csi_batch_fetch){ c, k };
+	c->fetchers[i] = (struct csi_batch_fetch){c, k};
 	return aws_batcher_new(c->aws, k,
-			       &(struct aws_batcher_opts){ .window_ns = 50 * NSEC_PER_MSEC, .max_wait_ns = 200 * NSEC_PER_MSEC,
-							   .fetch = batch_fetch, .fetch_ud = &c->fetchers[i] },
+			       &(struct aws_batcher_opts){.window_ns = 50 * NSEC_PER_MSEC,
+							  .max_wait_ns = 200 * NSEC_PER_MSEC,
+							  .fetch = batch_fetch,
+							  .fetch_ud = &c->fetchers[i]},
 			       ret);
 }
 
@@ -328,12 +345,14 @@ int csi_ctrl_setup(struct csi_ctrl *c, const struct aws_client_opts *ao)
 		c->poll_scale = 1;
 	c->m_requests = metric_histogram("aws_ebs_csi_api_request_duration_seconds",
 					 "EBS CSI driver's AWS API request duration in seconds.",
-					 (const char *[]){ "request", NULL }, NULL, 0);
+					 (const char *[]){"request", NULL}, NULL, 0);
 	c->m_errors = metric_counter("aws_ebs_csi_api_request_errors_total",
-				     "EBS CSI driver's AWS API request errors.", (const char *[]){ "request", NULL });
-	c->m_throttles = metric_counter("aws_ebs_csi_api_request_throttles_total",
-					"EBS CSI driver's AWS API requests that failed throttled (after the retries).",
-					(const char *[]){ "request", NULL });
+				     "EBS CSI driver's AWS API request errors.",
+				     (const char *[]){"request", NULL});
+	c->m_throttles = metric_counter(
+	    "aws_ebs_csi_api_request_throttles_total",
+	    "EBS CSI driver's AWS API requests that failed throttled (after the retries).",
+	    (const char *[]){"request", NULL});
 	if ((r = aws_client_new(ao, &c->aws)) < 0)
 		return r;
 	const char *ep = getenv("AWS_EC2_ENDPOINT");
@@ -355,8 +374,8 @@ int csi_ctrl_probe(void *ud, char *why, size_t n)
 
 int csi_controller_main(int argc, char **argv)
 {
-	struct csi_ctrl c = { 0 };
-	struct csi_identity id = { .controller = true, .probe = ctrl_probe, .probe_ud = &c };
+	struct csi_ctrl c = {0};
+	struct csi_identity id = {.controller = true, .probe = ctrl_probe, .probe_ud = &c};
 	char ua[160];
 	int r, n;
 
@@ -364,8 +383,11 @@ int csi_controller_main(int argc, char **argv)
 	if (n < 0)
 		return flags_exit_code(n);
 	if (n > 1 || (n == 1 && strcmp(argv[0], "controller") != 0)) {
-		fprintf(stderr, "aws-k8s csi-controller: unexpected argument '%s' (the mode is always controller; "
-			"run csi-node for the node service)\n", n > 1 ? argv[1] : argv[0]);
+		fprintf(stderr,
+			"aws-k8s csi-controller: unexpected argument '%s' (the mode is always "
+			"controller; "
+			"run csi-node for the node service)\n",
+			n > 1 ? argv[1] : argv[0]);
 		flags_free(ctrl_flags);
 		return 2;
 	}
@@ -381,8 +403,9 @@ int csi_controller_main(int argc, char **argv)
 	c.batching = f_batching;
 	snprintf(ua, sizeof(ua), "csi-controller%s%s", f_user_agent && *f_user_agent ? " " : "",
 		 f_user_agent ? f_user_agent : "");
-	if ((r = csi_ctrl_setup(&c, &(struct aws_client_opts){ .user_agent = ua })) < 0) {
-		log_error("failed to set up the controller (AWS client, region, AWS_EC2_ENDPOINT)", KV_E(r));
+	if ((r = csi_ctrl_setup(&c, &(struct aws_client_opts){.user_agent = ua})) < 0) {
+		log_error("failed to set up the controller (AWS client, region, AWS_EC2_ENDPOINT)",
+			  KV_E(r));
 		r = 1;
 		goto out;
 	}

@@ -1,5 +1,5 @@
 /* Internals of `aws-k8s csi-controller`, shared by its files:
- *   csi_controller.c          main, flags, in-flight set, capabilities, probe, method table
+ *   csi_controller.c          main, flags, setup, in-flight set, capabilities, probe, methods
  *   csi_controller_params.c   CreateVolume parameters, sizes, IOPS, tags, tokens (pure)
  *   csi_controller_devices.c  device-name allocation per node (pure)
  *   csi_controller_ec2.c      EC2 calls and their replies as structs
@@ -33,9 +33,9 @@ struct csi_vol_type {
 	bool iops_allowed, iops_required;
 	long long iops_min, iops_max, iops_per_gib; /* gp3: iops_min is also the baseline */
 	bool throughput_allowed;
-	long long tput_min, tput_max;   /* MiB/s */
-	double tput_per_iops;           /* gp3: 0.25 MiB/s per IOPS */
-	bool multi_attach;              /* io1/io2 */
+	long long tput_min, tput_max; /* MiB/s */
+	double tput_per_iops;	      /* gp3: 0.25 MiB/s per IOPS */
+	bool multi_attach;	      /* io1/io2 */
 };
 const struct csi_vol_type *csi_vol_type_find(const char *name);
 
@@ -48,10 +48,10 @@ struct csi_vol_params {
 	char *fstype;
 	char *outpost_arn;
 	bool init_rate_set;
-	long long init_rate;       /* volumeInitializationRate, MiB/s */
-	struct csi_kv *ctx;        /* volume_context entries (format options, fstype) */
+	long long init_rate; /* volumeInitializationRate, MiB/s */
+	struct csi_kv *ctx;  /* volume_context entries (format options, fstype) */
 	size_t n_ctx;
-	struct csi_kv *tags;       /* tags from the parameters (pvc/pv names, tagSpecification_N) */
+	struct csi_kv *tags; /* tags from the parameters (pvc/pv names, tagSpecification_N) */
 	size_t n_tags;
 };
 
@@ -70,15 +70,16 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
  * the default. Returns 0, or the gRPC code for the error (INVALID_ARGUMENT for a malformed
  * range, OUT_OF_RANGE for a size the type or the limit cannot give) with err filled. */
 int csi_size_resolve(const struct csi_vol_type *t, bool has_range, long long required,
-		     long long limit, long long min_gib, long long *ret_gib, char *err, size_t errlen);
+		     long long limit, long long min_gib, long long *ret_gib, char *err,
+		     size_t errlen);
 /* The IOPS to ask for (0: leave it to AWS), from iops / iopsPerGB, capped at the type's
  * maximum and ratio as upstream does, raised to the minimum only with
  * allowAutoIOPSPerGBIncrease; a value AWS would refuse gives -EINVAL with err filled. */
 int csi_iops_resolve(const struct csi_vol_type *t, const struct csi_vol_params *p, long long gib,
 		     long long *ret_iops, char *err, size_t errlen);
 /* Checks throughput against the type and the IOPS (0 = AWS's default baseline). */
-int csi_throughput_check(const struct csi_vol_type *t, long long tput, long long iops,
-			 char *err, size_t errlen);
+int csi_throughput_check(const struct csi_vol_type *t, long long tput, long long iops, char *err,
+			 size_t errlen);
 
 /* Picks the zone: preferred topologies first, then requisite, reading
  * topology.kubernetes.io/zone then topology.ebs.csi.aws.com/zone. NULL when none is given.
@@ -145,19 +146,19 @@ struct csi_ctrl {
 	/* options */
 	struct csi_kv *extra_tags;
 	size_t n_extra_tags;
-	const char *cluster_id;     /* --k8s-tag-cluster-id */
+	const char *cluster_id; /* --k8s-tag-cluster-id */
 	struct csi_tag_opts tag_opts;
-	int64_t modify_window_ns;   /* --modify-volume-request-handler-timeout */
-	int64_t attach_timeout_ns;  /* bound on waiting for attached/detached */
-	int64_t create_timeout_ns;  /* bound on waiting for available */
-	int64_t poll_scale;         /* tests: divides the waits between polls (1 normally) */
+	int64_t modify_window_ns;  /* --modify-volume-request-handler-timeout */
+	int64_t attach_timeout_ns; /* bound on waiting for attached/detached */
+	int64_t create_timeout_ns; /* bound on waiting for available */
+	int64_t poll_scale;	   /* tests: divides the waits between polls (1 normally) */
 
-	pthread_mutex_t lock;       /* guards what follows */
-	char **inflight;            /* keys of operations in progress */
+	pthread_mutex_t lock; /* guards what follows */
+	char **inflight;      /* keys of operations in progress */
 	size_t n_inflight, cap_inflight;
-	char **zones;               /* DescribeAvailabilityZones, cached */
+	char **zones; /* DescribeAvailabilityZones, cached */
 	size_t n_zones;
-	int64_t probe_at;           /* last successful probe (monotonic) */
+	int64_t probe_at; /* last successful probe (monotonic) */
 
 	struct metric *m_requests, *m_errors, *m_throttles;
 	struct csi_batch_fetch fetchers[4];
@@ -237,10 +238,11 @@ int ec2_volume_parse(const struct _xmlNode *item, struct ec2_volume *ret);
 int ec2_snapshot_parse(const struct _xmlNode *item, struct ec2_snapshot *ret);
 
 /* All return 0 or a negative errno (aws_error_errno of the reply) with err filled. */
-int ec2_describe_volume(struct csi_ctrl *c, const char *id, struct ec2_volume *ret, struct aws_error *err);
+int ec2_describe_volume(struct csi_ctrl *c, const char *id, struct ec2_volume *ret,
+			struct aws_error *err);
 /* Volumes carrying tag key=value (any state but deleted). */
-int ec2_find_volumes(struct csi_ctrl *c, const char *key, const char *value, struct ec2_volume **ret,
-		     size_t *ret_n, struct aws_error *err);
+int ec2_find_volumes(struct csi_ctrl *c, const char *key, const char *value,
+		     struct ec2_volume **ret, size_t *ret_n, struct aws_error *err);
 /* One page of the driver's volumes (tag ebs.csi.aws.com/cluster=true); token NULL for the
  * first; *ret_next is malloc'd or NULL at the end. max 0: AWS's default page. */
 int ec2_list_volumes(struct csi_ctrl *c, const char *token, int max, struct ec2_volume **ret,
@@ -263,12 +265,13 @@ struct ec2_create_volume {
 int ec2_create_volume(struct csi_ctrl *c, const struct ec2_create_volume *q, char ret_id[32],
 		      struct aws_error *err);
 int ec2_delete_volume(struct csi_ctrl *c, const char *id, struct aws_error *err);
-int ec2_attach_volume(struct csi_ctrl *c, const char *volume, const char *instance, const char *device,
+int ec2_attach_volume(struct csi_ctrl *c, const char *volume, const char *instance,
+		      const char *device, struct aws_error *err);
+int ec2_detach_volume(struct csi_ctrl *c, const char *volume, const char *instance,
 		      struct aws_error *err);
-int ec2_detach_volume(struct csi_ctrl *c, const char *volume, const char *instance, struct aws_error *err);
 /* The device names of an instance's block-device mappings (strv), and its state and zone. */
-int ec2_describe_instance(struct csi_ctrl *c, const char *id, char ***ret_devices, char ret_state[16],
-			  char ret_az[48], struct aws_error *err);
+int ec2_describe_instance(struct csi_ctrl *c, const char *id, char ***ret_devices,
+			  char ret_state[16], char ret_az[48], struct aws_error *err);
 int ec2_modify_volume(struct csi_ctrl *c, const char *id, long long size_gib, const char *type,
 		      long long iops, long long throughput, struct aws_error *err);
 /* The latest modification of a volume; -ENOENT when it has none. */
@@ -280,12 +283,14 @@ int ec2_create_tags(struct csi_ctrl *c, const char *id, const struct csi_kv *tag
 int ec2_create_snapshot(struct csi_ctrl *c, const char *volume, const struct csi_kv *tags, size_t n,
 			struct ec2_snapshot *ret, struct aws_error *err);
 int ec2_delete_snapshot(struct csi_ctrl *c, const char *id, struct aws_error *err);
-int ec2_describe_snapshot(struct csi_ctrl *c, const char *id, struct ec2_snapshot *ret, struct aws_error *err);
-int ec2_find_snapshots(struct csi_ctrl *c, const char *key, const char *value, struct ec2_snapshot **ret,
-		       size_t *ret_n, struct aws_error *err);
+int ec2_describe_snapshot(struct csi_ctrl *c, const char *id, struct ec2_snapshot *ret,
+			  struct aws_error *err);
+int ec2_find_snapshots(struct csi_ctrl *c, const char *key, const char *value,
+		       struct ec2_snapshot **ret, size_t *ret_n, struct aws_error *err);
 /* One page of snapshots: of a volume (source_volume set), else the driver's (tagged). */
 int ec2_list_snapshots(struct csi_ctrl *c, const char *source_volume, const char *token, int max,
-		       struct ec2_snapshot **ret, size_t *ret_n, char **ret_next, struct aws_error *err);
+		       struct ec2_snapshot **ret, size_t *ret_n, char **ret_next,
+		       struct aws_error *err);
 
 /* The region's available zones (cached after the first success). */
 int ec2_zones(struct csi_ctrl *c, char ***ret, size_t *ret_n, struct aws_error *err);
@@ -293,18 +298,24 @@ int ec2_zones(struct csi_ctrl *c, char ***ret, size_t *ret_n, struct aws_error *
 int ec2_dry_run(struct csi_ctrl *c, struct aws_error *err);
 
 /* ---- handlers ---- */
-int csi_ctrl_create_volume(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_delete_volume(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_create_volume(struct rpc_call *call, const ProtobufCMessage *in,
+			   ProtobufCMessage **out);
+int csi_ctrl_delete_volume(struct rpc_call *call, const ProtobufCMessage *in,
+			   ProtobufCMessage **out);
 int csi_ctrl_validate(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_list_volumes(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_list_volumes(struct rpc_call *call, const ProtobufCMessage *in,
+			  ProtobufCMessage **out);
 int csi_ctrl_get_volume(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
 int csi_ctrl_publish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
 int csi_ctrl_unpublish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
 int csi_ctrl_expand(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
 int csi_ctrl_modify(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_create_snapshot(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_delete_snapshot(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
+int csi_ctrl_create_snapshot(struct rpc_call *call, const ProtobufCMessage *in,
+			     ProtobufCMessage **out);
+int csi_ctrl_delete_snapshot(struct rpc_call *call, const ProtobufCMessage *in,
+			     ProtobufCMessage **out);
+int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in,
+			    ProtobufCMessage **out);
 
 /* Builds the CSI Volume of an EC2 volume (capacity, id, zone topology; context optional). */
 Csi__V1__Volume *csi_ctrl_volume_msg(struct rpc_call *call, const struct ec2_volume *v,

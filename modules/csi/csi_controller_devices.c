@@ -17,15 +17,15 @@
 /* /dev/xvdaa..xvdaz, xvdba..xvdbz, xvdda..xvddx, xvdb..xvdz, sdb..sdz, sda2: 127 names; the
  * first 52 work on every instance type. */
 #define B_TO_X(p)                                                                                  \
-	p "b", p "c", p "d", p "e", p "f", p "g", p "h", p "i", p "j", p "k", p "l", p "m", p "n",   \
-		p "o", p "p", p "q", p "r", p "s", p "t", p "u", p "v", p "w", p "x"
+	p "b", p "c", p "d", p "e", p "f", p "g", p "h", p "i", p "j", p "k", p "l", p "m", p "n", \
+	    p "o", p "p", p "q", p "r", p "s", p "t", p "u", p "v", p "w", p "x"
 #define A_TO_X(p) p "a", B_TO_X(p)
 #define A_TO_Z(p) A_TO_X(p), p "y", p "z"
 #define B_TO_Z(p) B_TO_X(p), p "y", p "z"
 
 const char *const csi_device_names[] = {
-	A_TO_Z("/dev/xvda"), A_TO_Z("/dev/xvdb"), A_TO_X("/dev/xvdd"),
-	B_TO_Z("/dev/xvd"),  B_TO_Z("/dev/sd"),	  "/dev/sda2",
+    A_TO_Z("/dev/xvda"), A_TO_Z("/dev/xvdb"), A_TO_X("/dev/xvdd"),
+    B_TO_Z("/dev/xvd"),	 B_TO_Z("/dev/sd"),   "/dev/sda2",
 };
 const size_t csi_n_device_names = ARRAY_SIZE(csi_device_names);
 

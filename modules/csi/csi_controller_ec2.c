@@ -117,7 +117,7 @@ static int parse_tags(const xmlNode *item, struct csi_kv **ret, size_t *ret_n)
 
 int ec2_volume_parse(const struct _xmlNode *item, struct ec2_volume *ret)
 {
-	struct ec2_volume v = { 0 };
+	struct ec2_volume v = {0};
 	size_t n;
 	int r;
 
@@ -142,7 +142,8 @@ int ec2_volume_parse(const struct _xmlNode *item, struct ec2_volume *ret)
 			ec2_volume_release(&v);
 			return -ENOMEM;
 		}
-		for (xmlNode *a = aws_xml_list(item, "attachmentSet"); a && v.n_att < n; a = aws_xml_next(a)) {
+		for (xmlNode *a = aws_xml_list(item, "attachmentSet"); a && v.n_att < n;
+		     a = aws_xml_next(a)) {
 			struct ec2_attachment *at = &v.att[v.n_att++];
 			copy_text(at->instance, sizeof(at->instance), a, "instanceId");
 			copy_text(at->device, sizeof(at->device), a, "device");
@@ -155,7 +156,7 @@ int ec2_volume_parse(const struct _xmlNode *item, struct ec2_volume *ret)
 
 int ec2_snapshot_parse(const struct _xmlNode *item, struct ec2_snapshot *ret)
 {
-	struct ec2_snapshot s = { 0 };
+	struct ec2_snapshot s = {0};
 	const char *t;
 	int r;
 
@@ -184,7 +185,8 @@ static int ec2_call(struct csi_ctrl *c, const char *action, const struct aws_que
 		metric_inc(c->m_errors, action);
 		if (err && aws_error_code_is_throttle(err->code))
 			metric_inc(c->m_throttles, action);
-		log_v(4, "ec2 call failed", KV_S("action", action), KV_S("code", err ? err->code : ""), KV_E(r));
+		log_v(4, "ec2 call failed", KV_S("action", action),
+		      KV_S("code", err ? err->code : ""), KV_E(r));
 	} else {
 		metric_observe(c->m_requests, (double)(now_mono_ns() - t0) / 1e9, action);
 	}
@@ -204,7 +206,7 @@ static int batch_get(struct csi_ctrl *c, struct aws_batcher *b, const struct aws
 		return 0;
 	}
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	char param[64];
 	snprintf(param, sizeof(param), "%s.1", k->id_param);
 	if ((r = aws_query_add(&q, param, id)) < 0)
@@ -244,7 +246,8 @@ out:
 	return r;
 }
 
-int ec2_describe_volume(struct csi_ctrl *c, const char *id, struct ec2_volume *ret, struct aws_error *err)
+int ec2_describe_volume(struct csi_ctrl *c, const char *id, struct ec2_volume *ret,
+			struct aws_error *err)
 {
 	xmlDoc *doc = NULL;
 	xmlNode *item;
@@ -257,7 +260,8 @@ int ec2_describe_volume(struct csi_ctrl *c, const char *id, struct ec2_volume *r
 	return r;
 }
 
-static int volumes_from(const xmlNode *result, struct ec2_volume **ret, size_t *ret_n, bool skip_deleted)
+static int volumes_from(const xmlNode *result, struct ec2_volume **ret, size_t *ret_n,
+			bool skip_deleted)
 {
 	size_t n = aws_xml_count(result, "volumeSet"), k = 0;
 	struct ec2_volume *v;
@@ -272,7 +276,8 @@ static int volumes_from(const xmlNode *result, struct ec2_volume **ret, size_t *
 			ec2_volumes_free(v, k);
 			return r;
 		}
-		if (skip_deleted && (strcmp(v[k].state, "deleted") == 0 || strcmp(v[k].state, "deleting") == 0)) {
+		if (skip_deleted &&
+		    (strcmp(v[k].state, "deleted") == 0 || strcmp(v[k].state, "deleting") == 0)) {
 			ec2_volume_release(&v[k]);
 			continue;
 		}
@@ -283,11 +288,11 @@ static int volumes_from(const xmlNode *result, struct ec2_volume **ret, size_t *
 	return 0;
 }
 
-int ec2_find_volumes(struct csi_ctrl *c, const char *key, const char *value, struct ec2_volume **ret,
-		     size_t *ret_n, struct aws_error *err)
+int ec2_find_volumes(struct csi_ctrl *c, const char *key, const char *value,
+		     struct ec2_volume **ret, size_t *ret_n, struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	char fname[200];
 	int r;
 
@@ -313,13 +318,19 @@ int ec2_list_volumes(struct csi_ctrl *c, const char *token, int max, struct ec2_
 		     size_t *ret_n, char **ret_next, struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	const char *val = "true";
 	int r;
 
-	if ((r = aws_query_add_filter(&q, "tag:" "ebs.csi.aws.com/cluster", &val, 1)) < 0)
+	if ((r = aws_query_add_filter(&q,
+				      "tag:"
+				      "ebs.csi.aws.com/cluster",
+				      &val, 1)) < 0)
 		goto out;
-	if (max > 0 && (r = aws_query_add_int(&q, "MaxResults", max < 5 ? 5 : max > 500 ? 500 : max)) < 0)
+	if (max > 0 && (r = aws_query_add_int(&q, "MaxResults",
+					      max < 5	  ? 5
+					      : max > 500 ? 500
+							  : max)) < 0)
 		goto out;
 	if (token && *token && (r = aws_query_add(&q, "NextToken", token)) < 0)
 		goto out;
@@ -358,7 +369,7 @@ int ec2_create_volume(struct csi_ctrl *c, const struct ec2_create_volume *cv, ch
 		      struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	int r;
 
 	if (cv->zone)
@@ -382,7 +393,8 @@ int ec2_create_volume(struct csi_ctrl *c, const struct ec2_create_volume *cv, ch
 		goto out;
 	if (cv->outpost && (r = aws_query_add(&q, "OutpostArn", cv->outpost)) < 0)
 		goto out;
-	if (cv->init_rate && (r = aws_query_add_int(&q, "VolumeInitializationRate", cv->init_rate)) < 0)
+	if (cv->init_rate &&
+	    (r = aws_query_add_int(&q, "VolumeInitializationRate", cv->init_rate)) < 0)
 		goto out;
 	if (cv->client_token && (r = aws_query_add(&q, "ClientToken", cv->client_token)) < 0)
 		goto out;
@@ -408,7 +420,7 @@ static int simple_call(struct csi_ctrl *c, const char *action, const char *k1, c
 		       struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	int r;
 
 	if ((r = aws_query_add(&q, k1, v1)) < 0 || (k2 && (r = aws_query_add(&q, k2, v2)) < 0) ||
@@ -426,15 +438,18 @@ int ec2_delete_volume(struct csi_ctrl *c, const char *id, struct aws_error *err)
 	return simple_call(c, "DeleteVolume", "VolumeId", id, NULL, NULL, NULL, NULL, err);
 }
 
-int ec2_attach_volume(struct csi_ctrl *c, const char *volume, const char *instance, const char *device,
-		      struct aws_error *err)
+int ec2_attach_volume(struct csi_ctrl *c, const char *volume, const char *instance,
+		      const char *device, struct aws_error *err)
 {
-	return simple_call(c, "AttachVolume", "VolumeId", volume, "InstanceId", instance, "Device", device, err);
+	return simple_call(c, "AttachVolume", "VolumeId", volume, "InstanceId", instance, "Device",
+			   device, err);
 }
 
-int ec2_detach_volume(struct csi_ctrl *c, const char *volume, const char *instance, struct aws_error *err)
+int ec2_detach_volume(struct csi_ctrl *c, const char *volume, const char *instance,
+		      struct aws_error *err)
 {
-	return simple_call(c, "DetachVolume", "VolumeId", volume, "InstanceId", instance, NULL, NULL, err);
+	return simple_call(c, "DetachVolume", "VolumeId", volume, "InstanceId", instance, NULL,
+			   NULL, err);
 }
 
 int ec2_delete_snapshot(struct csi_ctrl *c, const char *id, struct aws_error *err)
@@ -442,8 +457,8 @@ int ec2_delete_snapshot(struct csi_ctrl *c, const char *id, struct aws_error *er
 	return simple_call(c, "DeleteSnapshot", "SnapshotId", id, NULL, NULL, NULL, NULL, err);
 }
 
-int ec2_describe_instance(struct csi_ctrl *c, const char *id, char ***ret_devices, char ret_state[16],
-			  char ret_az[48], struct aws_error *err)
+int ec2_describe_instance(struct csi_ctrl *c, const char *id, char ***ret_devices,
+			  char ret_state[16], char ret_az[48], struct aws_error *err)
 {
 	xmlDoc *doc = NULL;
 	xmlNode *item;
@@ -471,7 +486,7 @@ int ec2_modify_volume(struct csi_ctrl *c, const char *id, long long size_gib, co
 		      long long iops, long long throughput, struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	int r;
 
 	if ((r = aws_query_add(&q, "VolumeId", id)) < 0)
@@ -498,7 +513,8 @@ int ec2_describe_modification(struct csi_ctrl *c, const char *id, struct ec2_mod
 	xmlNode *item;
 	int r;
 
-	if ((r = batch_get(c, c->b_mods, &aws_batch_volume_modifications, id, &doc, &item, err)) < 0)
+	if ((r = batch_get(c, c->b_mods, &aws_batch_volume_modifications, id, &doc, &item, err)) <
+	    0)
 		return r;
 	memset(ret, 0, sizeof(*ret));
 	copy_text(ret->state, sizeof(ret->state), item, "modificationState");
@@ -515,7 +531,7 @@ int ec2_create_tags(struct csi_ctrl *c, const char *id, const struct csi_kv *tag
 		    struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	char key[48];
 	int r;
 
@@ -540,10 +556,11 @@ int ec2_create_snapshot(struct csi_ctrl *c, const char *volume, const struct csi
 			struct ec2_snapshot *ret, struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	int r;
 
-	if ((r = aws_query_add(&q, "VolumeId", volume)) < 0 || (r = add_tags(&q, "snapshot", tags, n)) < 0)
+	if ((r = aws_query_add(&q, "VolumeId", volume)) < 0 ||
+	    (r = add_tags(&q, "snapshot", tags, n)) < 0)
 		goto out;
 	if ((r = ec2_call(c, "CreateSnapshot", &q, &rep, err)) < 0)
 		goto out;
@@ -554,7 +571,8 @@ out:
 	return r;
 }
 
-int ec2_describe_snapshot(struct csi_ctrl *c, const char *id, struct ec2_snapshot *ret, struct aws_error *err)
+int ec2_describe_snapshot(struct csi_ctrl *c, const char *id, struct ec2_snapshot *ret,
+			  struct aws_error *err)
 {
 	xmlDoc *doc = NULL;
 	xmlNode *item;
@@ -577,7 +595,8 @@ static int snapshots_from(const xmlNode *result, struct ec2_snapshot **ret, size
 		return -E2BIG;
 	if (!(s = calloc(n ? n : 1, sizeof(*s))))
 		return -ENOMEM;
-	for (xmlNode *it = aws_xml_list(result, "snapshotSet"); it && k < n; it = aws_xml_next(it)) {
+	for (xmlNode *it = aws_xml_list(result, "snapshotSet"); it && k < n;
+	     it = aws_xml_next(it)) {
 		if ((r = ec2_snapshot_parse(it, &s[k])) < 0) {
 			ec2_snapshots_free(s, k);
 			return r;
@@ -589,11 +608,11 @@ static int snapshots_from(const xmlNode *result, struct ec2_snapshot **ret, size
 	return 0;
 }
 
-int ec2_find_snapshots(struct csi_ctrl *c, const char *key, const char *value, struct ec2_snapshot **ret,
-		       size_t *ret_n, struct aws_error *err)
+int ec2_find_snapshots(struct csi_ctrl *c, const char *key, const char *value,
+		       struct ec2_snapshot **ret, size_t *ret_n, struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	char fname[200];
 	int r;
 
@@ -611,10 +630,11 @@ out:
 }
 
 int ec2_list_snapshots(struct csi_ctrl *c, const char *source_volume, const char *token, int max,
-		       struct ec2_snapshot **ret, size_t *ret_n, char **ret_next, struct aws_error *err)
+		       struct ec2_snapshot **ret, size_t *ret_n, char **ret_next,
+		       struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	const char *val = "true";
 	int r;
 
@@ -624,7 +644,10 @@ int ec2_list_snapshots(struct csi_ctrl *c, const char *source_volume, const char
 		r = aws_query_add_filter(&q, "tag:ebs.csi.aws.com/cluster", &val, 1);
 	if (r < 0 || (r = aws_query_add(&q, "Owner.1", "self")) < 0)
 		goto out;
-	if (max > 0 && (r = aws_query_add_int(&q, "MaxResults", max < 5 ? 5 : max > 1000 ? 1000 : max)) < 0)
+	if (max > 0 && (r = aws_query_add_int(&q, "MaxResults",
+					      max < 5	   ? 5
+					      : max > 1000 ? 1000
+							   : max)) < 0)
 		goto out;
 	if (token && *token && (r = aws_query_add(&q, "NextToken", token)) < 0)
 		goto out;
@@ -642,7 +665,7 @@ out:
 int ec2_zones(struct csi_ctrl *c, char ***ret, size_t *ret_n, struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	const char *avail = "available";
 	char **zones = NULL;
 	int r;
@@ -656,11 +679,13 @@ int ec2_zones(struct csi_ctrl *c, char ***ret, size_t *ret_n, struct aws_error *
 	}
 	pthread_mutex_unlock(&c->lock);
 	if ((r = aws_query_add_filter(&q, "state", &avail, 1)) < 0 ||
-	    (r = aws_query_add_filter(&q, "zone-type", (const char *[]){ "availability-zone" }, 1)) < 0)
+	    (r = aws_query_add_filter(&q, "zone-type", (const char *[]){"availability-zone"}, 1)) <
+		0)
 		goto out;
 	if ((r = ec2_call(c, "DescribeAvailabilityZones", &q, &rep, err)) < 0)
 		goto out;
-	for (xmlNode *z = aws_xml_list(rep.result, "availabilityZoneInfo"); z; z = aws_xml_next(z)) {
+	for (xmlNode *z = aws_xml_list(rep.result, "availabilityZoneInfo"); z;
+	     z = aws_xml_next(z)) {
 		const char *name = aws_xml_text(z, "zoneName");
 		if (name && (r = strv_push(&zones, name)) < 0)
 			goto out;
@@ -688,7 +713,7 @@ out:
 int ec2_dry_run(struct csi_ctrl *c, struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	int r;
 
 	if ((r = aws_query_add(&q, "DryRun", "true")) < 0)

@@ -21,7 +21,7 @@
 
 struct mod {
 	long long size_gib; /* 0: unchanged */
-	char type[16];      /* "": unchanged */
+	char type[16];	    /* "": unchanged */
 	long long iops, tput;
 	struct csi_kv tags[MAX_MOD_TAGS];
 	size_t n_tags;
@@ -106,7 +106,8 @@ static const char *merge(struct mod *a, const struct mod *b)
 	return NULL;
 }
 
-static int mod_fail(struct pending *p, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int mod_fail(struct pending *p, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int mod_fail(struct pending *p, int code, const char *fmt, ...)
 {
 	va_list ap;
@@ -117,7 +118,8 @@ static int mod_fail(struct pending *p, int code, const char *fmt, ...)
 	return code;
 }
 
-static int aws_fail(struct pending *p, int r, const struct aws_error *e, const char *what, int fallback)
+static int aws_fail(struct pending *p, int r, const struct aws_error *e, const char *what,
+		    int fallback)
 {
 	char msg[512];
 	int code = fallback;
@@ -126,7 +128,8 @@ static int aws_fail(struct pending *p, int r, const struct aws_error *e, const c
 		code = RPC_NOT_FOUND;
 	else if (r == -EAGAIN || r == -ETIMEDOUT || r == -ECONNREFUSED)
 		code = RPC_UNAVAILABLE;
-	else if (aws_error_is(e, "VolumeModificationRateExceeded") || aws_error_is(e, "IncorrectModificationState"))
+	else if (aws_error_is(e, "VolumeModificationRateExceeded") ||
+		 aws_error_is(e, "IncorrectModificationState"))
 		code = RPC_RESOURCE_EXHAUSTED;
 	else if (str_has_prefix(e->code, "InvalidParameter"))
 		code = RPC_INVALID_ARGUMENT;
@@ -136,9 +139,9 @@ static int aws_fail(struct pending *p, int r, const struct aws_error *e, const c
 /* Runs the merged modification (no lock held). */
 static void execute(struct rpc_call *call, struct csi_ctrl *c, struct pending *p)
 {
-	struct ec2_volume v = { 0 };
+	struct ec2_volume v = {0};
 	struct ec2_modification cur;
-	struct aws_error err = { 0 };
+	struct aws_error err = {0};
 	char msg[256];
 	int r;
 
@@ -159,12 +162,12 @@ static void execute(struct rpc_call *call, struct csi_ctrl *c, struct pending *p
 	}
 	long long size = gib ? gib : v.size_gib;
 	if (gib && (size < t->min_gib || size > t->max_gib)) {
-		mod_fail(p, RPC_OUT_OF_RANGE, "%s volumes must be %lld to %lld GiB, not %lld", t->name, t->min_gib,
-			 t->max_gib, size);
+		mod_fail(p, RPC_OUT_OF_RANGE, "%s volumes must be %lld to %lld GiB, not %lld",
+			 t->name, t->min_gib, t->max_gib, size);
 		goto out;
 	}
 	if (iops) {
-		struct csi_vol_params vp = { .iops_set = true, .iops = iops };
+		struct csi_vol_params vp = {.iops_set = true, .iops = iops};
 		long long got;
 		if (csi_iops_resolve(t, &vp, size, &got, msg, sizeof(msg)) < 0) {
 			mod_fail(p, RPC_INVALID_ARGUMENT, "%s", msg);
@@ -190,22 +193,27 @@ static void execute(struct rpc_call *call, struct csi_ctrl *c, struct pending *p
 	/* A modification to the same target may be running already (a retried call). */
 	aws_error_clear(&err);
 	r = ec2_describe_modification(c, p->volume, &cur, &err);
-	bool running = r == 0 && (strcmp(cur.state, "modifying") == 0 || strcmp(cur.state, "optimizing") == 0);
-	bool same = running && (!gib || cur.target_size == gib) && (!type_change || strcasecmp(cur.target_type, type) == 0) &&
+	bool running =
+	    r == 0 && (strcmp(cur.state, "modifying") == 0 || strcmp(cur.state, "optimizing") == 0);
+	bool same = running && (!gib || cur.target_size == gib) &&
+		    (!type_change || strcasecmp(cur.target_type, type) == 0) &&
 		    (!iops || cur.target_iops == iops) && (!tput || cur.target_throughput == tput);
 	if (running && !same) {
-		mod_fail(p, RPC_ABORTED, "volume %s is being modified already (to %lld GiB %s); try again later",
+		mod_fail(p, RPC_ABORTED,
+			 "volume %s is being modified already (to %lld GiB %s); try again later",
 			 p->volume, cur.target_size, cur.target_type);
 		goto out;
 	}
 	if (!running) {
 		aws_error_clear(&err);
-		if ((r = ec2_modify_volume(c, p->volume, gib, type_change ? t->name : NULL, iops, tput, &err)) < 0) {
+		if ((r = ec2_modify_volume(c, p->volume, gib, type_change ? t->name : NULL, iops,
+					   tput, &err)) < 0) {
 			aws_fail(p, r, &err, "modifying the volume", RPC_INTERNAL);
 			goto out;
 		}
 		log_info("volume modification started", KV_S("volume", p->volume), KV_I("gib", gib),
-			 KV_S("type", type_change ? t->name : ""), KV_I("iops", iops), KV_I("throughput", tput));
+			 KV_S("type", type_change ? t->name : ""), KV_I("iops", iops),
+			 KV_I("throughput", tput));
 	}
 	/* optimizing: the new size is usable (the file system can grow) */
 	for (int64_t delay = 500 * NSEC_PER_MSEC;;) {
@@ -215,16 +223,19 @@ static void execute(struct rpc_call *call, struct csi_ctrl *c, struct pending *p
 			aws_fail(p, r, &err, "describing the modification", RPC_INTERNAL);
 			break;
 		}
-		if (r == 0 && (strcmp(cur.state, "optimizing") == 0 || strcmp(cur.state, "completed") == 0)) {
+		if (r == 0 &&
+		    (strcmp(cur.state, "optimizing") == 0 || strcmp(cur.state, "completed") == 0)) {
 			p->code = RPC_OK;
 			break;
 		}
 		if (r == 0 && strcmp(cur.state, "failed") == 0) {
-			mod_fail(p, RPC_INTERNAL, "the modification of %s failed: %s", p->volume, cur.message);
+			mod_fail(p, RPC_INTERNAL, "the modification of %s failed: %s", p->volume,
+				 cur.message);
 			break;
 		}
 		if (!ctrl_sleep(call, delay / c->poll_scale)) {
-			mod_fail(p, RPC_DEADLINE_EXCEEDED, "volume %s is still being modified", p->volume);
+			mod_fail(p, RPC_DEADLINE_EXCEEDED, "volume %s is still being modified",
+				 p->volume);
 			break;
 		}
 		delay = delay * 2 > 5 * NSEC_PER_SEC ? 5 * NSEC_PER_SEC : delay * 2;
@@ -235,8 +246,8 @@ out:
 
 /* Queues m for the volume and returns the result of the merged call (the code, set on the
  * call when not OK), with the resulting size. */
-static int coalesce(struct rpc_call *call, struct csi_ctrl *c, const char *volume, const struct mod *m,
-		    long long *ret_gib)
+static int coalesce(struct rpc_call *call, struct csi_ctrl *c, const char *volume,
+		    const struct mod *m, long long *ret_gib)
 {
 	struct coalescer *co = c->coalescer;
 	struct pending *p;
@@ -251,7 +262,9 @@ static int coalesce(struct rpc_call *call, struct csi_ctrl *c, const char *volum
 	if (p) {
 		if ((conflict = merge(&p->m, m))) {
 			pthread_mutex_unlock(&co->lock);
-			return rpc_call_error(call, RPC_ABORTED, "a modification of %s with another %s is pending", volume, conflict);
+			return rpc_call_error(call, RPC_ABORTED,
+					      "a modification of %s with another %s is pending",
+					      volume, conflict);
 		}
 	} else {
 		if (!(p = calloc(1, sizeof(*p)))) {
@@ -305,7 +318,7 @@ int csi_ctrl_expand(struct rpc_call *call, const ProtobufCMessage *in, ProtobufC
 {
 	const Csi__V1__ControllerExpandVolumeRequest *req = (const void *)in;
 	struct csi_ctrl *c = rpc_call_userdata(call);
-	struct mod m = { 0 };
+	struct mod m = {0};
 	long long gib = 0;
 	int code;
 
@@ -313,19 +326,21 @@ int csi_ctrl_expand(struct rpc_call *call, const ProtobufCMessage *in, ProtobufC
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume id is missing");
 	if (!req->capacity_range)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "capacity range is missing");
-	long long required = req->capacity_range->required_bytes, limit = req->capacity_range->limit_bytes;
+	long long required = req->capacity_range->required_bytes,
+		  limit = req->capacity_range->limit_bytes;
 	if (required < 0 || limit < 0 || (limit && required > limit))
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "invalid capacity range");
 	if (required == 0)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "required_bytes is missing");
 	m.size_gib = required / GIB + (required % GIB != 0);
 	if (limit && m.size_gib * GIB > limit)
-		return rpc_call_error(call, RPC_OUT_OF_RANGE, "%lld bytes rounded up to %lld GiB exceed limit_bytes %lld",
+		return rpc_call_error(call, RPC_OUT_OF_RANGE,
+				      "%lld bytes rounded up to %lld GiB exceed limit_bytes %lld",
 				      required, m.size_gib, limit);
 	if ((code = coalesce(call, c, req->volume_id, &m, &gib)) != RPC_OK)
 		return code;
 	Csi__V1__ControllerExpandVolumeResponse *rep =
-		rpc_call_new(call, &csi__v1__controller_expand_volume_response__descriptor);
+	    rpc_call_new(call, &csi__v1__controller_expand_volume_response__descriptor);
 	if (!rep)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 	rep->capacity_bytes = gib * GIB;
@@ -338,7 +353,7 @@ int csi_ctrl_modify(struct rpc_call *call, const ProtobufCMessage *in, ProtobufC
 {
 	const Csi__V1__ControllerModifyVolumeRequest *req = (const void *)in;
 	struct csi_ctrl *c = rpc_call_userdata(call);
-	struct mod m = { 0 };
+	struct mod m = {0};
 	long long gib;
 	char err[256];
 	int code = RPC_OK;
@@ -348,37 +363,46 @@ int csi_ctrl_modify(struct rpc_call *call, const ProtobufCMessage *in, ProtobufC
 	if (!req->n_mutable_parameters)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "mutable parameters are missing");
 	for (size_t i = 0; i < req->n_mutable_parameters && code == RPC_OK; i++) {
-		const char *k = req->mutable_parameters[i]->key, *v = req->mutable_parameters[i]->value;
+		const char *k = req->mutable_parameters[i]->key,
+			   *v = req->mutable_parameters[i]->value;
 		if (strcasecmp(k, "type") == 0) {
 			const struct csi_vol_type *t = csi_vol_type_find(v);
 			if (!t)
-				code = rpc_call_error(call, RPC_INVALID_ARGUMENT, "unknown volume type \"%s\"", v);
+				code = rpc_call_error(call, RPC_INVALID_ARGUMENT,
+						      "unknown volume type \"%s\"", v);
 			else
 				str_copy(m.type, sizeof(m.type), t->name);
 		} else if (strcasecmp(k, "iops") == 0) {
 			if (str_to_ll(v, 1, 1LL << 30, &m.iops) < 0)
-				code = rpc_call_error(call, RPC_INVALID_ARGUMENT, "could not parse iops (%s)", v);
+				code = rpc_call_error(call, RPC_INVALID_ARGUMENT,
+						      "could not parse iops (%s)", v);
 		} else if (strcasecmp(k, "throughput") == 0) {
 			if (str_to_ll(v, 1, 1LL << 30, &m.tput) < 0)
-				code = rpc_call_error(call, RPC_INVALID_ARGUMENT, "could not parse throughput (%s)", v);
+				code = rpc_call_error(call, RPC_INVALID_ARGUMENT,
+						      "could not parse throughput (%s)", v);
 		} else if (strncasecmp(k, "tagSpecification", 16) == 0) {
 			const char *eq = strchr(v, '=');
 			if (!eq || strstr(v, "{{"))
-				code = rpc_call_error(call, RPC_INVALID_ARGUMENT, "%s: \"%s\" is not key=value", k, v);
+				code = rpc_call_error(call, RPC_INVALID_ARGUMENT,
+						      "%s: \"%s\" is not key=value", k, v);
 			else if (m.n_tags >= MAX_MOD_TAGS)
 				code = rpc_call_error(call, RPC_INVALID_ARGUMENT, "too many tags");
 			else {
 				char *key = rpc_call_printf(call, "%.*s", (int)(eq - v), v);
 				if (!key)
-					return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+					return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED,
+							      "out of memory");
 				if (csi_tag_check(key, eq + 1, err, sizeof(err)) < 0)
-					code = rpc_call_error(call, RPC_INVALID_ARGUMENT, "%s", err);
+					code =
+					    rpc_call_error(call, RPC_INVALID_ARGUMENT, "%s", err);
 				m.tags[m.n_tags].key = key;
 				m.tags[m.n_tags].value = (char *)eq + 1;
 				m.n_tags++;
 			}
 		} else {
-			code = rpc_call_error(call, RPC_INVALID_ARGUMENT, "invalid parameter key %s for ControllerModifyVolume", k);
+			code = rpc_call_error(call, RPC_INVALID_ARGUMENT,
+					      "invalid parameter key %s for ControllerModifyVolume",
+					      k);
 		}
 	}
 	if (code != RPC_OK)

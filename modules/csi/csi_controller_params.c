@@ -14,13 +14,13 @@
 /* AWS's documented limits (the most permissive current ones, so that nothing AWS accepts is
  * refused here): sizes in GiB, IOPS, throughput in MiB/s. */
 static const struct csi_vol_type vol_types[] = {
-	{ "gp3", 1, 65536, true, false, 3000, 80000, 500, true, 125, 2000, 0.25, false },
-	{ "gp2", 1, 16384, false, false, 0, 0, 0, false, 0, 0, 0, false },
-	{ "io1", 4, 16384, true, true, 100, 64000, 50, false, 0, 0, 0, true },
-	{ "io2", 4, 65536, true, true, 100, 256000, 1000, false, 0, 0, 0, true },
-	{ "st1", 125, 16384, false, false, 0, 0, 0, false, 0, 0, 0, false },
-	{ "sc1", 125, 16384, false, false, 0, 0, 0, false, 0, 0, 0, false },
-	{ "standard", 1, 1024, false, false, 0, 0, 0, false, 0, 0, 0, false },
+    {"gp3", 1, 65536, true, false, 3000, 80000, 500, true, 125, 2000, 0.25, false},
+    {"gp2", 1, 16384, false, false, 0, 0, 0, false, 0, 0, 0, false},
+    {"io1", 4, 16384, true, true, 100, 64000, 50, false, 0, 0, 0, true},
+    {"io2", 4, 65536, true, true, 100, 256000, 1000, false, 0, 0, 0, true},
+    {"st1", 125, 16384, false, false, 0, 0, 0, false, 0, 0, 0, false},
+    {"sc1", 125, 16384, false, false, 0, 0, 0, false, 0, 0, 0, false},
+    {"standard", 1, 1024, false, false, 0, 0, 0, false, 0, 0, 0, false},
 };
 
 const struct csi_vol_type *csi_vol_type_find(const char *name)
@@ -126,38 +126,56 @@ static const struct {
 	const char *key;
 	bool ext, ext4_only, xfs, boolean;
 } fmt_opts[] = {
-	{ "blockSize", true, false, true, false },	     { "inodeSize", true, false, true, false },
-	{ "bytesPerInode", true, false, false, false },	     { "numberOfInodes", true, false, false, false },
-	{ "ext4ClusterSize", true, true, false, false },     { "ext4BigAlloc", true, true, false, true },
-	{ "ext4EncryptionSupport", true, true, false, true },
+    {"blockSize", true, false, true, false},
+    {"inodeSize", true, false, true, false},
+    {"bytesPerInode", true, false, false, false},
+    {"numberOfInodes", true, false, false, false},
+    {"ext4ClusterSize", true, true, false, false},
+    {"ext4BigAlloc", true, true, false, true},
+    {"ext4EncryptionSupport", true, true, false, true},
 };
 
-static const char *const fs_types[] = { "ext2", "ext3", "ext4", "xfs", "ntfs" };
+static const char *const fs_types[] = {"ext2", "ext3", "ext4", "xfs", "ntfs"};
 
 /* Known keys, lower-cased. */
 enum pkey {
-	PK_TYPE, PK_IOPS_PER_GB, PK_AUTO_IOPS, PK_AUTO_IOPS_MODIFY, PK_IOPS, PK_THROUGHPUT,
-	PK_ENCRYPTED, PK_KMS, PK_FSTYPE, PK_FSTYPE_LEGACY, PK_BLOCK_EXPRESS, PK_INIT_RATE,
-	PK_BLOCK_ATTACH_INIT, PK_OUTPOST, PK_PVC_NAME, PK_PVC_NS, PK_PV_NAME, PK__MAX
+	PK_TYPE,
+	PK_IOPS_PER_GB,
+	PK_AUTO_IOPS,
+	PK_AUTO_IOPS_MODIFY,
+	PK_IOPS,
+	PK_THROUGHPUT,
+	PK_ENCRYPTED,
+	PK_KMS,
+	PK_FSTYPE,
+	PK_FSTYPE_LEGACY,
+	PK_BLOCK_EXPRESS,
+	PK_INIT_RATE,
+	PK_BLOCK_ATTACH_INIT,
+	PK_OUTPOST,
+	PK_PVC_NAME,
+	PK_PVC_NS,
+	PK_PV_NAME,
+	PK__MAX
 };
 static const char *const pkeys[PK__MAX] = {
-	[PK_TYPE] = "type",
-	[PK_IOPS_PER_GB] = "iopspergb",
-	[PK_AUTO_IOPS] = "allowautoiopspergbincrease",
-	[PK_AUTO_IOPS_MODIFY] = "allowautoiopsincreaseonmodify",
-	[PK_IOPS] = "iops",
-	[PK_THROUGHPUT] = "throughput",
-	[PK_ENCRYPTED] = "encrypted",
-	[PK_KMS] = "kmskeyid",
-	[PK_FSTYPE] = "csi.storage.k8s.io/fstype",
-	[PK_FSTYPE_LEGACY] = "fstype",
-	[PK_BLOCK_EXPRESS] = "blockexpress",
-	[PK_INIT_RATE] = "volumeinitializationrate",
-	[PK_BLOCK_ATTACH_INIT] = "blockattachuntilinitialized",
-	[PK_OUTPOST] = "outpostarn",
-	[PK_PVC_NAME] = "csi.storage.k8s.io/pvc/name",
-	[PK_PVC_NS] = "csi.storage.k8s.io/pvc/namespace",
-	[PK_PV_NAME] = "csi.storage.k8s.io/pv/name",
+    [PK_TYPE] = "type",
+    [PK_IOPS_PER_GB] = "iopspergb",
+    [PK_AUTO_IOPS] = "allowautoiopspergbincrease",
+    [PK_AUTO_IOPS_MODIFY] = "allowautoiopsincreaseonmodify",
+    [PK_IOPS] = "iops",
+    [PK_THROUGHPUT] = "throughput",
+    [PK_ENCRYPTED] = "encrypted",
+    [PK_KMS] = "kmskeyid",
+    [PK_FSTYPE] = "csi.storage.k8s.io/fstype",
+    [PK_FSTYPE_LEGACY] = "fstype",
+    [PK_BLOCK_EXPRESS] = "blockexpress",
+    [PK_INIT_RATE] = "volumeinitializationrate",
+    [PK_BLOCK_ATTACH_INIT] = "blockattachuntilinitialized",
+    [PK_OUTPOST] = "outpostarn",
+    [PK_PVC_NAME] = "csi.storage.k8s.io/pvc/name",
+    [PK_PVC_NS] = "csi.storage.k8s.io/pvc/namespace",
+    [PK_PV_NAME] = "csi.storage.k8s.io/pv/name",
 };
 
 int csi_tag_check(const char *key, const char *value, char *err, size_t errlen)
@@ -167,7 +185,8 @@ int csi_tag_check(const char *key, const char *value, char *err, size_t errlen)
 	if (kl == 0 || kl > 128)
 		return bad(err, errlen, "tag key \"%.40s\" must have 1 to 128 characters", key);
 	if (vl > 256)
-		return bad(err, errlen, "the value of tag \"%.40s\" has more than 256 characters", key);
+		return bad(err, errlen, "the value of tag \"%.40s\" has more than 256 characters",
+			   key);
 	if (strncasecmp(key, "aws:", 4) == 0)
 		return bad(err, errlen, "tag key \"%.40s\": the aws: prefix is reserved", key);
 	return 0;
@@ -231,7 +250,7 @@ static const char *kv_get_ci(const struct csi_kv *params, size_t n, const char *
 int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi_tag_opts *o,
 			 struct csi_vol_params *ret, char *err, size_t errlen)
 {
-	struct csi_vol_params p = { 0 };
+	struct csi_vol_params p = {0};
 	const char *pvc = kv_get_ci(params, n, pkeys[PK_PVC_NAME]);
 	const char *ns = kv_get_ci(params, n, pkeys[PK_PVC_NS]);
 	const char *pv = kv_get_ci(params, n, pkeys[PK_PV_NAME]);
@@ -248,7 +267,10 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 		case PK_TYPE: {
 			const struct csi_vol_type *t = csi_vol_type_find(v);
 			if (!t) {
-				r = bad(err, errlen, "unknown volume type \"%s\" (want gp3, gp2, io1, io2, st1, sc1 or standard)", v);
+				r = bad(err, errlen,
+					"unknown volume type \"%s\" (want gp3, gp2, io1, io2, st1, "
+					"sc1 or standard)",
+					v);
 				break;
 			}
 			str_copy(p.type, sizeof(p.type), t->name);
@@ -288,11 +310,15 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 			for (size_t f = 0; f < ARRAY_SIZE(fs_types); f++)
 				known |= strcasecmp(v, fs_types[f]) == 0;
 			if (!known) {
-				r = bad(err, errlen, "unsupported fstype \"%s\" (want ext2, ext3, ext4, xfs or ntfs)", v);
+				r = bad(err, errlen,
+					"unsupported fstype \"%s\" (want ext2, ext3, ext4, xfs or "
+					"ntfs)",
+					v);
 				break;
 			}
 			if (which == PK_FSTYPE_LEGACY)
-				log_warn("the \"fstype\" parameter is deprecated, use csi.storage.k8s.io/fstype");
+				log_warn("the \"fstype\" parameter is deprecated, use "
+					 "csi.storage.k8s.io/fstype");
 			free(p.fstype);
 			if (!(p.fstype = strdup(v)))
 				r = -ENOMEM;
@@ -305,7 +331,9 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 			break;
 		case PK_INIT_RATE:
 			if (str_to_ll(v, 100, 300, &p.init_rate) < 0)
-				r = bad(err, errlen, "volumeInitializationRate (%s) must be 100 to 300 (MiB/s)", v);
+				r = bad(err, errlen,
+					"volumeInitializationRate (%s) must be 100 to 300 (MiB/s)",
+					v);
 			p.init_rate_set = true;
 			break;
 		case PK_BLOCK_ATTACH_INIT: {
@@ -322,7 +350,8 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 			r = kv_add(&p.tags, &p.n_tags, "kubernetes.io/created-for/pvc/name", v);
 			break;
 		case PK_PVC_NS:
-			r = kv_add(&p.tags, &p.n_tags, "kubernetes.io/created-for/pvc/namespace", v);
+			r = kv_add(&p.tags, &p.n_tags, "kubernetes.io/created-for/pvc/namespace",
+				   v);
 			break;
 		case PK_PV_NAME:
 			r = kv_add(&p.tags, &p.n_tags, "kubernetes.io/created-for/pv/name", v);
@@ -340,12 +369,17 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 				char *val = NULL, tagerr[256];
 				const char *eq;
 				if (csi_tag_template(v, pvc, ns, pv, &val) < 0) {
-					snprintf(tagerr, sizeof(tagerr), "%s: cannot expand \"%s\" (known: {{ .PVCName }}, {{ .PVCNamespace }}, {{ .PVName }})", k, v);
+					snprintf(tagerr, sizeof(tagerr),
+						 "%s: cannot expand \"%s\" (known: {{ .PVCName }}, "
+						 "{{ .PVCNamespace }}, {{ .PVName }})",
+						 k, v);
 				} else if (!(eq = strchr(val, '='))) {
-					snprintf(tagerr, sizeof(tagerr), "%s: \"%s\" is not key=value", k, v);
+					snprintf(tagerr, sizeof(tagerr),
+						 "%s: \"%s\" is not key=value", k, v);
 				} else {
 					*(char *)eq = 0;
-					if (csi_tag_check(val, eq + 1, tagerr, sizeof(tagerr)) == 0) {
+					if (csi_tag_check(val, eq + 1, tagerr, sizeof(tagerr)) ==
+					    0) {
 						r = kv_add(&p.tags, &p.n_tags, val, eq + 1);
 						free(val);
 						break;
@@ -353,7 +387,8 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 				}
 				free(val);
 				if (o && o->warn_on_invalid_tag) {
-					log_warn("skipping an invalid tag", KV_S("problem", tagerr));
+					log_warn("skipping an invalid tag",
+						 KV_S("problem", tagerr));
 					break;
 				}
 				r = bad(err, errlen, "invalid tag: %s", tagerr);
@@ -382,19 +417,23 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 		for (size_t f = 0; f < ARRAY_SIZE(fmt_opts); f++) {
 			if (strcmp(p.ctx[i].key, fmt_opts[f].key) != 0)
 				continue;
-			if (!(ext && fmt_opts[f].ext && (!fmt_opts[f].ext4_only || strcmp(fs, "ext4") == 0)) &&
+			if (!(ext && fmt_opts[f].ext &&
+			      (!fmt_opts[f].ext4_only || strcmp(fs, "ext4") == 0)) &&
 			    !(xfs && fmt_opts[f].xfs)) {
-				r = bad(err, errlen, "%s is not supported for fstype %s", fmt_opts[f].key, fs);
+				r = bad(err, errlen, "%s is not supported for fstype %s",
+					fmt_opts[f].key, fs);
 				goto fail;
 			}
 			if (fmt_opts[f].boolean) {
 				bool b = false;
-				if ((r = parse_bool(fmt_opts[f].key, p.ctx[i].value, &b, err, errlen)) < 0)
+				if ((r = parse_bool(fmt_opts[f].key, p.ctx[i].value, &b, err,
+						    errlen)) < 0)
 					goto fail;
 				if (strcmp(fmt_opts[f].key, "ext4BigAlloc") == 0)
 					bigalloc = b;
 			} else if (!positive_decimal(p.ctx[i].value)) {
-				r = bad(err, errlen, "could not parse %s (%s): want a positive decimal number",
+				r = bad(err, errlen,
+					"could not parse %s (%s): want a positive decimal number",
 					fmt_opts[f].key, p.ctx[i].value);
 				goto fail;
 			}
@@ -413,21 +452,26 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 fail:
 	csi_vol_params_release(&p);
 	if (r == -ENOMEM || r == -E2BIG)
-		return bad(err, errlen, "%s", r == -ENOMEM ? "out of memory" : "too many parameters");
+		return bad(err, errlen, "%s",
+			   r == -ENOMEM ? "out of memory" : "too many parameters");
 	return -EINVAL;
 }
 
 int csi_size_resolve(const struct csi_vol_type *t, bool has_range, long long required,
-		     long long limit, long long min_gib, long long *ret_gib, char *err, size_t errlen)
+		     long long limit, long long min_gib, long long *ret_gib, char *err,
+		     size_t errlen)
 {
 	long long gib;
 
 	if (required < 0 || limit < 0) {
-		snprintf(err, errlen, "capacity range: required_bytes and limit_bytes must not be negative");
+		snprintf(err, errlen,
+			 "capacity range: required_bytes and limit_bytes must not be negative");
 		return RPC_INVALID_ARGUMENT;
 	}
 	if (limit && required > limit) {
-		snprintf(err, errlen, "capacity range: required_bytes %lld is above limit_bytes %lld", required, limit);
+		snprintf(err, errlen,
+			 "capacity range: required_bytes %lld is above limit_bytes %lld", required,
+			 limit);
 		return RPC_INVALID_ARGUMENT;
 	}
 	if (has_range && required > 0) {
@@ -442,17 +486,21 @@ int csi_size_resolve(const struct csi_vol_type *t, bool has_range, long long req
 			gib = limit / GIB;
 	}
 	if (limit && gib * GIB > limit) {
-		snprintf(err, errlen, "capacity range: %lld bytes rounded up to whole GiB (%lld GiB) exceed limit_bytes %lld",
+		snprintf(err, errlen,
+			 "capacity range: %lld bytes rounded up to whole GiB (%lld GiB) exceed "
+			 "limit_bytes %lld",
 			 required, gib, limit);
 		return RPC_OUT_OF_RANGE;
 	}
 	if (gib < t->min_gib || gib > t->max_gib) {
-		snprintf(err, errlen, "%s volumes must be %lld to %lld GiB, not %lld GiB", t->name, t->min_gib,
-			 t->max_gib, gib);
+		snprintf(err, errlen, "%s volumes must be %lld to %lld GiB, not %lld GiB", t->name,
+			 t->min_gib, t->max_gib, gib);
 		return RPC_OUT_OF_RANGE;
 	}
 	if (min_gib && gib < min_gib) {
-		snprintf(err, errlen, "the volume (%lld GiB) would be smaller than its source (%lld GiB)", gib, min_gib);
+		snprintf(err, errlen,
+			 "the volume (%lld GiB) would be smaller than its source (%lld GiB)", gib,
+			 min_gib);
 		return RPC_OUT_OF_RANGE;
 	}
 	*ret_gib = gib;
@@ -466,7 +514,8 @@ int csi_iops_resolve(const struct csi_vol_type *t, const struct csi_vol_params *
 
 	if (!p->iops_set && !p->iops_per_gb_set) {
 		if (t->iops_required)
-			return bad(err, errlen, "%s volumes need the iops or iopsPerGB parameter", t->name);
+			return bad(err, errlen, "%s volumes need the iops or iopsPerGB parameter",
+				   t->name);
 		*ret_iops = 0;
 		return 0;
 	}
@@ -483,12 +532,16 @@ int csi_iops_resolve(const struct csi_vol_type *t, const struct csi_vol_params *
 		if (p->auto_iops && p->iops_per_gb_set && max >= t->iops_min)
 			iops = t->iops_min;
 		else if (t->iops_min > max)
-			return bad(err, errlen, "a %lld GiB %s volume cannot have %lld IOPS (%lld IOPS/GiB at most)",
-				   gib, t->name, t->iops_min, t->iops_per_gib);
+			return bad(
+			    err, errlen,
+			    "a %lld GiB %s volume cannot have %lld IOPS (%lld IOPS/GiB at most)",
+			    gib, t->name, t->iops_min, t->iops_per_gib);
 		else
-			return bad(err, errlen, "%s volumes need at least %lld IOPS, not %lld%s", t->name,
-				   t->iops_min, iops,
-				   p->iops_per_gb_set ? " (set allowAutoIOPSPerGBIncrease to raise it)" : "");
+			return bad(err, errlen, "%s volumes need at least %lld IOPS, not %lld%s",
+				   t->name, t->iops_min, iops,
+				   p->iops_per_gb_set
+				       ? " (set allowAutoIOPSPerGBIncrease to raise it)"
+				       : "");
 	}
 	*ret_iops = iops;
 	return 0;
@@ -502,12 +555,13 @@ int csi_throughput_check(const struct csi_vol_type *t, long long tput, long long
 	if (!t->throughput_allowed)
 		return bad(err, errlen, "%s volumes do not take a throughput", t->name);
 	if (tput < t->tput_min || tput > t->tput_max)
-		return bad(err, errlen, "%s throughput must be %lld to %lld MiB/s, not %lld", t->name,
-			   t->tput_min, t->tput_max, tput);
+		return bad(err, errlen, "%s throughput must be %lld to %lld MiB/s, not %lld",
+			   t->name, t->tput_min, t->tput_max, tput);
 	long long eff_iops = iops ? iops : t->iops_min;
 	if (t->tput_per_iops > 0 && (double)tput > t->tput_per_iops * (double)eff_iops)
-		return bad(err, errlen, "%lld MiB/s needs at least %lld IOPS (%.2f MiB/s per IOPS)", tput,
-			   (long long)((double)tput / t->tput_per_iops + 0.999), t->tput_per_iops);
+		return bad(err, errlen, "%lld MiB/s needs at least %lld IOPS (%.2f MiB/s per IOPS)",
+			   tput, (long long)((double)tput / t->tput_per_iops + 0.999),
+			   t->tput_per_iops);
 	return 0;
 }
 
@@ -516,8 +570,9 @@ static const char *segment(const Csi__V1__Topology *t, const char *key)
 	if (!t)
 		return NULL;
 	for (size_t i = 0; i < t->n_segments; i++)
-		if (t->segments[i] && t->segments[i]->key && strcmp(t->segments[i]->key, key) == 0 &&
-		    t->segments[i]->value && *t->segments[i]->value)
+		if (t->segments[i] && t->segments[i]->key &&
+		    strcmp(t->segments[i]->key, key) == 0 && t->segments[i]->value &&
+		    *t->segments[i]->value)
 			return t->segments[i]->value;
 	return NULL;
 }

@@ -38,7 +38,8 @@ int csi_token_encode(const char *aws_token, size_t skip, char **ret)
 			v |= (uint32_t)(unsigned char)in.data[i + 1] << 8;
 		if (n > 2)
 			v |= (unsigned char)in.data[i + 2];
-		char q[4] = { b64u[(v >> 18) & 63], b64u[(v >> 12) & 63], b64u[(v >> 6) & 63], b64u[v & 63] };
+		char q[4] = {b64u[(v >> 18) & 63], b64u[(v >> 12) & 63], b64u[(v >> 6) & 63],
+			     b64u[v & 63]};
 		if ((r = buf_append(&out, q, n + 1)) < 0)
 			goto out;
 	}
@@ -135,8 +136,8 @@ static int add_tag(struct csi_kv *tags, size_t *n, const char *k, const char *v)
 }
 
 /* Snapshot parameters: tags only. */
-static int snapshot_tags(struct rpc_call *call, struct csi_ctrl *c, const Csi__V1__CreateSnapshotRequest *req,
-			 struct csi_kv *tags, size_t *nt)
+static int snapshot_tags(struct rpc_call *call, struct csi_ctrl *c,
+			 const Csi__V1__CreateSnapshotRequest *req, struct csi_kv *tags, size_t *nt)
 {
 	char err[256];
 	int r = 0;
@@ -155,25 +156,31 @@ static int snapshot_tags(struct rpc_call *call, struct csi_ctrl *c, const Csi__V
 		if (strcasecmp(k, "csi.storage.k8s.io/volumesnapshot/name") == 0)
 			r = add_tag(tags, nt, "kubernetes.io/created-for/volumesnapshot/name", v);
 		else if (strcasecmp(k, "csi.storage.k8s.io/volumesnapshot/namespace") == 0)
-			r = add_tag(tags, nt, "kubernetes.io/created-for/volumesnapshot/namespace", v);
+			r = add_tag(tags, nt, "kubernetes.io/created-for/volumesnapshot/namespace",
+				    v);
 		else if (strcasecmp(k, "csi.storage.k8s.io/volumesnapshotcontent/name") == 0)
-			r = add_tag(tags, nt, "kubernetes.io/created-for/volumesnapshotcontent/name", v);
+			r = add_tag(tags, nt,
+				    "kubernetes.io/created-for/volumesnapshotcontent/name", v);
 		else if (strncasecmp(k, "tagSpecification", 16) == 0) {
 			const char *eq = strchr(v, '=');
 			char *key = eq ? rpc_call_printf(call, "%.*s", (int)(eq - v), v) : NULL;
-			if (!eq || strstr(v, "{{") || csi_tag_check(key, eq + 1, err, sizeof(err)) < 0) {
+			if (!eq || strstr(v, "{{") ||
+			    csi_tag_check(key, eq + 1, err, sizeof(err)) < 0) {
 				if (c->tag_opts.warn_on_invalid_tag) {
-					log_warn("skipping an invalid snapshot tag", KV_S("parameter", k));
+					log_warn("skipping an invalid snapshot tag",
+						 KV_S("parameter", k));
 					continue;
 				}
-				return rpc_call_error(call, RPC_INVALID_ARGUMENT, "invalid tag %s=\"%s\"%s%s", k, v,
-						      eq ? ": " : " (want key=value)", eq ? err : "");
+				return rpc_call_error(
+				    call, RPC_INVALID_ARGUMENT, "invalid tag %s=\"%s\"%s%s", k, v,
+				    eq ? ": " : " (want key=value)", eq ? err : "");
 			}
 			r = add_tag(tags, nt, key, eq + 1);
 		} else if (strncasecmp(k, "csi.storage.k8s.io/", 19) == 0) {
 			continue;
 		} else {
-			return rpc_call_error(call, RPC_INVALID_ARGUMENT, "invalid parameter key %s for CreateSnapshot", k);
+			return rpc_call_error(call, RPC_INVALID_ARGUMENT,
+					      "invalid parameter key %s for CreateSnapshot", k);
 		}
 	}
 	if (r == 0)
@@ -181,44 +188,52 @@ static int snapshot_tags(struct rpc_call *call, struct csi_ctrl *c, const Csi__V
 	if (r == 0)
 		r = add_tag(tags, nt, TAG_CLUSTER, "true");
 	if (r < 0)
-		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "more than %d tags for the snapshot", MAX_TAGS);
+		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
+				      "more than %d tags for the snapshot", MAX_TAGS);
 	return RPC_OK;
 }
 
-int csi_ctrl_create_snapshot(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+int csi_ctrl_create_snapshot(struct rpc_call *call, const ProtobufCMessage *in,
+			     ProtobufCMessage **out)
 {
 	const Csi__V1__CreateSnapshotRequest *req = (const void *)in;
 	struct csi_ctrl *c = rpc_call_userdata(call);
 	struct csi_kv tags[MAX_TAGS + 4];
 	size_t nt = 0, n_found = 0;
-	struct ec2_snapshot *found = NULL, s = { 0 };
-	struct aws_error err = { 0 };
+	struct ec2_snapshot *found = NULL, s = {0};
+	struct aws_error err = {0};
 	char key[300];
 	int r, code;
 
 	if (!*req->name)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "snapshot name is missing");
 	if (strlen(req->name) > 255)
-		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "snapshot name is longer than 255 characters");
+		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
+				      "snapshot name is longer than 255 characters");
 	if (!*req->source_volume_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "source volume id is missing");
 	if ((code = snapshot_tags(call, c, req, tags, &nt)) != RPC_OK)
 		return code;
 	snprintf(key, sizeof(key), "snap/%s", req->name);
 	if (ctrl_inflight_add(c, key) < 0)
-		return rpc_call_error(call, RPC_ABORTED, "an operation for snapshot %s is already in progress", req->name);
+		return rpc_call_error(call, RPC_ABORTED,
+				      "an operation for snapshot %s is already in progress",
+				      req->name);
 	if ((r = ec2_find_snapshots(c, TAG_SNAP_NAME, req->name, &found, &n_found, &err)) < 0) {
-		code = ctrl_aws_fail(call, r, &err, "looking up the snapshot by name", RPC_INTERNAL, RPC_INTERNAL);
+		code = ctrl_aws_fail(call, r, &err, "looking up the snapshot by name", RPC_INTERNAL,
+				     RPC_INTERNAL);
 		goto out;
 	}
 	for (size_t i = 0; i < n_found; i++) {
 		if (strcmp(found[i].state, "error") == 0) {
-			log_warn("deleting a failed snapshot", KV_S("snapshot", found[i].id), KV_S("name", req->name));
+			log_warn("deleting a failed snapshot", KV_S("snapshot", found[i].id),
+				 KV_S("name", req->name));
 			ec2_delete_snapshot(c, found[i].id, &err);
 			continue;
 		}
 		if (strcmp(found[i].volume, req->source_volume_id) != 0) {
-			code = rpc_call_error(call, RPC_ALREADY_EXISTS, "snapshot %s exists with another source volume (%s)",
+			code = rpc_call_error(call, RPC_ALREADY_EXISTS,
+					      "snapshot %s exists with another source volume (%s)",
 					      req->name, found[i].volume);
 			goto out;
 		}
@@ -229,15 +244,21 @@ int csi_ctrl_create_snapshot(struct rpc_call *call, const ProtobufCMessage *in, 
 	if (!*s.id) {
 		aws_error_clear(&err);
 		if ((r = ec2_create_snapshot(c, req->source_volume_id, tags, nt, &s, &err)) < 0) {
-			if (aws_error_is(&err, "SnapshotCreationPerVolumeRateExceeded") || aws_error_is(&err, "SnapshotLimitExceeded"))
-				code = ctrl_aws_fail(call, r, &err, "creating the snapshot", RPC_RESOURCE_EXHAUSTED, RPC_RESOURCE_EXHAUSTED);
+			if (aws_error_is(&err, "SnapshotCreationPerVolumeRateExceeded") ||
+			    aws_error_is(&err, "SnapshotLimitExceeded"))
+				code =
+				    ctrl_aws_fail(call, r, &err, "creating the snapshot",
+						  RPC_RESOURCE_EXHAUSTED, RPC_RESOURCE_EXHAUSTED);
 			else
-				code = ctrl_aws_fail(call, r, &err, "creating the snapshot", RPC_NOT_FOUND, RPC_INTERNAL);
+				code = ctrl_aws_fail(call, r, &err, "creating the snapshot",
+						     RPC_NOT_FOUND, RPC_INTERNAL);
 			goto out;
 		}
-		log_info("snapshot created", KV_S("name", req->name), KV_S("snapshot", s.id), KV_S("volume", req->source_volume_id));
+		log_info("snapshot created", KV_S("name", req->name), KV_S("snapshot", s.id),
+			 KV_S("volume", req->source_volume_id));
 	}
-	Csi__V1__CreateSnapshotResponse *rep = rpc_call_new(call, &csi__v1__create_snapshot_response__descriptor);
+	Csi__V1__CreateSnapshotResponse *rep =
+	    rpc_call_new(call, &csi__v1__create_snapshot_response__descriptor);
 	if (!rep || !(rep->snapshot = snapshot_msg(call, &s))) {
 		code = rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		goto out;
@@ -252,11 +273,12 @@ out:
 	return code;
 }
 
-int csi_ctrl_delete_snapshot(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+int csi_ctrl_delete_snapshot(struct rpc_call *call, const ProtobufCMessage *in,
+			     ProtobufCMessage **out)
 {
 	const Csi__V1__DeleteSnapshotRequest *req = (const void *)in;
 	struct csi_ctrl *c = rpc_call_userdata(call);
-	struct aws_error err = { 0 };
+	struct aws_error err = {0};
 	char key[64];
 	int r, code = RPC_OK;
 
@@ -266,25 +288,31 @@ int csi_ctrl_delete_snapshot(struct rpc_call *call, const ProtobufCMessage *in, 
 		return RPC_OK;
 	snprintf(key, sizeof(key), "delsnap/%s", req->snapshot_id);
 	if (ctrl_inflight_add(c, key) < 0)
-		return rpc_call_error(call, RPC_ABORTED, "an operation for snapshot %s is already in progress", req->snapshot_id);
+		return rpc_call_error(call, RPC_ABORTED,
+				      "an operation for snapshot %s is already in progress",
+				      req->snapshot_id);
 	r = ec2_delete_snapshot(c, req->snapshot_id, &err);
 	if (r == -ENOENT)
 		log_v(2, "snapshot already deleted", KV_S("snapshot", req->snapshot_id));
 	else if (r == -EBUSY || aws_error_is(&err, "InvalidSnapshot.InUse"))
-		code = ctrl_aws_fail(call, r, &err, "deleting the snapshot", RPC_FAILED_PRECONDITION, RPC_FAILED_PRECONDITION);
+		code = ctrl_aws_fail(call, r, &err, "deleting the snapshot",
+				     RPC_FAILED_PRECONDITION, RPC_FAILED_PRECONDITION);
 	else if (r < 0)
-		code = ctrl_aws_fail(call, r, &err, "deleting the snapshot", RPC_INTERNAL, RPC_INTERNAL);
+		code = ctrl_aws_fail(call, r, &err, "deleting the snapshot", RPC_INTERNAL,
+				     RPC_INTERNAL);
 	else
 		log_info("snapshot deleted", KV_S("snapshot", req->snapshot_id));
 	ctrl_inflight_del(c, key);
 	return code;
 }
 
-int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in,
+			    ProtobufCMessage **out)
 {
 	const Csi__V1__ListSnapshotsRequest *req = (const void *)in;
 	struct csi_ctrl *c = rpc_call_userdata(call);
-	Csi__V1__ListSnapshotsResponse *rep = rpc_call_new(call, &csi__v1__list_snapshots_response__descriptor);
+	Csi__V1__ListSnapshotsResponse *rep =
+	    rpc_call_new(call, &csi__v1__list_snapshots_response__descriptor);
 	char *aws_token = NULL, *next = NULL;
 	size_t skip = 0, got = 0;
 	int r, code = RPC_OK;
@@ -292,21 +320,25 @@ int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in, P
 	if (!rep)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 	if (req->max_entries < 0)
-		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "max_entries must not be negative");
+		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
+				      "max_entries must not be negative");
 	if (*req->snapshot_id) {
 		/* one snapshot: not found is an empty list, not an error (CSI spec) */
-		struct ec2_snapshot s = { 0 };
-		struct aws_error err = { 0 };
+		struct ec2_snapshot s = {0};
+		struct aws_error err = {0};
 		if (snap_id_valid(req->snapshot_id)) {
 			r = ec2_describe_snapshot(c, req->snapshot_id, &s, &err);
 			if (r < 0 && r != -ENOENT)
-				return ctrl_aws_fail(call, r, &err, "looking up the snapshot", RPC_INTERNAL, RPC_INTERNAL);
-			if (r == 0 && (!*req->source_volume_id || strcmp(s.volume, req->source_volume_id) == 0)) {
-				Csi__V1__ListSnapshotsResponse__Entry *e =
-					rpc_call_new(call, &csi__v1__list_snapshots_response__entry__descriptor);
+				return ctrl_aws_fail(call, r, &err, "looking up the snapshot",
+						     RPC_INTERNAL, RPC_INTERNAL);
+			if (r == 0 && (!*req->source_volume_id ||
+				       strcmp(s.volume, req->source_volume_id) == 0)) {
+				Csi__V1__ListSnapshotsResponse__Entry *e = rpc_call_new(
+				    call, &csi__v1__list_snapshots_response__entry__descriptor);
 				if (!e || !(e->snapshot = snapshot_msg(call, &s)) ||
 				    rpc_call_array_add(call, &rep->base, "entries", e) < 0)
-					code = rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+					code = rpc_call_error(call, RPC_RESOURCE_EXHAUSTED,
+							      "out of memory");
 			}
 			ec2_snapshot_release(&s);
 		}
@@ -321,15 +353,17 @@ int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in, P
 	for (unsigned pages = 0;; pages++) {
 		struct ec2_snapshot *s = NULL;
 		size_t n = 0;
-		struct aws_error err = { 0 };
+		struct aws_error err = {0};
 		if (pages > 1000) {
 			code = rpc_call_error(call, RPC_INTERNAL, "too many pages");
 			break;
 		}
 		free(next);
 		next = NULL;
-		if ((r = ec2_list_snapshots(c, src, aws_token, req->max_entries, &s, &n, &next, &err)) < 0) {
-			code = ctrl_aws_fail(call, r, &err, "listing snapshots", RPC_INTERNAL, RPC_INTERNAL);
+		if ((r = ec2_list_snapshots(c, src, aws_token, req->max_entries, &s, &n, &next,
+					    &err)) < 0) {
+			code = ctrl_aws_fail(call, r, &err, "listing snapshots", RPC_INTERNAL,
+					     RPC_INTERNAL);
 			break;
 		}
 		if (skip > n) { /* the page shrank since the token was made */
@@ -339,11 +373,12 @@ int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in, P
 		}
 		size_t i = skip;
 		for (; i < n && got < want; i++, got++) {
-			Csi__V1__ListSnapshotsResponse__Entry *e =
-				rpc_call_new(call, &csi__v1__list_snapshots_response__entry__descriptor);
+			Csi__V1__ListSnapshotsResponse__Entry *e = rpc_call_new(
+			    call, &csi__v1__list_snapshots_response__entry__descriptor);
 			if (!e || !(e->snapshot = snapshot_msg(call, &s[i])) ||
 			    rpc_call_array_add(call, &rep->base, "entries", e) < 0) {
-				code = rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+				code =
+				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 				break;
 			}
 		}
@@ -354,10 +389,12 @@ int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in, P
 		char *tok = NULL;
 		if (page_left) {
 			if (csi_token_encode(aws_token, i, &tok) < 0)
-				code = rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+				code =
+				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		} else if (next && got >= want) {
 			if (csi_token_encode(next, 0, &tok) < 0)
-				code = rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+				code =
+				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 		} else if (next) {
 			free(aws_token);
 			aws_token = TAKE_PTR(next);

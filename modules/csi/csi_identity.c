@@ -8,9 +8,10 @@
 
 static int add_service_cap(struct rpc_call *call, ProtobufCMessage *rep, int type)
 {
-	Csi__V1__PluginCapability *cap = rpc_call_new(call, &csi__v1__plugin_capability__descriptor);
+	Csi__V1__PluginCapability *cap =
+	    rpc_call_new(call, &csi__v1__plugin_capability__descriptor);
 	Csi__V1__PluginCapability__Service *svc =
-		rpc_call_new(call, &csi__v1__plugin_capability__service__descriptor);
+	    rpc_call_new(call, &csi__v1__plugin_capability__service__descriptor);
 
 	if (!cap || !svc)
 		return -ENOMEM;
@@ -20,11 +21,12 @@ static int add_service_cap(struct rpc_call *call, ProtobufCMessage *rep, int typ
 	return rpc_call_array_add(call, rep, "capabilities", cap);
 }
 
-static int get_plugin_info(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+static int get_plugin_info(struct rpc_call *call, const ProtobufCMessage *in,
+			   ProtobufCMessage **out)
 {
 	const struct csi_identity *id = rpc_call_userdata(call);
 	Csi__V1__GetPluginInfoResponse *rep =
-		rpc_call_new(call, &csi__v1__get_plugin_info_response__descriptor);
+	    rpc_call_new(call, &csi__v1__get_plugin_info_response__descriptor);
 
 	if (!rep)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
@@ -41,17 +43,20 @@ static int get_plugin_capabilities(struct rpc_call *call, const ProtobufCMessage
 {
 	const struct csi_identity *id = rpc_call_userdata(call);
 	Csi__V1__GetPluginCapabilitiesResponse *rep =
-		rpc_call_new(call, &csi__v1__get_plugin_capabilities_response__descriptor);
-	Csi__V1__PluginCapability *exp = rpc_call_new(call, &csi__v1__plugin_capability__descriptor);
+	    rpc_call_new(call, &csi__v1__get_plugin_capabilities_response__descriptor);
+	Csi__V1__PluginCapability *exp =
+	    rpc_call_new(call, &csi__v1__plugin_capability__descriptor);
 	Csi__V1__PluginCapability__VolumeExpansion *ve =
-		rpc_call_new(call, &csi__v1__plugin_capability__volume_expansion__descriptor);
+	    rpc_call_new(call, &csi__v1__plugin_capability__volume_expansion__descriptor);
 
 	if (!rep || !exp || !ve)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 	if ((id->controller &&
-	     add_service_cap(call, &rep->base, CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE) < 0) ||
-	    add_service_cap(call, &rep->base,
-			    CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS) < 0)
+	     add_service_cap(call, &rep->base,
+			     CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE) < 0) ||
+	    add_service_cap(
+		call, &rep->base,
+		CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS) < 0)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 	ve->type = CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__TYPE__ONLINE;
 	exp->type_case = CSI__V1__PLUGIN_CAPABILITY__TYPE_VOLUME_EXPANSION;
@@ -84,11 +89,12 @@ static int probe(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMes
 }
 
 const struct rpc_method csi_identity_methods[] = {
-	{ "/csi.v1.Identity/GetPluginInfo", &csi__v1__get_plugin_info_request__descriptor,
-	  &csi__v1__get_plugin_info_response__descriptor, get_plugin_info, true },
-	{ "/csi.v1.Identity/GetPluginCapabilities", &csi__v1__get_plugin_capabilities_request__descriptor,
-	  &csi__v1__get_plugin_capabilities_response__descriptor, get_plugin_capabilities, true },
-	{ "/csi.v1.Identity/Probe", &csi__v1__probe_request__descriptor,
-	  &csi__v1__probe_response__descriptor, probe, true },
-	{ NULL },
+    {"/csi.v1.Identity/GetPluginInfo", &csi__v1__get_plugin_info_request__descriptor,
+     &csi__v1__get_plugin_info_response__descriptor, get_plugin_info, true},
+    {"/csi.v1.Identity/GetPluginCapabilities",
+     &csi__v1__get_plugin_capabilities_request__descriptor,
+     &csi__v1__get_plugin_capabilities_response__descriptor, get_plugin_capabilities, true},
+    {"/csi.v1.Identity/Probe", &csi__v1__probe_request__descriptor,
+     &csi__v1__probe_response__descriptor, probe, true},
+    {NULL},
 };

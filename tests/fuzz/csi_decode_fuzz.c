@@ -19,15 +19,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define D(x) &csi__v1__##x##__descriptor
 static const ProtobufCMessageDescriptor *const reqs[] = {
-	D(get_plugin_info_request), D(get_plugin_capabilities_request), D(probe_request),
-	D(create_volume_request), D(delete_volume_request), D(controller_publish_volume_request),
-	D(controller_unpublish_volume_request), D(validate_volume_capabilities_request),
-	D(list_volumes_request), D(get_capacity_request), D(controller_get_capabilities_request),
-	D(create_snapshot_request), D(delete_snapshot_request), D(list_snapshots_request),
-	D(controller_expand_volume_request), D(controller_get_volume_request),
-	D(controller_modify_volume_request), D(node_stage_volume_request), D(node_unstage_volume_request),
-	D(node_publish_volume_request), D(node_unpublish_volume_request), D(node_get_volume_stats_request),
-	D(node_expand_volume_request), D(node_get_capabilities_request), D(node_get_info_request),
+    D(get_plugin_info_request),
+    D(get_plugin_capabilities_request),
+    D(probe_request),
+    D(create_volume_request),
+    D(delete_volume_request),
+    D(controller_publish_volume_request),
+    D(controller_unpublish_volume_request),
+    D(validate_volume_capabilities_request),
+    D(list_volumes_request),
+    D(get_capacity_request),
+    D(controller_get_capabilities_request),
+    D(create_snapshot_request),
+    D(delete_snapshot_request),
+    D(list_snapshots_request),
+    D(controller_expand_volume_request),
+    D(controller_get_volume_request),
+    D(controller_modify_volume_request),
+    D(node_stage_volume_request),
+    D(node_unstage_volume_request),
+    D(node_publish_volume_request),
+    D(node_unpublish_volume_request),
+    D(node_get_volume_stats_request),
+    D(node_expand_volume_request),
+    D(node_get_capabilities_request),
+    D(node_get_info_request),
 };
 
 static void exercise_create(const Csi__V1__CreateVolumeRequest *req)
@@ -46,8 +62,9 @@ static void exercise_create(const Csi__V1__CreateVolumeRequest *req)
 		const struct csi_vol_type *t = csi_vol_type_find(p.type);
 		long long gib = 0, iops = 0;
 		if (t && req->capacity_range &&
-		    csi_size_resolve(t, true, req->capacity_range->required_bytes, req->capacity_range->limit_bytes,
-				     0, &gib, err, sizeof(err)) == 0 &&
+		    csi_size_resolve(t, true, req->capacity_range->required_bytes,
+				     req->capacity_range->limit_bytes, 0, &gib, err,
+				     sizeof(err)) == 0 &&
 		    csi_iops_resolve(t, &p, gib, &iops, err, sizeof(err)) == 0)
 			csi_throughput_check(t, p.throughput, iops, err, sizeof(err));
 		csi_vol_params_release(&p);

@@ -133,7 +133,7 @@ static char *form_get(const char *body, size_t len, const char *key)
 			size_t o = 0;
 			for (const char *q = p + kl + 1; q < e; q++) {
 				if (*q == '%' && q + 2 < e + 0 + 1) {
-					char h[3] = { q[1], q[2], 0 };
+					char h[3] = {q[1], q[2], 0};
 					v[o++] = (char)strtol(h, NULL, 16);
 					q += 2;
 				} else {
@@ -152,14 +152,15 @@ static void vol_xml(struct buf *out, struct svol *v)
 	struct buf att = BUF_INIT(0), tags = BUF_INIT(0);
 	char size[24], iops[24];
 	if (*v->att_inst)
-		tmpl(&att, "attachment_item.xml", "VOLUME", v->id, "INSTANCE", v->att_inst, "DEVICE", v->att_dev,
-		     "STATE", v->att_state, END);
+		tmpl(&att, "attachment_item.xml", "VOLUME", v->id, "INSTANCE", v->att_inst,
+		     "DEVICE", v->att_dev, "STATE", v->att_state, END);
 	if (*v->name)
 		tmpl(&tags, "tag_item.xml", "KEY", "CSIVolumeName", "VALUE", v->name, END);
 	snprintf(size, sizeof(size), "%lld", v->size);
 	snprintf(iops, sizeof(iops), "%lld", v->iops);
 	tmpl(out, "volume_item.xml", "ID", v->id, "SIZE", size, "STATE", v->state, "ATTACHMENTS",
-	     att.data ? att.data : "", "TAGS", tags.data ? tags.data : "", "TYPE", v->type, "IOPS", iops, END);
+	     att.data ? att.data : "", "TAGS", tags.data ? tags.data : "", "TYPE", v->type, "IOPS",
+	     iops, END);
 	buf_release(&att);
 	buf_release(&tags);
 }
@@ -179,7 +180,8 @@ static void vol_tick(struct svol *v)
 	}
 }
 
-static int sim_handler(void *ud, const struct http_server_request *req, struct http_server_reply *rep)
+static int sim_handler(void *ud, const struct http_server_request *req,
+		       struct http_server_reply *rep)
 {
 	const char *b = req->body ? req->body : "";
 	size_t n = req->body_len;
@@ -193,8 +195,10 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 	if (!action) {
 		r = err_reply(rep, "MissingAction", "no action");
 	} else if (strcmp(action, "CreateVolume") == 0) {
-		_cleanup_free_ char *token = form_get(b, n, "ClientToken"), *size = form_get(b, n, "Size"),
-				    *type = form_get(b, n, "VolumeType"), *iops = form_get(b, n, "Iops");
+		_cleanup_free_ char *token = form_get(b, n, "ClientToken"),
+				    *size = form_get(b, n, "Size"),
+				    *type = form_get(b, n, "VolumeType"),
+				    *iops = form_get(b, n, "Iops");
 		char *name = NULL;
 		for (int i = 1; i < 60 && !name; i++) {
 			char k[64];
@@ -209,7 +213,9 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 		if (S.ntok < 8 && token)
 			str_copy(S.tokens[S.ntok++], 65, token);
 		if (S.mismatch_first_token && S.ntok == 1) {
-			r = err_reply(rep, "IdempotentParameterMismatch", "The client token you have provided is associated with a resource that is already deleted.");
+			r = err_reply(rep, "IdempotentParameterMismatch",
+				      "The client token you have provided is associated with a "
+				      "resource that is already deleted.");
 		} else {
 			struct svol *v = sim_add("creating", name, size ? atoll(size) : 0);
 			if (type)
@@ -222,12 +228,13 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 				str_copy(v->state, sizeof(v->state), "deleted");
 				v->name[0] = 0;
 			}
-			tmpl(&rep->body, "create_volume.xml", "ID", v->id, "SIZE", size ? size : "0", "TYPE", v->type,
-			     "IOPS", iops ? iops : "3000", END);
+			tmpl(&rep->body, "create_volume.xml", "ID", v->id, "SIZE",
+			     size ? size : "0", "TYPE", v->type, "IOPS", iops ? iops : "3000", END);
 		}
 		free(name);
 	} else if (strcmp(action, "DescribeVolumes") == 0) {
-		_cleanup_free_ char *fname = form_get(b, n, "Filter.1.Name"), *fval = form_get(b, n, "Filter.1.Value.1");
+		_cleanup_free_ char *fname = form_get(b, n, "Filter.1.Name"),
+				    *fval = form_get(b, n, "Filter.1.Value.1");
 		struct buf items = BUF_INIT(0);
 		bool missing = false;
 		if (fname && strcmp(fname, "tag:CSIVolumeName") == 0) {
@@ -245,7 +252,8 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 				struct svol *v = sim_vol(id);
 				if (!v) {
 					missing = true;
-					snprintf(tmp, sizeof(tmp), "The volume '%s' does not exist.", id);
+					snprintf(tmp, sizeof(tmp),
+						 "The volume '%s' does not exist.", id);
 					break;
 				}
 				vol_tick(v);
@@ -255,27 +263,34 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 		if (missing)
 			r = err_reply(rep, "InvalidVolume.NotFound", tmp);
 		else
-			tmpl(&rep->body, "describe_volumes.xml", "ITEMS", items.data ? items.data : "", END);
+			tmpl(&rep->body, "describe_volumes.xml", "ITEMS",
+			     items.data ? items.data : "", END);
 		buf_release(&items);
 	} else if (strcmp(action, "DescribeInstances") == 0) {
 		_cleanup_free_ char *id = form_get(b, n, "InstanceId.1");
 		S.n_describe_inst++;
 		if (!id || strcmp(id, S.inst) != 0) {
-			snprintf(tmp, sizeof(tmp), "The instance ID '%s' does not exist", id ? id : "");
+			snprintf(tmp, sizeof(tmp), "The instance ID '%s' does not exist",
+				 id ? id : "");
 			r = err_reply(rep, "InvalidInstanceID.NotFound", tmp);
 		} else {
 			struct buf m = BUF_INIT(0);
-			tmpl(&m, "mapping_item.xml", "DEVICE", "/dev/xvda", "VOLUME", "vol-0root0000000000000", END);
+			tmpl(&m, "mapping_item.xml", "DEVICE", "/dev/xvda", "VOLUME",
+			     "vol-0root0000000000000", END);
 			for (int i = 0; i < S.nmap; i++)
-				tmpl(&m, "mapping_item.xml", "DEVICE", S.mappings[i], "VOLUME", "vol-0other000000000000", END);
+				tmpl(&m, "mapping_item.xml", "DEVICE", S.mappings[i], "VOLUME",
+				     "vol-0other000000000000", END);
 			for (int i = 0; i < S.nv; i++)
 				if (*S.v[i].att_inst && strcmp(S.v[i].att_state, "attached") == 0)
-					tmpl(&m, "mapping_item.xml", "DEVICE", S.v[i].att_dev, "VOLUME", S.v[i].id, END);
-			tmpl(&rep->body, "describe_instances.xml", "ID", S.inst, "MAPPINGS", m.data, END);
+					tmpl(&m, "mapping_item.xml", "DEVICE", S.v[i].att_dev,
+					     "VOLUME", S.v[i].id, END);
+			tmpl(&rep->body, "describe_instances.xml", "ID", S.inst, "MAPPINGS", m.data,
+			     END);
 			buf_release(&m);
 		}
 	} else if (strcmp(action, "AttachVolume") == 0) {
-		_cleanup_free_ char *vid = form_get(b, n, "VolumeId"), *iid = form_get(b, n, "InstanceId"),
+		_cleanup_free_ char *vid = form_get(b, n, "VolumeId"),
+				    *iid = form_get(b, n, "InstanceId"),
 				    *dev = form_get(b, n, "Device");
 		struct svol *v = vid ? sim_vol(vid) : NULL;
 		bool in_use = false;
@@ -287,28 +302,36 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 		if (!v) {
 			r = err_reply(rep, "InvalidVolume.NotFound", "The volume does not exist.");
 		} else if (S.attach_limit) {
-			r = err_reply(rep, "AttachmentLimitExceeded", "You have reached the limit of volumes that can be attached.");
+			r = err_reply(
+			    rep, "AttachmentLimitExceeded",
+			    "You have reached the limit of volumes that can be attached.");
 		} else if (in_use) {
 			char msg[160];
-			snprintf(msg, sizeof(msg), "Invalid value '%s' for unixDevice. Attachment point %s is already in use", dev, dev);
+			snprintf(msg, sizeof(msg),
+				 "Invalid value '%s' for unixDevice. Attachment point %s is "
+				 "already in use",
+				 dev, dev);
 			r = err_reply(rep, "InvalidParameterValue", msg);
 		} else {
 			str_copy(v->att_inst, sizeof(v->att_inst), iid);
 			str_copy(v->att_dev, sizeof(v->att_dev), dev);
 			str_copy(v->att_state, sizeof(v->att_state), "attaching");
 			v->att_polls = S.attach_polls;
-			tmpl(&rep->body, "attach_volume.xml", "VOLUME", vid, "INSTANCE", iid, "DEVICE", dev, END);
+			tmpl(&rep->body, "attach_volume.xml", "VOLUME", vid, "INSTANCE", iid,
+			     "DEVICE", dev, END);
 		}
 	} else if (strcmp(action, "DetachVolume") == 0) {
 		_cleanup_free_ char *vid = form_get(b, n, "VolumeId");
 		struct svol *v = vid ? sim_vol(vid) : NULL;
 		S.n_detach++;
 		if (!v || !*v->att_inst) {
-			r = err_reply(rep, "InvalidAttachment.NotFound", "The volume is not attached.");
+			r = err_reply(rep, "InvalidAttachment.NotFound",
+				      "The volume is not attached.");
 		} else {
 			str_copy(v->att_state, sizeof(v->att_state), "detaching");
 			v->att_polls = 1;
-			tmpl(&rep->body, "detach_volume.xml", "VOLUME", v->id, "INSTANCE", v->att_inst, "DEVICE", v->att_dev, END);
+			tmpl(&rep->body, "detach_volume.xml", "VOLUME", v->id, "INSTANCE",
+			     v->att_inst, "DEVICE", v->att_dev, END);
 		}
 	} else if (strcmp(action, "DeleteVolume") == 0) {
 		_cleanup_free_ char *vid = form_get(b, n, "VolumeId");
@@ -323,11 +346,12 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 			tmpl(&rep->body, "return_true.xml", "ACTION", "DeleteVolume", END);
 		}
 	} else if (strcmp(action, "ModifyVolume") == 0) {
-		_cleanup_free_ char *vid = form_get(b, n, "VolumeId"), *size = form_get(b, n, "Size"),
-				    *iops = form_get(b, n, "Iops");
+		_cleanup_free_ char *vid = form_get(b, n, "VolumeId"),
+				    *size = form_get(b, n, "Size"), *iops = form_get(b, n, "Iops");
 		struct svol *v = vid ? sim_vol(vid) : NULL;
 		S.n_modify++;
-		snprintf(S.last_modify, sizeof(S.last_modify), "size=%s iops=%s", size ? size : "-", iops ? iops : "-");
+		snprintf(S.last_modify, sizeof(S.last_modify), "size=%s iops=%s", size ? size : "-",
+			 iops ? iops : "-");
 		if (!v) {
 			r = err_reply(rep, "InvalidVolume.NotFound", "The volume does not exist.");
 		} else {
@@ -341,20 +365,22 @@ static int sim_handler(void *ud, const struct http_server_request *req, struct h
 			char sz[24], io[24];
 			snprintf(sz, sizeof(sz), "%lld", v->size);
 			snprintf(io, sizeof(io), "%lld", v->iops);
-			tmpl(&rep->body, "modify_volume.xml", "ID", v->id, "SIZE", sz, "IOPS", io, "TYPE", v->type, END);
+			tmpl(&rep->body, "modify_volume.xml", "ID", v->id, "SIZE", sz, "IOPS", io,
+			     "TYPE", v->type, END);
 		}
 	} else if (strcmp(action, "DescribeVolumesModifications") == 0) {
 		_cleanup_free_ char *vid = form_get(b, n, "VolumeId.1");
 		if (!S.mod_exists) {
-			tmpl(&rep->body, "describe_volumes.xml", "ITEMS", "", END); /* an empty set */
+			tmpl(&rep->body, "describe_volumes.xml", "ITEMS", "",
+			     END); /* an empty set */
 		} else {
 			if (strcmp(S.mod_state, "modifying") == 0 && S.mod_polls-- <= 0)
 				str_copy(S.mod_state, sizeof(S.mod_state), "optimizing");
 			char sz[24], io[24];
 			snprintf(sz, sizeof(sz), "%lld", S.mod_size);
 			snprintf(io, sizeof(io), "%lld", S.mod_iops);
-			tmpl(&rep->body, "describe_modifications.xml", "ID", vid ? vid : "", "STATE", S.mod_state,
-			     "SIZE", sz, "IOPS", io, "TYPE", "gp3", END);
+			tmpl(&rep->body, "describe_modifications.xml", "ID", vid ? vid : "",
+			     "STATE", S.mod_state, "SIZE", sz, "IOPS", io, "TYPE", "gp3", END);
 		}
 	} else if (strcmp(action, "CreateTags") == 0) {
 		S.n_tags++;
@@ -384,8 +410,10 @@ static int env_start(struct env *e, int64_t modify_window_ns)
 	int r;
 
 	memset(e, 0, sizeof(*e));
-	if ((r = http_server_new(&(struct http_server_opts){ .bind = "127.0.0.1:0", .threads = 4 }, &e->http)) < 0 ||
-	    (r = http_server_handle(e->http, "/", true, sim_handler, NULL)) < 0 || (r = http_server_start(e->http)) < 0)
+	if ((r = http_server_new(&(struct http_server_opts){.bind = "127.0.0.1:0", .threads = 4},
+				 &e->http)) < 0 ||
+	    (r = http_server_handle(e->http, "/", true, sim_handler, NULL)) < 0 ||
+	    (r = http_server_start(e->http)) < 0)
 		return r;
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d", http_server_port(e->http));
 	e->ctrl.batching = true;
@@ -394,14 +422,17 @@ static int env_start(struct env *e, int64_t modify_window_ns)
 	e->ctrl.create_timeout_ns = 5 * NSEC_PER_SEC;
 	e->ctrl.modify_window_ns = modify_window_ns;
 	struct aws_client_opts ao = {
-		.region = "us-east-1", .endpoint_url = url, .max_attempts = 1,
-		.creds = { .access_key_id = "AKIDTEST", .secret_access_key = "secret" },
+	    .region = "us-east-1",
+	    .endpoint_url = url,
+	    .max_attempts = 1,
+	    .creds = {.access_key_id = "AKIDTEST", .secret_access_key = "secret"},
 	};
 	if ((r = csi_ctrl_setup(&e->ctrl, &ao)) < 0)
 		return r;
 	snprintf(e->ep, sizeof(e->ep), "unix://%s/ctrl.sock", test_tmpdir());
-	if ((r = rpc_server_new(&(struct rpc_server_opts){ .endpoint = e->ep }, &e->srv)) < 0 ||
-	    (r = rpc_server_register(e->srv, csi_ctrl_methods, &e->ctrl)) < 0 || (r = rpc_server_start(e->srv)) < 0)
+	if ((r = rpc_server_new(&(struct rpc_server_opts){.endpoint = e->ep}, &e->srv)) < 0 ||
+	    (r = rpc_server_register(e->srv, csi_ctrl_methods, &e->ctrl)) < 0 ||
+	    (r = rpc_server_start(e->srv)) < 0)
 		return r;
 	return rpc_client_new(e->ep, &e->cl);
 }
@@ -415,19 +446,21 @@ static void env_stop(struct env *e)
 }
 
 /* Calls method with a JSON request; returns the status code; *ret_json the reply as JSON. */
-static int call(struct env *e, const char *method, const char *json, char **ret_json, char *msg, size_t msglen)
+static int call(struct env *e, const char *method, const char *json, char **ret_json, char *msg,
+		size_t msglen)
 {
 	const struct rpc_method *m = NULL;
 	char path[128], err[256];
 	cJSON *j = NULL;
 	ProtobufCMessage *req = NULL, *rep = NULL;
-	struct rpc_status st = { 0 };
+	struct rpc_status st = {0};
 
 	snprintf(path, sizeof(path), "/csi.v1.Controller/%s", method);
 	for (const struct rpc_method *p = csi_ctrl_methods; p->path; p++)
 		if (strcmp(p->path, path) == 0)
 			m = p;
-	if (!m || json_parse(json, strlen(json), &j, NULL) < 0 || pbjson_to_msg(j, m->request, &req, err, sizeof(err)) < 0) {
+	if (!m || json_parse(json, strlen(json), &j, NULL) < 0 ||
+	    pbjson_to_msg(j, m->request, &req, err, sizeof(err)) < 0) {
 		cJSON_Delete(j);
 		return -EINVAL;
 	}
@@ -450,7 +483,10 @@ static int call(struct env *e, const char *method, const char *json, char **ret_
 static char *publish_req(const char *vol)
 {
 	char *s = NULL;
-	if (asprintf(&s, "{\"volume_id\":\"%s\",\"node_id\":\"i-0123456789abcdef0\",\"volume_capability\":" CAP "}", vol) < 0)
+	if (asprintf(&s,
+		     "{\"volume_id\":\"%s\",\"node_id\":\"i-0123456789abcdef0\",\"volume_"
+		     "capability\":" CAP "}",
+		     vol) < 0)
 		return NULL;
 	return s;
 }
@@ -462,7 +498,7 @@ TEST(csi_ctrl_publish_skips_names_aws_refuses)
 
 	sim_reset();
 	struct svol *v = sim_add("available", NULL, 10);
-	str_copy(S.mappings[S.nmap++], 16, "/dev/sdab"); /* the same device as /dev/xvdab */
+	str_copy(S.mappings[S.nmap++], 16, "/dev/sdab");    /* the same device as /dev/xvdab */
 	str_copy(S.in_use[S.n_in_use++], 16, "/dev/xvdaa"); /* EC2 still holds this name */
 	S.attach_polls = 3;
 	ASSERT_OK(env_start(&e, 0));
@@ -502,15 +538,21 @@ TEST(csi_ctrl_publish_limits_and_conflicts)
 	S.attach_limit = true;
 	ASSERT_OK(env_start(&e, 0));
 	_cleanup_free_ char *rq = publish_req(v->id), *rq_other = publish_req(other->id);
-	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq, NULL, msg, sizeof(msg)), RPC_RESOURCE_EXHAUSTED);
+	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq, NULL, msg, sizeof(msg)),
+		  RPC_RESOURCE_EXHAUSTED);
 	ASSERT_CONTAINS(msg, "AttachmentLimitExceeded");
 	ASSERT_EQ(csi_devices_held(e.ctrl.devices, S.inst), 0);
 	/* attached to another node, without multi-attach */
-	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq_other, NULL, msg, sizeof(msg)), RPC_FAILED_PRECONDITION);
+	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq_other, NULL, msg, sizeof(msg)),
+		  RPC_FAILED_PRECONDITION);
 	ASSERT_CONTAINS(msg, "i-0fedcba9876543210");
 	/* an unknown node */
 	char bad[256];
-	snprintf(bad, sizeof(bad), "{\"volume_id\":\"%s\",\"node_id\":\"i-0aaaaaaaaaaaaaaaa\",\"volume_capability\":" CAP "}", v->id);
+	snprintf(
+	    bad, sizeof(bad),
+	    "{\"volume_id\":\"%s\",\"node_id\":\"i-0aaaaaaaaaaaaaaaa\",\"volume_capability\":" CAP
+	    "}",
+	    v->id);
 	ASSERT_EQ(call(&e, "ControllerPublishVolume", bad, NULL, msg, sizeof(msg)), RPC_NOT_FOUND);
 	/* DeleteVolume of an attached volume */
 	char del[128];
@@ -530,7 +572,8 @@ TEST(csi_ctrl_publish_waits_then_gives_up)
 	ASSERT_OK(env_start(&e, 0));
 	e.ctrl.attach_timeout_ns = 300 * NSEC_PER_MSEC;
 	_cleanup_free_ char *rq = publish_req(v->id);
-	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq, NULL, msg, sizeof(msg)), RPC_DEADLINE_EXCEEDED);
+	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq, NULL, msg, sizeof(msg)),
+		  RPC_DEADLINE_EXCEEDED);
 	ASSERT_CONTAINS(msg, "still attaching");
 	/* the name stays held (tainted) while the attachment may still complete */
 	ASSERT_EQ(csi_devices_held(e.ctrl.devices, S.inst), 1);
@@ -554,7 +597,9 @@ TEST(csi_ctrl_publish_waits_then_gives_up)
 	env_stop(&e);
 }
 
-#define CREATE(name, extra) "{\"name\":\"" name "\",\"volume_capabilities\":[" CAP "],\"capacity_range\":{\"required_bytes\":10737418240}" extra "}"
+#define CREATE(name, extra)                                                                        \
+	"{\"name\":\"" name "\",\"volume_capabilities\":[" CAP                                     \
+	"],\"capacity_range\":{\"required_bytes\":10737418240}" extra "}"
 
 TEST(csi_ctrl_create_idempotency_without_aws)
 {
@@ -574,7 +619,8 @@ TEST(csi_ctrl_create_idempotency_without_aws)
 	free(out2);
 	free(out);
 	/* different parameters */
-	ASSERT_EQ(call(&e, "CreateVolume", CREATE("pvc-a", ",\"parameters\":{\"type\":\"gp2\"}"), NULL, msg, sizeof(msg)),
+	ASSERT_EQ(call(&e, "CreateVolume", CREATE("pvc-a", ",\"parameters\":{\"type\":\"gp2\"}"),
+		       NULL, msg, sizeof(msg)),
 		  RPC_ALREADY_EXISTS);
 	ASSERT_CONTAINS(msg, "volume type");
 	ASSERT_EQ(S.n_create, 1);
@@ -628,15 +674,24 @@ TEST(csi_ctrl_create_error_state_and_limits)
 	sim_reset();
 	S.new_goes_error = true;
 	ASSERT_OK(env_start(&e, 0));
-	ASSERT_EQ(call(&e, "CreateVolume", CREATE("pvc-f", ""), NULL, msg, sizeof(msg)), RPC_INTERNAL);
+	ASSERT_EQ(call(&e, "CreateVolume", CREATE("pvc-f", ""), NULL, msg, sizeof(msg)),
+		  RPC_INTERNAL);
 	ASSERT_CONTAINS(msg, "error state");
 	ASSERT_EQ(S.n_delete, 1); /* not leaked */
 	/* checked before AWS: no call made */
 	int before = S.n_create;
-	ASSERT_EQ(call(&e, "CreateVolume", CREATE("pvc-g", ",\"parameters\":{\"type\":\"io2\",\"iops\":\"100\",\"iopsPerGB\":\"5\"}"),
-		       NULL, msg, sizeof(msg)), RPC_INVALID_ARGUMENT);
-	ASSERT_EQ(call(&e, "CreateVolume", "{\"name\":\"pvc-h\",\"volume_capabilities\":[" CAP "],\"capacity_range\":{\"required_bytes\":1},\"parameters\":{\"type\":\"sc1\"}}",
-		       NULL, msg, sizeof(msg)), RPC_OUT_OF_RANGE);
+	ASSERT_EQ(
+	    call(&e, "CreateVolume",
+		 CREATE("pvc-g",
+			",\"parameters\":{\"type\":\"io2\",\"iops\":\"100\",\"iopsPerGB\":\"5\"}"),
+		 NULL, msg, sizeof(msg)),
+	    RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(
+	    call(&e, "CreateVolume",
+		 "{\"name\":\"pvc-h\",\"volume_capabilities\":[" CAP
+		 "],\"capacity_range\":{\"required_bytes\":1},\"parameters\":{\"type\":\"sc1\"}}",
+		 NULL, msg, sizeof(msg)),
+	    RPC_OUT_OF_RANGE);
 	ASSERT_CONTAINS(msg, "sc1 volumes must be 125 to 16384 GiB");
 	ASSERT_EQ(S.n_create, before);
 	env_stop(&e);
@@ -667,9 +722,13 @@ TEST(csi_ctrl_expand_and_modify_are_merged)
 	sim_reset();
 	struct svol *v = sim_add("available", NULL, 10);
 	ASSERT_OK(env_start(&e, 300 * NSEC_PER_MSEC));
-	snprintf(rq1, sizeof(rq1), "{\"volume_id\":\"%s\",\"capacity_range\":{\"required_bytes\":21474836480}}", v->id);
-	snprintf(rq2, sizeof(rq2), "{\"volume_id\":\"%s\",\"mutable_parameters\":{\"iops\":\"6000\"}}", v->id);
-	struct bg b1 = { &e, "ControllerExpandVolume", rq1 }, b2 = { &e, "ControllerModifyVolume", rq2 };
+	snprintf(rq1, sizeof(rq1),
+		 "{\"volume_id\":\"%s\",\"capacity_range\":{\"required_bytes\":21474836480}}",
+		 v->id);
+	snprintf(rq2, sizeof(rq2),
+		 "{\"volume_id\":\"%s\",\"mutable_parameters\":{\"iops\":\"6000\"}}", v->id);
+	struct bg b1 = {&e, "ControllerExpandVolume", rq1},
+		  b2 = {&e, "ControllerModifyVolume", rq2};
 	ASSERT_EQ(pthread_create(&t1, NULL, bg_call, &b1), 0);
 	sleep_ns(50 * NSEC_PER_MSEC);
 	ASSERT_EQ(pthread_create(&t2, NULL, bg_call, &b2), 0);
@@ -694,8 +753,11 @@ TEST(csi_ctrl_expand_and_modify_are_merged)
 	free(out);
 	ASSERT_EQ(S.n_modify, 1);
 	/* conflicting values in one window are refused */
-	snprintf(rq2, sizeof(rq2), "{\"volume_id\":\"%s\",\"capacity_range\":{\"required_bytes\":32212254720}}", v->id);
-	struct bg b3 = { &e, "ControllerExpandVolume", rq1 }, b4 = { &e, "ControllerExpandVolume", rq2 };
+	snprintf(rq2, sizeof(rq2),
+		 "{\"volume_id\":\"%s\",\"capacity_range\":{\"required_bytes\":32212254720}}",
+		 v->id);
+	struct bg b3 = {&e, "ControllerExpandVolume", rq1},
+		  b4 = {&e, "ControllerExpandVolume", rq2};
 	pthread_mutex_lock(&S.lock);
 	S.mod_exists = false;
 	v->size = 10;

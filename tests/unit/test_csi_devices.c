@@ -26,7 +26,7 @@ TEST(csi_devices_pick_skips_used_and_inflight)
 {
 	struct csi_devices *d;
 	char a[CSI_DEVICE_NAME_MAX], b[CSI_DEVICE_NAME_MAX], c[CSI_DEVICE_NAME_MAX];
-	const char *used[] = { "/dev/xvda", "/dev/sdaa" }; /* sdaa is the same device as xvdaa */
+	const char *used[] = {"/dev/xvda", "/dev/sdaa"}; /* sdaa is the same device as xvdaa */
 
 	ASSERT_OK(csi_devices_new(&d));
 	ASSERT_OK(csi_devices_pick(d, "i-1", "vol-a", used, 2, a));

@@ -5,7 +5,10 @@
 #include "modules/csi/csi_controller.h"
 #include "tests/unit/harness.h"
 
-#define KV(k, v) { (char *)(k), (char *)(v) }
+#define KV(k, v)                                                                                   \
+	{                                                                                          \
+		(char *)(k), (char *)(v)                                                           \
+	}
 
 static const char *ctx_get(const struct csi_vol_params *p, const char *k)
 {
@@ -27,8 +30,8 @@ TEST(csi_params_defaults_and_case_insensitive_keys)
 {
 	struct csi_vol_params p;
 	char err[256];
-	struct csi_kv kv[] = { KV("TYPE", "IO2"), KV("Iops", "5000"), KV("ENCRYPTED", "true"),
-			       KV("csi.storage.k8s.io/FSType", "XFS"), KV("blocksize", "4096") };
+	struct csi_kv kv[] = {KV("TYPE", "IO2"), KV("Iops", "5000"), KV("ENCRYPTED", "true"),
+			      KV("csi.storage.k8s.io/FSType", "XFS"), KV("blocksize", "4096")};
 
 	ASSERT_OK(csi_vol_params_parse(NULL, 0, NULL, &p, err, sizeof(err)));
 	ASSERT_STREQ(p.type, "gp3");
@@ -55,29 +58,33 @@ TEST(csi_params_rejects_bad_input)
 		size_t n;
 		const char *want;
 	} cases[] = {
-		{ { KV("size", "10") }, 1, "invalid parameter key size" },
-		{ { KV("type", "gp9") }, 1, "unknown volume type" },
-		{ { KV("iops", "100"), KV("iopsPerGB", "10") }, 2, "mutually exclusive" },
-		{ { KV("iops", "-5") }, 1, "could not parse iops" },
-		{ { KV("encrypted", "yes") }, 1, "want true or false" },
-		{ { KV("fstype", "btrfs") }, 1, "unsupported fstype" },
-		{ { KV("bytesPerInode", "4096"), KV("csi.storage.k8s.io/fstype", "xfs") }, 2, "not supported for fstype xfs" },
-		{ { KV("ext4ClusterSize", "16384") }, 1, "needs ext4BigAlloc" },
-		{ { KV("blockSize", "4k") }, 1, "positive decimal" },
-		{ { KV("tagSpecification_1", "novalue") }, 1, "not key=value" },
-		{ { KV("tagSpecification_1", "aws:x=1") }, 1, "reserved" },
-		{ { KV("tagSpecification_1", "k={{ .Foo }}") }, 1, "cannot expand" },
-		{ { KV("volumeInitializationRate", "50") }, 1, "100 to 300" },
+	    {{KV("size", "10")}, 1, "invalid parameter key size"},
+	    {{KV("type", "gp9")}, 1, "unknown volume type"},
+	    {{KV("iops", "100"), KV("iopsPerGB", "10")}, 2, "mutually exclusive"},
+	    {{KV("iops", "-5")}, 1, "could not parse iops"},
+	    {{KV("encrypted", "yes")}, 1, "want true or false"},
+	    {{KV("fstype", "btrfs")}, 1, "unsupported fstype"},
+	    {{KV("bytesPerInode", "4096"), KV("csi.storage.k8s.io/fstype", "xfs")},
+	     2,
+	     "not supported for fstype xfs"},
+	    {{KV("ext4ClusterSize", "16384")}, 1, "needs ext4BigAlloc"},
+	    {{KV("blockSize", "4k")}, 1, "positive decimal"},
+	    {{KV("tagSpecification_1", "novalue")}, 1, "not key=value"},
+	    {{KV("tagSpecification_1", "aws:x=1")}, 1, "reserved"},
+	    {{KV("tagSpecification_1", "k={{ .Foo }}")}, 1, "cannot expand"},
+	    {{KV("volumeInitializationRate", "50")}, 1, "100 to 300"},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		memset(err, 0, sizeof(err));
-		ASSERT_ERR(csi_vol_params_parse(cases[i].kv, cases[i].n, NULL, &p, err, sizeof(err)), EINVAL);
+		ASSERT_ERR(
+		    csi_vol_params_parse(cases[i].kv, cases[i].n, NULL, &p, err, sizeof(err)),
+		    EINVAL);
 		ASSERT_CONTAINS(err, cases[i].want);
 	}
 	/* with --warn-on-invalid-tag a bad tag is skipped */
-	struct csi_tag_opts o = { .warn_on_invalid_tag = true };
-	struct csi_kv bad_tag[] = { KV("tagSpecification_1", "novalue") };
+	struct csi_tag_opts o = {.warn_on_invalid_tag = true};
+	struct csi_kv bad_tag[] = {KV("tagSpecification_1", "novalue")};
 	ASSERT_OK(csi_vol_params_parse(bad_tag, 1, &o, &p, err, sizeof(err)));
 	ASSERT_EQ(p.n_tags, 0);
 	csi_vol_params_release(&p);
@@ -88,13 +95,13 @@ TEST(csi_params_tags_and_templates)
 	struct csi_vol_params p;
 	char err[256];
 	struct csi_kv kv[] = {
-		KV("csi.storage.k8s.io/pvc/name", "data"),
-		KV("csi.storage.k8s.io/pvc/namespace", "prod"),
-		KV("csi.storage.k8s.io/pv/name", "pvc-123"),
-		KV("csi.storage.k8s.io/provisioner-secret-name", "x"),
-		KV("tagSpecification_1", "owner={{ .PVCNamespace }}/{{.PVCName}}"),
-		KV("TagSpecification_2", "team=storage=blue"),
-		KV("kmsKeyId", "arn:aws:kms:us-east-1:1:key/abc"),
+	    KV("csi.storage.k8s.io/pvc/name", "data"),
+	    KV("csi.storage.k8s.io/pvc/namespace", "prod"),
+	    KV("csi.storage.k8s.io/pv/name", "pvc-123"),
+	    KV("csi.storage.k8s.io/provisioner-secret-name", "x"),
+	    KV("tagSpecification_1", "owner={{ .PVCNamespace }}/{{.PVCName}}"),
+	    KV("TagSpecification_2", "team=storage=blue"),
+	    KV("kmsKeyId", "arn:aws:kms:us-east-1:1:key/abc"),
 	};
 
 	ASSERT_OK(csi_vol_params_parse(kv, ARRAY_SIZE(kv), NULL, &p, err, sizeof(err)));
@@ -123,15 +130,21 @@ TEST(csi_params_size_rounding_and_limits)
 	ASSERT_EQ(csi_size_resolve(gp3, true, 10 * GIB, 10 * GIB, 0, &gib, err, sizeof(err)), 0);
 	ASSERT_EQ(gib, 10);
 	/* rounding up past the limit */
-	ASSERT_EQ(csi_size_resolve(gp3, true, GIB + 1, GIB + 100, 0, &gib, err, sizeof(err)), RPC_OUT_OF_RANGE);
+	ASSERT_EQ(csi_size_resolve(gp3, true, GIB + 1, GIB + 100, 0, &gib, err, sizeof(err)),
+		  RPC_OUT_OF_RANGE);
 	/* malformed ranges */
-	ASSERT_EQ(csi_size_resolve(gp3, true, -1, 0, 0, &gib, err, sizeof(err)), RPC_INVALID_ARGUMENT);
-	ASSERT_EQ(csi_size_resolve(gp3, true, 10 * GIB, 5 * GIB, 0, &gib, err, sizeof(err)), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_size_resolve(gp3, true, -1, 0, 0, &gib, err, sizeof(err)),
+		  RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_size_resolve(gp3, true, 10 * GIB, 5 * GIB, 0, &gib, err, sizeof(err)),
+		  RPC_INVALID_ARGUMENT);
 	/* per-type limits */
-	ASSERT_EQ(csi_size_resolve(io2, true, 2 * GIB, 0, 0, &gib, err, sizeof(err)), RPC_OUT_OF_RANGE);
+	ASSERT_EQ(csi_size_resolve(io2, true, 2 * GIB, 0, 0, &gib, err, sizeof(err)),
+		  RPC_OUT_OF_RANGE);
 	ASSERT_CONTAINS(err, "io2 volumes must be 4 to 65536 GiB");
-	ASSERT_EQ(csi_size_resolve(st1, true, 100 * GIB, 0, 0, &gib, err, sizeof(err)), RPC_OUT_OF_RANGE);
-	ASSERT_EQ(csi_size_resolve(gp3, true, 70000 * GIB, 0, 0, &gib, err, sizeof(err)), RPC_OUT_OF_RANGE);
+	ASSERT_EQ(csi_size_resolve(st1, true, 100 * GIB, 0, 0, &gib, err, sizeof(err)),
+		  RPC_OUT_OF_RANGE);
+	ASSERT_EQ(csi_size_resolve(gp3, true, 70000 * GIB, 0, 0, &gib, err, sizeof(err)),
+		  RPC_OUT_OF_RANGE);
 	/* the default follows the type's minimum and a source snapshot */
 	ASSERT_EQ(csi_size_resolve(st1, false, 0, 0, 0, &gib, err, sizeof(err)), 0);
 	ASSERT_EQ(gib, 125);
@@ -139,7 +152,8 @@ TEST(csi_params_size_rounding_and_limits)
 	ASSERT_EQ(gib, 200);
 	ASSERT_EQ(csi_size_resolve(gp3, false, 0, 0, 8, &gib, err, sizeof(err)), 0);
 	ASSERT_EQ(gib, 8); /* from a source: its size, not the 100 GiB default */
-	ASSERT_EQ(csi_size_resolve(gp3, true, 50 * GIB, 0, 200, &gib, err, sizeof(err)), RPC_OUT_OF_RANGE);
+	ASSERT_EQ(csi_size_resolve(gp3, true, 50 * GIB, 0, 200, &gib, err, sizeof(err)),
+		  RPC_OUT_OF_RANGE);
 	/* a limit under 100 GiB with no required size */
 	ASSERT_EQ(csi_size_resolve(gp3, true, 0, 20 * GIB, 0, &gib, err, sizeof(err)), 0);
 	ASSERT_EQ(gib, 20);
@@ -149,13 +163,14 @@ TEST(csi_params_iops)
 {
 	const struct csi_vol_type *gp3 = csi_vol_type_find("gp3"), *io2 = csi_vol_type_find("io2"),
 				  *io1 = csi_vol_type_find("io1"), *gp2 = csi_vol_type_find("gp2");
-	struct csi_vol_params p = { 0 };
+	struct csi_vol_params p = {0};
 	long long iops = -1;
 	char err[256];
 
 	ASSERT_OK(csi_iops_resolve(gp3, &p, 10, &iops, err, sizeof(err)));
 	ASSERT_EQ(iops, 0);
-	ASSERT_ERR(csi_iops_resolve(io2, &p, 10, &iops, err, sizeof(err)), EINVAL); /* io2 needs iops */
+	ASSERT_ERR(csi_iops_resolve(io2, &p, 10, &iops, err, sizeof(err)),
+		   EINVAL); /* io2 needs iops */
 	p.iops_set = true;
 	p.iops = 5000;
 	ASSERT_OK(csi_iops_resolve(io2, &p, 10, &iops, err, sizeof(err)));
@@ -195,10 +210,11 @@ TEST(csi_params_zone_choice)
 	Csi__V1__Topology__SegmentsEntry e1 = CSI__V1__TOPOLOGY__SEGMENTS_ENTRY__INIT,
 					 e2 = CSI__V1__TOPOLOGY__SEGMENTS_ENTRY__INIT,
 					 e3 = CSI__V1__TOPOLOGY__SEGMENTS_ENTRY__INIT;
-	Csi__V1__Topology t1 = CSI__V1__TOPOLOGY__INIT, t2 = CSI__V1__TOPOLOGY__INIT, t3 = CSI__V1__TOPOLOGY__INIT;
+	Csi__V1__Topology t1 = CSI__V1__TOPOLOGY__INIT, t2 = CSI__V1__TOPOLOGY__INIT,
+			  t3 = CSI__V1__TOPOLOGY__INIT;
 	Csi__V1__TopologyRequirement req = CSI__V1__TOPOLOGY_REQUIREMENT__INIT;
-	Csi__V1__Topology__SegmentsEntry *s1[] = { &e1 }, *s2[] = { &e2 }, *s3[] = { &e3 };
-	Csi__V1__Topology *requisite[] = { &t1, &t2 }, *preferred[] = { &t2 };
+	Csi__V1__Topology__SegmentsEntry *s1[] = {&e1}, *s2[] = {&e2}, *s3[] = {&e3};
+	Csi__V1__Topology *requisite[] = {&t1, &t2}, *preferred[] = {&t2};
 	const char *zid;
 
 	e1.key = (char *)CSI_TOPOLOGY_ZONE_KEY;
@@ -223,7 +239,7 @@ TEST(csi_params_zone_choice)
 	ASSERT_TRUE(csi_zone_allowed(&req, "us-east-1b"));
 	ASSERT_FALSE(csi_zone_allowed(&req, "us-east-1c"));
 	ASSERT_TRUE(csi_zone_allowed(NULL, "us-east-1c"));
-	Csi__V1__Topology *only_id[] = { &t3 };
+	Csi__V1__Topology *only_id[] = {&t3};
 	Csi__V1__TopologyRequirement r2 = CSI__V1__TOPOLOGY_REQUIREMENT__INIT;
 	r2.n_requisite = 1;
 	r2.requisite = only_id;

@@ -35,7 +35,8 @@ static int h_fail(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMe
 
 static int h_info(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
-	Csi__V1__GetPluginInfoResponse *rep = rpc_call_new(call, &csi__v1__get_plugin_info_response__descriptor);
+	Csi__V1__GetPluginInfoResponse *rep =
+	    rpc_call_new(call, &csi__v1__get_plugin_info_response__descriptor);
 	if (!rep)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "oom");
 	rep->name = rpc_call_strdup(call, "test");
@@ -58,20 +59,27 @@ static int h_wrong_reply(struct rpc_call *call, const ProtobufCMessage *in, Prot
 }
 
 static const struct rpc_method test_methods[] = {
-	{ "/t.T/Sleep", &csi__v1__probe_request__descriptor, &csi__v1__probe_response__descriptor, h_sleep },
-	{ "/t.T/Fail", &csi__v1__delete_volume_request__descriptor, &csi__v1__delete_volume_response__descriptor, h_fail },
-	{ "/t.T/Info", &csi__v1__get_plugin_info_request__descriptor, &csi__v1__get_plugin_info_response__descriptor, h_info },
-	{ "/t.T/Wrong", &csi__v1__get_plugin_info_request__descriptor, &csi__v1__get_plugin_info_response__descriptor, h_wrong_reply },
-	{ NULL },
+    {"/t.T/Sleep", &csi__v1__probe_request__descriptor, &csi__v1__probe_response__descriptor,
+     h_sleep},
+    {"/t.T/Fail", &csi__v1__delete_volume_request__descriptor,
+     &csi__v1__delete_volume_response__descriptor, h_fail},
+    {"/t.T/Info", &csi__v1__get_plugin_info_request__descriptor,
+     &csi__v1__get_plugin_info_response__descriptor, h_info},
+    {"/t.T/Wrong", &csi__v1__get_plugin_info_request__descriptor,
+     &csi__v1__get_plugin_info_response__descriptor, h_wrong_reply},
+    {NULL},
 };
 
-static struct csi_identity test_id = { .name = "test.csi.example.com", .version = "v9", .controller = true };
+static struct csi_identity test_id = {
+    .name = "test.csi.example.com", .version = "v9", .controller = true};
 
 static int start(struct rpc_server **ret, char *endpoint, size_t n)
 {
 	int r;
 	snprintf(endpoint, n, "unix://%s/csi.sock", test_tmpdir());
-	if ((r = rpc_server_new(&(struct rpc_server_opts){ .endpoint = endpoint, .grace_ns = 5 * NSEC_PER_SEC }, ret)) < 0)
+	if ((r = rpc_server_new(
+		 &(struct rpc_server_opts){.endpoint = endpoint, .grace_ns = 5 * NSEC_PER_SEC},
+		 ret)) < 0)
 		return r;
 	if ((r = rpc_server_register(*ret, csi_identity_methods, &test_id)) < 0 ||
 	    (r = rpc_server_register(*ret, test_methods, NULL)) < 0)
@@ -119,7 +127,8 @@ TEST(grpc_server_calls_and_errors)
 	ASSERT_OK(rpc_client_new(ep, &c));
 
 	ASSERT_OK(rpc_client_call(c, "/csi.v1.Identity/GetPluginInfo", &info.base,
-				  &csi__v1__get_plugin_info_response__descriptor, 5 * NSEC_PER_SEC, &rep, &st));
+				  &csi__v1__get_plugin_info_response__descriptor, 5 * NSEC_PER_SEC,
+				  &rep, &st));
 	ASSERT_EQ(st.code, RPC_OK);
 	ASSERT_NOT_NULL(rep);
 	Csi__V1__GetPluginInfoResponse *pi = (void *)rep;
@@ -129,8 +138,9 @@ TEST(grpc_server_calls_and_errors)
 	rep = NULL;
 
 	/* a map built with rpc_call_map_add */
-	ASSERT_OK(rpc_client_call(c, "/t.T/Info", &info.base, &csi__v1__get_plugin_info_response__descriptor,
-				  5 * NSEC_PER_SEC, &rep, &st));
+	ASSERT_OK(rpc_client_call(c, "/t.T/Info", &info.base,
+				  &csi__v1__get_plugin_info_response__descriptor, 5 * NSEC_PER_SEC,
+				  &rep, &st));
 	ASSERT_EQ(st.code, RPC_OK);
 	ASSERT_EQ(((Csi__V1__GetPluginInfoResponse *)rep)->n_manifest, 20);
 	ASSERT_STREQ(rpc_msg_map_get(rep, "manifest", "k19"), "v");
@@ -139,28 +149,33 @@ TEST(grpc_server_calls_and_errors)
 
 	/* a handler's error */
 	del.volume_id = (char *)"vol-1";
-	ASSERT_OK(rpc_client_call(c, "/t.T/Fail", &del.base, &csi__v1__delete_volume_response__descriptor,
-				  5 * NSEC_PER_SEC, &rep, &st));
+	ASSERT_OK(rpc_client_call(c, "/t.T/Fail", &del.base,
+				  &csi__v1__delete_volume_response__descriptor, 5 * NSEC_PER_SEC,
+				  &rep, &st));
 	ASSERT_EQ(st.code, RPC_NOT_FOUND);
 	ASSERT_STREQ(st.message, "volume vol-1 not found");
 	ASSERT_NULL(rep);
 
 	/* an unknown method */
 	ASSERT_OK(rpc_client_call(c, "/csi.v1.Controller/GetCapacity", &info.base,
-				  &csi__v1__get_capacity_response__descriptor, 5 * NSEC_PER_SEC, &rep, &st));
+				  &csi__v1__get_capacity_response__descriptor, 5 * NSEC_PER_SEC,
+				  &rep, &st));
 	ASSERT_EQ(st.code, RPC_UNIMPLEMENTED);
 
 	/* a handler replying with the wrong type */
-	ASSERT_OK(rpc_client_call(c, "/t.T/Wrong", &info.base, &csi__v1__get_plugin_info_response__descriptor,
-				  5 * NSEC_PER_SEC, &rep, &st));
+	ASSERT_OK(rpc_client_call(c, "/t.T/Wrong", &info.base,
+				  &csi__v1__get_plugin_info_response__descriptor, 5 * NSEC_PER_SEC,
+				  &rep, &st));
 	ASSERT_EQ(st.code, RPC_INTERNAL);
 
 	/* garbage bytes, a NUL in a string, invalid UTF-8 */
 	struct buf out = BUF_INIT(0);
 	static const char garbage[] = "\xff\xff\xff\xff\xff\x01\x02";
-	ASSERT_OK(rpc_client_call_raw(c, "/t.T/Fail", garbage, sizeof(garbage) - 1, 5 * NSEC_PER_SEC, &out, &st));
+	ASSERT_OK(rpc_client_call_raw(c, "/t.T/Fail", garbage, sizeof(garbage) - 1,
+				      5 * NSEC_PER_SEC, &out, &st));
 	ASSERT_EQ(st.code, RPC_INVALID_ARGUMENT);
-	static const char nul[] = "\x0a\x03" "a\0b";
+	static const char nul[] = "\x0a\x03"
+				  "a\0b";
 	ASSERT_OK(rpc_client_call_raw(c, "/t.T/Fail", nul, 5, 5 * NSEC_PER_SEC, &out, &st));
 	ASSERT_EQ(st.code, RPC_INVALID_ARGUMENT);
 	static const char badutf[] = "\x0a\x02\xc3\x28";
@@ -216,7 +231,7 @@ TEST(grpc_server_concurrent_calls)
 
 	ASSERT_OK(start(&s, ep, sizeof(ep)));
 	for (int i = 0; i < 8; i++) {
-		b[i] = (struct bg_call){ .ep = ep };
+		b[i] = (struct bg_call){.ep = ep};
 		ASSERT_EQ(pthread_create(&th[i], NULL, bg_sleep, &b[i]), 0);
 	}
 	for (int i = 0; i < 8; i++)
@@ -228,10 +243,14 @@ TEST(grpc_server_concurrent_calls)
 	}
 	/* 8 calls of 300 ms each, served at once */
 	ASSERT_LT(took, 1500 * NSEC_PER_MSEC);
-	for (int i = 0; i < 200 && rpc_server_inflight(s) > 0; i++) /* the server counts after the close */
+	for (int i = 0; i < 200 && rpc_server_inflight(s) > 0;
+	     i++) /* the server counts after the close */
 		sleep_ns(5 * NSEC_PER_MSEC);
-	ASSERT_GE(metric_value(metric_counter("grpc_server_handled_total", "", (const char *[]){ "grpc_type", "grpc_service", "grpc_method", "grpc_code", NULL }),
-			       "unary", "t.T", "Sleep", "OK"), 8);
+	ASSERT_GE(metric_value(metric_counter("grpc_server_handled_total", "",
+					      (const char *[]){"grpc_type", "grpc_service",
+							       "grpc_method", "grpc_code", NULL}),
+			       "unary", "t.T", "Sleep", "OK"),
+		  8);
 	rpc_server_free(s);
 }
 
@@ -243,7 +262,7 @@ TEST(grpc_server_graceful_stop)
 	struct bg_call b;
 
 	ASSERT_OK(start(&s, ep, sizeof(ep)));
-	b = (struct bg_call){ .ep = ep };
+	b = (struct bg_call){.ep = ep};
 	ASSERT_EQ(pthread_create(&th, NULL, bg_sleep, &b), 0);
 	for (int i = 0; i < 200 && rpc_server_inflight(s) == 0; i++)
 		sleep_ns(5 * NSEC_PER_MSEC);
@@ -264,7 +283,7 @@ TEST(grpc_server_stale_and_busy_socket)
 	struct rpc_server *s, *s2;
 	char ep[512], path[256];
 	int fd;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 
 	/* a stale socket file (nobody listening) is replaced */
 	snprintf(path, sizeof(path), "%s/csi.sock", test_tmpdir());
@@ -274,7 +293,7 @@ TEST(grpc_server_stale_and_busy_socket)
 	close(fd);
 	ASSERT_OK(start(&s, ep, sizeof(ep)));
 	/* a socket that answers is in use */
-	ASSERT_OK(rpc_server_new(&(struct rpc_server_opts){ .endpoint = ep }, &s2));
+	ASSERT_OK(rpc_server_new(&(struct rpc_server_opts){.endpoint = ep}, &s2));
 	ASSERT_ERR(rpc_server_start(s2), EADDRINUSE);
 	rpc_server_free(s2);
 	rpc_server_free(s);
@@ -282,7 +301,7 @@ TEST(grpc_server_stale_and_busy_socket)
 	FILE *f = fopen(path, "w");
 	ASSERT_NOT_NULL(f);
 	fclose(f);
-	ASSERT_OK(rpc_server_new(&(struct rpc_server_opts){ .endpoint = ep }, &s2));
+	ASSERT_OK(rpc_server_new(&(struct rpc_server_opts){.endpoint = ep}, &s2));
 	ASSERT_ERR(rpc_server_start(s2), ENOTSOCK);
 	rpc_server_free(s2);
 	unlink(path);
@@ -291,22 +310,28 @@ TEST(grpc_server_stale_and_busy_socket)
 TEST(grpc_pbjson_roundtrip)
 {
 	const char *in = "{\"name\":\"pvc-1\",\"capacity_range\":{\"required_bytes\":10737418240},"
-			 "\"volume_capabilities\":[{\"mount\":{\"fs_type\":\"xfs\",\"mount_flags\":[\"noatime\"]},"
-			 "\"access_mode\":{\"mode\":\"SINGLE_NODE_WRITER\"}},{\"block\":{},\"accessMode\":{\"mode\":5}}],"
-			 "\"parameters\":{\"type\":\"io2\",\"iops\":\"3000\"},\"secrets\":{\"password\":\"hunter2\"},"
-			 "\"accessibility_requirements\":{\"preferred\":[{\"segments\":{\"topology.kubernetes.io/zone\":\"us-east-1a\"}}]}}";
+			 "\"volume_capabilities\":[{\"mount\":{\"fs_type\":\"xfs\",\"mount_flags\":"
+			 "[\"noatime\"]},"
+			 "\"access_mode\":{\"mode\":\"SINGLE_NODE_WRITER\"}},{\"block\":{},"
+			 "\"accessMode\":{\"mode\":5}}],"
+			 "\"parameters\":{\"type\":\"io2\",\"iops\":\"3000\"},\"secrets\":{"
+			 "\"password\":\"hunter2\"},"
+			 "\"accessibility_requirements\":{\"preferred\":[{\"segments\":{\"topology."
+			 "kubernetes.io/zone\":\"us-east-1a\"}}]}}";
 	cJSON *j = NULL;
 	ProtobufCMessage *m = NULL;
 	char err[256];
 
 	ASSERT_OK(json_parse(in, strlen(in), &j, NULL));
-	ASSERT_OK(pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)));
+	ASSERT_OK(
+	    pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)));
 	cJSON_Delete(j);
 	Csi__V1__CreateVolumeRequest *req = (void *)m;
 	ASSERT_STREQ(req->name, "pvc-1");
 	ASSERT_EQ(req->capacity_range->required_bytes, 10737418240LL);
 	ASSERT_EQ(req->n_volume_capabilities, 2);
-	ASSERT_EQ(req->volume_capabilities[1]->access_type_case, CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK);
+	ASSERT_EQ(req->volume_capabilities[1]->access_type_case,
+		  CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK);
 	ASSERT_EQ(req->volume_capabilities[1]->access_mode->mode, 5);
 	ASSERT_STREQ(rpc_msg_map_get(m, "parameters", "iops"), "3000");
 
@@ -345,29 +370,39 @@ TEST(grpc_pbjson_roundtrip)
 	protobuf_c_message_free_unpacked(m, NULL);
 	const char *bad = "{\"volume_capabilities\":[{\"access_mode\":{\"mode\":\"NOPE\"}}]}";
 	ASSERT_OK(json_parse(bad, strlen(bad), &j, NULL));
-	ASSERT_ERR(pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)), EINVAL);
+	ASSERT_ERR(
+	    pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)),
+	    EINVAL);
 	ASSERT_CONTAINS(err, "volume_capabilities.access_mode.mode");
 	cJSON_Delete(j);
 	/* two members of one oneof, a key twice: the last wins, nothing leaks */
-	const char *twice = "{\"name\":\"a\",\"name\":\"b\",\"volume_capabilities\":[{\"mount\":{\"fs_type\":\"xfs\"},\"block\":{}}],"
-			    "\"capacity_range\":{\"required_bytes\":1},\"capacity_range\":{\"limit_bytes\":2}}";
+	const char *twice =
+	    "{\"name\":\"a\",\"name\":\"b\",\"volume_capabilities\":[{\"mount\":{\"fs_type\":"
+	    "\"xfs\"},\"block\":{}}],"
+	    "\"capacity_range\":{\"required_bytes\":1},\"capacity_range\":{\"limit_bytes\":2}}";
 	ASSERT_OK(json_parse(twice, strlen(twice), &j, NULL));
-	ASSERT_OK(pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)));
+	ASSERT_OK(
+	    pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)));
 	cJSON_Delete(j);
 	req = (void *)m;
 	ASSERT_STREQ(req->name, "b");
-	ASSERT_EQ(req->volume_capabilities[0]->access_type_case, CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK);
+	ASSERT_EQ(req->volume_capabilities[0]->access_type_case,
+		  CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK);
 	ASSERT_EQ(req->capacity_range->required_bytes, 0);
 	ASSERT_EQ(req->capacity_range->limit_bytes, 2);
 	protobuf_c_message_free_unpacked(m, NULL);
 	/* a failure deep inside frees what was built */
 	const char *deep = "{\"volume_capabilities\":[{\"mount\":{\"fs_type\":1}}]}";
 	ASSERT_OK(json_parse(deep, strlen(deep), &j, NULL));
-	ASSERT_ERR(pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)), EINVAL);
+	ASSERT_ERR(
+	    pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)),
+	    EINVAL);
 	cJSON_Delete(j);
 	const char *unknown = "{\"nope\":1}";
 	ASSERT_OK(json_parse(unknown, strlen(unknown), &j, NULL));
-	ASSERT_ERR(pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)), EINVAL);
+	ASSERT_ERR(
+	    pbjson_to_msg(j, &csi__v1__create_volume_request__descriptor, &m, err, sizeof(err)),
+	    EINVAL);
 	cJSON_Delete(j);
 }
 
@@ -383,12 +418,12 @@ TEST(grpc_server_quiet_calls_skip_the_queue)
 	Csi__V1__GetPluginInfoRequest info = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
 
 	snprintf(ep, sizeof(ep), "unix://%s/q.sock", test_tmpdir());
-	ASSERT_OK(rpc_server_new(&(struct rpc_server_opts){ .endpoint = ep, .max_workers = 2 }, &s));
+	ASSERT_OK(rpc_server_new(&(struct rpc_server_opts){.endpoint = ep, .max_workers = 2}, &s));
 	ASSERT_OK(rpc_server_register(s, csi_identity_methods, &test_id));
 	ASSERT_OK(rpc_server_register(s, test_methods, NULL));
 	ASSERT_OK(rpc_server_start(s));
 	for (int i = 0; i < 4; i++) {
-		b[i] = (struct bg_call){ .ep = ep };
+		b[i] = (struct bg_call){.ep = ep};
 		ASSERT_EQ(pthread_create(&th[i], NULL, bg_sleep, &b[i]), 0);
 	}
 	for (int i = 0; i < 200 && rpc_server_inflight(s) < 4; i++)
@@ -397,7 +432,8 @@ TEST(grpc_server_quiet_calls_skip_the_queue)
 	ASSERT_OK(rpc_client_new(ep, &c));
 	int64_t t0 = now_mono_ns();
 	ASSERT_OK(rpc_client_call(c, "/csi.v1.Identity/GetPluginInfo", &info.base,
-				  &csi__v1__get_plugin_info_response__descriptor, 5 * NSEC_PER_SEC, &rep, &st));
+				  &csi__v1__get_plugin_info_response__descriptor, 5 * NSEC_PER_SEC,
+				  &rep, &st));
 	int64_t took = now_mono_ns() - t0;
 	ASSERT_EQ(st.code, RPC_OK);
 	protobuf_c_message_free_unpacked(rep, NULL);
