@@ -339,6 +339,8 @@ int csi_ctrl_setup(struct csi_ctrl *c, const struct aws_client_opts *ao)
 	pthread_mutex_init(&c->lock, NULL);
 	if (!c->attach_timeout_ns)
 		c->attach_timeout_ns = 150 * NSEC_PER_SEC;
+	if (!c->stuck_attaching_ns)
+		c->stuck_attaching_ns = 90 * NSEC_PER_SEC;
 	if (!c->create_timeout_ns)
 		c->create_timeout_ns = 150 * NSEC_PER_SEC;
 	if (!c->poll_scale)

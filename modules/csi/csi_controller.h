@@ -117,6 +117,8 @@ int csi_devices_pick(struct csi_devices *d, const char *node, const char *volume
 void csi_devices_release(struct csi_devices *d, const char *node, const char *volume);
 /* AWS said the name is in use: try it last on this node from now on (for an hour). */
 void csi_devices_mark_bad(struct csi_devices *d, const char *node, const char *name);
+/* When the name held for volume on node was picked (monotonic ns), 0 when none is held. */
+int64_t csi_devices_held_since(struct csi_devices *d, const char *node, const char *volume);
 /* Names held right now on a node (tests). */
 size_t csi_devices_held(struct csi_devices *d, const char *node);
 
@@ -148,10 +150,11 @@ struct csi_ctrl {
 	size_t n_extra_tags;
 	const char *cluster_id; /* --k8s-tag-cluster-id */
 	struct csi_tag_opts tag_opts;
-	int64_t modify_window_ns;  /* --modify-volume-request-handler-timeout */
-	int64_t attach_timeout_ns; /* bound on waiting for attached/detached */
-	int64_t create_timeout_ns; /* bound on waiting for available */
-	int64_t poll_scale;	   /* tests: divides the waits between polls (1 normally) */
+	int64_t modify_window_ns;   /* --modify-volume-request-handler-timeout */
+	int64_t attach_timeout_ns;  /* bound on waiting for attached/detached */
+	int64_t stuck_attaching_ns; /* attaching longer than this: detach and fail (90 s) */
+	int64_t create_timeout_ns;  /* bound on waiting for available */
+	int64_t poll_scale;	    /* tests: divides the waits between polls (1 normally) */
 
 	pthread_mutex_t lock; /* guards what follows */
 	char **inflight;      /* keys of operations in progress */

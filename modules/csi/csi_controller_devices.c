@@ -32,6 +32,7 @@ const size_t csi_n_device_names = ARRAY_SIZE(csi_device_names);
 struct held {
 	char *volume;
 	char name[CSI_DEVICE_NAME_MAX];
+	int64_t since; /* monotonic time of the pick */
 };
 
 struct bad {
@@ -199,6 +200,7 @@ int csi_devices_pick(struct csi_devices *d, const char *node, const char *volume
 		goto out;
 	}
 	str_copy(nh[n->n_held].name, CSI_DEVICE_NAME_MAX, pick);
+	nh[n->n_held].since = now_mono_ns();
 	n->n_held++;
 	str_copy(ret, CSI_DEVICE_NAME_MAX, pick);
 out:
@@ -258,4 +260,18 @@ size_t csi_devices_held(struct csi_devices *d, const char *node)
 		k = n->n_held;
 	pthread_mutex_unlock(&d->lock);
 	return k;
+}
+
+int64_t csi_devices_held_since(struct csi_devices *d, const char *node, const char *volume)
+{
+	struct node_devs *n;
+	int64_t since = 0;
+
+	pthread_mutex_lock(&d->lock);
+	if ((n = node_get(d, node, false)))
+		for (size_t i = 0; i < n->n_held; i++)
+			if (strcmp(n->held[i].volume, volume) == 0)
+				since = n->held[i].since;
+	pthread_mutex_unlock(&d->lock);
+	return since;
 }

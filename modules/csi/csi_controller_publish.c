@@ -83,6 +83,26 @@ static int wait_attachment(struct rpc_call *call, struct csi_ctrl *c, const char
 				    "volume %s did not attach to %s (the attachment is gone)",
 				    volume, node);
 			}
+			int64_t since = csi_devices_held_since(c->devices, node, volume);
+			if (strcmp(a->state, "attaching") == 0 && since &&
+			    now_mono_ns() - since > c->stuck_attaching_ns) {
+				/* EC2 keeps some released names "defined": an attachment to such a
+				 * name never completes. Undo it; the next try uses another name. */
+				char dev[32];
+				str_copy(dev, sizeof(dev), a->device);
+				ec2_volume_release(&v);
+				aws_error_clear(&err);
+				ec2_detach_volume(c, volume, node, &err);
+				csi_devices_mark_bad(c->devices, node, dev);
+				csi_devices_release(c->devices, node, volume);
+				log_warn("attachment stuck, detached it", KV_S("volume", volume),
+					 KV_S("node", node), KV_S("device", dev));
+				return rpc_call_error(
+				    call, RPC_ABORTED,
+				    "volume %s was stuck attaching to %s at %s; detached "
+				    "it, the next try uses another device name",
+				    volume, node, dev);
+			}
 			if (strcmp(a->state, want) == 0 &&
 			    (!device || strcmp(a->device, device) == 0)) {
 				if (ret_device)

@@ -795,3 +795,29 @@ TEST(csi_ctrl_token_roundtrip)
 	ASSERT_ERR(csi_token_decode("!!", &aws, &skip), EINVAL);
 	ASSERT_ERR(csi_token_decode("aGVsbG8", &aws, &skip), EINVAL); /* "hello": not ours */
 }
+
+TEST(csi_ctrl_publish_stuck_attaching_is_undone)
+{
+	struct env e;
+	char msg[512], *out = NULL;
+
+	sim_reset();
+	struct svol *v = sim_add("available", NULL, 10);
+	S.attach_polls = 1000000; /* the first name never attaches */
+	ASSERT_OK(env_start(&e, 0));
+	e.ctrl.stuck_attaching_ns = 150 * NSEC_PER_MSEC;
+	_cleanup_free_ char *rq = publish_req(v->id);
+	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq, NULL, msg, sizeof(msg)), RPC_ABORTED);
+	ASSERT_CONTAINS(msg, "stuck attaching");
+	ASSERT_EQ(S.n_detach, 1);
+	ASSERT_EQ(csi_devices_held(e.ctrl.devices, S.inst), 0);
+	pthread_mutex_lock(&S.lock);
+	S.attach_polls = 1;
+	pthread_mutex_unlock(&S.lock);
+	/* the retry waits for the detach, then uses another name */
+	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq, &out, msg, sizeof(msg)), RPC_OK);
+	ASSERT_CONTAINS(out, "/dev/xvdab");
+	free(out);
+	ASSERT_EQ(S.n_attach, 2);
+	env_stop(&e);
+}
