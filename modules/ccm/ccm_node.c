@@ -27,6 +27,14 @@
 /* a result waits for its Node's turn in the queue (the API's rate limit decides how long) */
 #define LOOKUP_TTL_OK_NS (10 * 60 * NSEC_PER_SEC)
 #define LOOKUP_TTL_MISS_NS (5 * NSEC_PER_SEC)
+/* after a Node was initialized, how long a stale store copy (still tainted) is not acted on */
+#define DONE_TTL_NS (30 * NSEC_PER_SEC)
+#define LOOKUP_DONE 1 /* struct lookup.r: this Node was initialized at .at */
+
+static int64_t lookup_ttl(int r)
+{
+	return r == 0 ? LOOKUP_TTL_OK_NS : r == LOOKUP_DONE ? DONE_TTL_NS : LOOKUP_TTL_MISS_NS;
+}
 #define RESYNC_KEY "resync"
 
 struct lookup {
@@ -66,8 +74,7 @@ static int cache_get(struct ccm_node_ctl *ctl, const char *name, struct lookup *
 	int r = 0;
 	pthread_mutex_lock(&ctl->lock);
 	struct lookup *l = kmap_get(&ctl->cache, name);
-	int64_t ttl = l && l->r == 0 ? LOOKUP_TTL_OK_NS : LOOKUP_TTL_MISS_NS;
-	if (l && now_mono_ns() - l->at < ttl) {
+	if (l && now_mono_ns() - l->at < lookup_ttl(l->r)) {
 		*ret = (struct lookup){ .at = l->at, .r = l->r, .kind = l->kind };
 		r = l->r == 0 ? ccm_instance_copy(&l->inst, &ret->inst) : 0;
 		if (r == 0)
@@ -175,8 +182,7 @@ static bool fresh(struct ccm_node_ctl *ctl, const char *name)
 {
 	pthread_mutex_lock(&ctl->lock);
 	struct lookup *l = kmap_get(&ctl->cache, name);
-	int64_t ttl = l && l->r == 0 ? LOOKUP_TTL_OK_NS : LOOKUP_TTL_MISS_NS;
-	bool r = l && now_mono_ns() - l->at < ttl;
+	bool r = l && now_mono_ns() - l->at < lookup_ttl(l->r);
 	pthread_mutex_unlock(&ctl->lock);
 	return r;
 }
@@ -497,6 +503,14 @@ static int reconcile(void *ud, const char *key, int64_t *requeue_after)
 		r = -EAGAIN;
 		goto out;
 	}
+	if (lk.r == LOOKUP_DONE) {
+		/* initialized moments ago; the informer has not delivered that yet. Looked at
+		 * again later in case someone put the taint back meanwhile. */
+		log_v(4, "node initialized, the store is behind", KV_S("node", key));
+		*requeue_after = DONE_TTL_NS;
+		r = 0;
+		goto out;
+	}
 	if (lk.r == -ENOENT || lk.r == -ENOTUNIQ || lk.r == -EINVAL) {
 		const char *pid = json_str(node, "spec.providerID");
 		/* the recorder folds repeats of one message into one Event with a count */
@@ -523,10 +537,9 @@ static int reconcile(void *ud, const char *key, int64_t *requeue_after)
 		goto out;
 	}
 	r = initialize(ctl, node, &lk);
-	if (r >= 0)
-		cache_drop(ctl, key);
+	if (r >= 0) /* the store may show the taint a little longer: see LOOKUP_DONE */
+		cache_put(ctl, key, LOOKUP_DONE, NULL, lk.kind);
 out:
-	(void)requeue_after;
 	ccm_instance_release(&lk.inst);
 	kube_obj_unref(o);
 	return r;

@@ -196,8 +196,12 @@ if [ "$n" -le 12 ]; then ok "steady state: $n AWS calls in 6 s"; else fail "stea
 
 # ---- graceful stop releases the lease ----------------------------------------------------
 kill -TERM "$(cat "$T_TMP/ccm1.pid")"
-for _ in $(seq 50); do kill -0 "$(cat "$T_TMP/ccm1.pid")" 2>/dev/null || break; sleep 0.1; done
-if ! kill -0 "$(cat "$T_TMP/ccm1.pid")" 2>/dev/null; then ok "SIGTERM stops the ccm"; else fail "SIGTERM stops the ccm"; fi
+for _ in $(seq 100); do kill -0 "$(cat "$T_TMP/ccm1.pid")" 2>/dev/null || break; sleep 0.1; done
+wait "$(cat "$T_TMP/ccm1.pid")"
+rc=$?
+if [ $rc = 0 ]; then ok "SIGTERM stops the ccm with exit code 0"; else fail "SIGTERM stops the ccm" "exit code $rc"; fi
+if ! grep -q "Sanitizer\|runtime error" "$T_TMP/ccm1.log"; then ok "no sanitizer report in the ccm's log"
+else fail "sanitizer report" "$(grep -A5 "Sanitizer\|runtime error" "$T_TMP/ccm1.log" | head -20)"; fi
 holder=$(kc -n kube-system get lease cloud-controller-manager -o jsonpath='{.spec.holderIdentity}')
 if [ -z "$holder" ]; then ok "the lease is released on a graceful stop"; else fail "the lease is released" "$holder"; fi
 t_summary
