@@ -100,7 +100,7 @@ sample_rss() {
 }
 rss_line() {
 	sample_rss
-	echo "  ccm resident memory: now $(awk '/^VmRSS/ {print $2}' /proc/$pid/status) KiB, peak sampled ${peak_rss} KiB, high-water $(awk '/^VmHWM/ {print $2}' /proc/$pid/status) KiB, $(awk '/^Threads/ {print $2}' /proc/$pid/status) threads"
+	echo "  ccm resident memory: now $(awk '/^VmRSS/ {print $2}' /proc/$pid/status) KiB (anonymous $(awk '/^RssAnon/ {print $2}' /proc/$pid/status) KiB, the rest shared library text), peak sampled ${peak_rss} KiB, high-water $(awk '/^VmHWM/ {print $2}' /proc/$pid/status) KiB, $(awk '/^Threads/ {print $2}' /proc/$pid/status) threads"
 }
 
 # ---- phase 1: initialization (cloud-node and lifecycle controllers, default periods) ---------
