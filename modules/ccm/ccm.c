@@ -27,11 +27,11 @@
 #include "modules/ccm/ccm_internal.h"
 
 static const char ccm_usage[] =
-	"The AWS cloud-controller-manager: the cloud-node, cloud-node-lifecycle and route\n"
-	"controllers, with the upstream flags and cloud config (--cloud-config, INI [Global] and\n"
-	"[ServiceOverride \"N\"] sections). Credentials come from the AWS SDKs' chain\n"
-	"(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity, shared files, container and\n"
-	"instance-profile credentials); [Global] RoleARN is assumed on top.";
+    "The AWS cloud-controller-manager: the cloud-node, cloud-node-lifecycle and route\n"
+    "controllers, with the upstream flags and cloud config (--cloud-config, INI [Global] and\n"
+    "[ServiceOverride \"N\"] sections). Credentials come from the AWS SDKs' chain\n"
+    "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity, shared files, container and\n"
+    "instance-profile credentials); [Global] RoleARN is assumed on top.";
 
 static struct {
 	char *cloud_provider, *cloud_config, *cluster_name, *cluster_cidr;
@@ -43,7 +43,9 @@ static struct {
 	long long secure_port;
 } f;
 
-#define IGNORED(name, type, def, help) { name, type, NULL, def, NULL, help " (accepted; no effect)" }
+/* clang-format off */
+#define IGNORED(name, type, def, help) \
+	{ name, type, NULL, def, NULL, help " (accepted; no effect)" }
 
 const struct flag ccm_flag_table[] = {
 	/* generic */
@@ -81,7 +83,8 @@ const struct flag ccm_flag_table[] = {
 		"The number of services that are allowed to sync concurrently"),
 	{ "allow-untagged-cloud", FLAG_BOOL, &f.allow_untagged, "false", NULL,
 	  "Allow the cluster to run without the cluster-id on cloud instances (deprecated)." },
-	IGNORED("cidr-allocator-type", FLAG_STRING, "RangeAllocator", "Type of CIDR allocator to use"),
+	IGNORED("cidr-allocator-type", FLAG_STRING, "RangeAllocator",
+		"Type of CIDR allocator to use"),
 	IGNORED("min-resync-period", FLAG_DURATION, "12h",
 		"The resync period in reflectors will be random between MinResyncPeriod and "
 		"2*MinResyncPeriod"),
@@ -92,8 +95,10 @@ const struct flag ccm_flag_table[] = {
 		"The plugin to use when cloud provider is set to external"),
 	IGNORED("controller-start-interval", FLAG_DURATION, "0",
 		"Interval between starting controller managers"),
-	IGNORED("feature-gates", FLAG_MAP, NULL, "A set of key=value pairs for alpha/experimental features"),
-	IGNORED("profiling", FLAG_BOOL, "true", "Enable profiling via web interface host:port/debug/pprof/"),
+	IGNORED("feature-gates", FLAG_MAP, NULL,
+		"A set of key=value pairs for alpha/experimental features"),
+	IGNORED("profiling", FLAG_BOOL, "true",
+		"Enable profiling via web interface host:port/debug/pprof/"),
 	IGNORED("contention-profiling", FLAG_BOOL, "false", "Enable lock contention profiling"),
 	{ "version", FLAG_BOOL, &f.version, "false", NULL, "Print version information and quit." },
 	KUBE_FLAGS,
@@ -113,29 +118,35 @@ const struct flag ccm_flag_table[] = {
 	  "File containing the default x509 private key matching --tls-cert-file." },
 	IGNORED("tls-cipher-suites", FLAG_STRLIST, NULL, "Comma-separated list of cipher suites"),
 	IGNORED("tls-min-version", FLAG_STRING, NULL, "Minimum TLS version supported"),
-	IGNORED("tls-sni-cert-key", FLAG_STRLIST, NULL, "A pair of x509 certificate and private key file paths"),
+	IGNORED("tls-sni-cert-key", FLAG_STRLIST, NULL,
+		"A pair of x509 certificate and private key file paths"),
 	IGNORED("http2-max-streams-per-connection", FLAG_INT, "0",
 		"The limit that the server gives to clients for the maximum number of streams"),
 	IGNORED("permit-port-sharing", FLAG_BOOL, "false", "Use SO_REUSEPORT"),
 	IGNORED("permit-address-sharing", FLAG_BOOL, "false", "Use SO_REUSEADDR"),
 	/* authentication and authorization of the secure port */
 	IGNORED("authentication-kubeconfig", FLAG_STRING, NULL, "kubeconfig for tokenreviews"),
-	IGNORED("authentication-skip-lookup", FLAG_BOOL, "false", "Skip the authentication config lookup"),
+	IGNORED("authentication-skip-lookup", FLAG_BOOL, "false",
+		"Skip the authentication config lookup"),
 	IGNORED("authentication-token-webhook-cache-ttl", FLAG_DURATION, "10s",
 		"The duration to cache responses from the webhook token authenticator"),
 	IGNORED("authentication-tolerate-lookup-failure", FLAG_BOOL, "false",
 		"Tolerate a failed authentication config lookup"),
 	IGNORED("client-ca-file", FLAG_STRING, NULL, "Client certificate authority bundle"),
-	IGNORED("requestheader-allowed-names", FLAG_STRLIST, NULL, "Front-proxy client common names"),
+	IGNORED("requestheader-allowed-names", FLAG_STRLIST, NULL,
+		"Front-proxy client common names"),
 	IGNORED("requestheader-client-ca-file", FLAG_STRING, NULL, "Front-proxy client CA bundle"),
 	IGNORED("requestheader-extra-headers-prefix", FLAG_STRLIST, "x-remote-extra-",
 		"Request header prefixes to inspect"),
-	IGNORED("requestheader-group-headers", FLAG_STRLIST, "x-remote-group", "Request headers for groups"),
-	IGNORED("requestheader-username-headers", FLAG_STRLIST, "x-remote-user", "Request headers for usernames"),
+	IGNORED("requestheader-group-headers", FLAG_STRLIST, "x-remote-group",
+		"Request headers for groups"),
+	IGNORED("requestheader-username-headers", FLAG_STRLIST, "x-remote-user",
+		"Request headers for usernames"),
 	IGNORED("requestheader-uid-headers", FLAG_STRLIST, NULL, "Request headers for UIDs"),
 	IGNORED("authorization-always-allow-paths", FLAG_STRLIST, "/healthz,/readyz,/livez",
 		"HTTP paths to skip during authorization"),
-	IGNORED("authorization-kubeconfig", FLAG_STRING, NULL, "kubeconfig for subjectaccessreviews"),
+	IGNORED("authorization-kubeconfig", FLAG_STRING, NULL,
+		"kubeconfig for subjectaccessreviews"),
 	IGNORED("authorization-webhook-cache-authorized-ttl", FLAG_DURATION, "10s",
 		"The duration to cache 'authorized' responses"),
 	IGNORED("authorization-webhook-cache-unauthorized-ttl", FLAG_DURATION, "10s",
@@ -144,28 +155,42 @@ const struct flag ccm_flag_table[] = {
 	IGNORED("webhooks", FLAG_STRLIST, NULL, "A list of webhooks to enable"),
 	IGNORED("webhook-bind-address", FLAG_STRING, "0.0.0.0", "The webhook server's IP address"),
 	IGNORED("webhook-secure-port", FLAG_INT, "10260", "The webhook server's port"),
-	IGNORED("webhook-cert-dir", FLAG_STRING, NULL, "The webhook server's TLS certificate directory"),
+	IGNORED("webhook-cert-dir", FLAG_STRING, NULL,
+		"The webhook server's TLS certificate directory"),
 	IGNORED("webhook-tls-cert-file", FLAG_STRING, NULL, "The webhook server's certificate"),
 	IGNORED("webhook-tls-private-key-file", FLAG_STRING, NULL, "The webhook server's key"),
-	IGNORED("webhook-tls-cipher-suites", FLAG_STRLIST, NULL, "The webhook server's cipher suites"),
-	IGNORED("webhook-tls-min-version", FLAG_STRING, NULL, "The webhook server's minimum TLS version"),
-	IGNORED("webhook-tls-sni-cert-key", FLAG_STRLIST, NULL, "The webhook server's SNI certificates"),
-	IGNORED("webhook-http2-max-streams-per-connection", FLAG_INT, "0", "The webhook server's HTTP/2 limit"),
-	IGNORED("webhook-permit-port-sharing", FLAG_BOOL, "false", "The webhook server's SO_REUSEPORT"),
-	IGNORED("webhook-permit-address-sharing", FLAG_BOOL, "false", "The webhook server's SO_REUSEADDR"),
+	IGNORED("webhook-tls-cipher-suites", FLAG_STRLIST, NULL,
+		"The webhook server's cipher suites"),
+	IGNORED("webhook-tls-min-version", FLAG_STRING, NULL,
+		"The webhook server's minimum TLS version"),
+	IGNORED("webhook-tls-sni-cert-key", FLAG_STRLIST, NULL,
+		"The webhook server's SNI certificates"),
+	IGNORED("webhook-http2-max-streams-per-connection", FLAG_INT, "0",
+		"The webhook server's HTTP/2 limit"),
+	IGNORED("webhook-permit-port-sharing", FLAG_BOOL, "false",
+		"The webhook server's SO_REUSEPORT"),
+	IGNORED("webhook-permit-address-sharing", FLAG_BOOL, "false",
+		"The webhook server's SO_REUSEADDR"),
 	/* the AWS provider's own controllers */
 	IGNORED("tags", FLAG_MAP, NULL, "Tags to apply to AWS resources in the tagging controller"),
-	IGNORED("resources", FLAG_STRLIST, NULL, "AWS resources name to add/remove tags in the tagging controller"),
-	IGNORED("nodeipam-controller-rate-limit", FLAG_FLOAT, "0", "The node IPAM controller's rate limit"),
-	IGNORED("nodeipam-controller-burst-limit", FLAG_INT, "0", "The node IPAM controller's burst limit"),
+	IGNORED("resources", FLAG_STRLIST, NULL,
+		"AWS resources name to add/remove tags in the tagging controller"),
+	IGNORED("nodeipam-controller-rate-limit", FLAG_FLOAT, "0",
+		"The node IPAM controller's rate limit"),
+	IGNORED("nodeipam-controller-burst-limit", FLAG_INT, "0",
+		"The node IPAM controller's burst limit"),
 	IGNORED("dualstack", FLAG_BOOL, "false", "The node IPAM controller's IP mode"),
 	IGNORED("node-cidr-mask-size", FLAG_INT, "0", "Mask size for node cidr in cluster"),
 	/* metrics and logs */
-	IGNORED("allow-metric-labels", FLAG_MAP, NULL, "The map from metric-label to allowed values"),
-	IGNORED("allow-metric-labels-manifest", FLAG_STRING, NULL, "The path to the allow-list manifest"),
+	IGNORED("allow-metric-labels", FLAG_MAP, NULL,
+		"The map from metric-label to allowed values"),
+	IGNORED("allow-metric-labels-manifest", FLAG_STRING, NULL,
+		"The path to the allow-list manifest"),
 	IGNORED("disabled-metrics", FLAG_STRLIST, NULL, "Metrics to disable"),
-	IGNORED("show-hidden-metrics-for-version", FLAG_STRING, NULL, "Show hidden metrics of a version"),
-	IGNORED("log-flush-frequency", FLAG_DURATION, "5s", "Maximum number of seconds between log flushes"),
+	IGNORED("show-hidden-metrics-for-version", FLAG_STRING, NULL,
+		"Show hidden metrics of a version"),
+	IGNORED("log-flush-frequency", FLAG_DURATION, "5s",
+		"Maximum number of seconds between log flushes"),
 	IGNORED("vmodule", FLAG_STRING, NULL, "Comma-separated list of pattern=N settings"),
 	IGNORED("log-text-split-stream", FLAG_BOOL, "false", "Split text output streams"),
 	IGNORED("log-text-info-buffer-size", FLAG_STRING, "0", "Text info buffer size"),
@@ -174,6 +199,7 @@ const struct flag ccm_flag_table[] = {
 	LOG_FLAGS,
 	{ NULL },
 };
+/* clang-format on */
 
 /* Controller selection ----------------------------------------------------------------- */
 
@@ -182,12 +208,12 @@ static const struct {
 	unsigned bit;
 	bool on_by_default;
 } controllers[] = {
-	{ "cloud-node-controller", "cloud-node", CCM_CTL_NODE, true },
-	{ "cloud-node-lifecycle-controller", "cloud-node-lifecycle", CCM_CTL_LIFECYCLE, true },
-	{ "node-route-controller", "route", CCM_CTL_ROUTE, true },
-	{ "service-lb-controller", "service", CCM_CTL_SERVICE, true },
-	{ "tagging-controller", NULL, CCM_CTL_TAGGING, false },
-	{ "node-ipam-controller", NULL, CCM_CTL_NODE_IPAM, false },
+    {"cloud-node-controller", "cloud-node", CCM_CTL_NODE, true},
+    {"cloud-node-lifecycle-controller", "cloud-node-lifecycle", CCM_CTL_LIFECYCLE, true},
+    {"node-route-controller", "route", CCM_CTL_ROUTE, true},
+    {"service-lb-controller", "service", CCM_CTL_SERVICE, true},
+    {"tagging-controller", NULL, CCM_CTL_TAGGING, false},
+    {"node-ipam-controller", NULL, CCM_CTL_NODE_IPAM, false},
 };
 
 static int controller_index(const char *name)
@@ -213,7 +239,8 @@ int ccm_controllers_parse(char *const *list, unsigned *ret, char *err, size_t er
 		}
 		int i = controller_index(neg ? s + 1 : s);
 		if (i < 0) {
-			snprintf(err, errlen, "--controllers: '%s' is not in the list of known controllers",
+			snprintf(err, errlen,
+				 "--controllers: '%s' is not in the list of known controllers",
 				 neg ? s + 1 : s);
 			return -EINVAL;
 		}
@@ -263,9 +290,11 @@ void ccm_node_event(struct ccm *m, const cJSON *node, const char *type, const ch
 static cJSON *node_transform(void *ud, cJSON *obj)
 {
 	static const char *const keep[] = {
-		"metadata.uid",	   "metadata.labels", "metadata.annotations", "spec.providerID",
-		"spec.taints",	   "spec.podCIDR",    "spec.podCIDRs",	      "status.addresses",
-		"status.conditions", NULL,
+	    "metadata.uid",	    "metadata.labels",
+	    "metadata.annotations", "spec.providerID",
+	    "spec.taints",	    "spec.podCIDR",
+	    "spec.podCIDRs",	    "status.addresses",
+	    "status.conditions",    NULL,
 	};
 	cJSON *p = kube_project(obj, keep);
 	cJSON_Delete(obj);
@@ -386,37 +415,40 @@ static int setup(struct ccm *m)
 		fprintf(stderr, "aws-k8s ccm: %s\n", err);
 		return 2;
 	}
-	if (f.node_monitor_period <= 0 || f.route_period <= 0 || f.node_status_update_frequency <= 0) {
+	if (f.node_monitor_period <= 0 || f.route_period <= 0 ||
+	    f.node_status_update_frequency <= 0) {
 		fprintf(stderr, "aws-k8s ccm: periods must be positive\n");
 		return 2;
 	}
 	m->set = (struct ccm_settings){
-		.node_monitor_period = f.node_monitor_period,
-		.node_status_update_frequency = f.node_status_update_frequency,
-		.route_period = f.route_period,
-		.node_workers = (int)f.node_syncs,
-		.routes = f.allocate_node_cidrs && f.configure_cloud_routes,
-		.cluster_name = f.cluster_name,
+	    .node_monitor_period = f.node_monitor_period,
+	    .node_status_update_frequency = f.node_status_update_frequency,
+	    .route_period = f.route_period,
+	    .node_workers = (int)f.node_syncs,
+	    .routes = f.allocate_node_cidrs && f.configure_cloud_routes,
+	    .cluster_name = f.cluster_name,
 	};
 	for (unsigned bit = CCM_CTL_SERVICE; bit <= CCM_CTL_NODE_IPAM; bit <<= 1)
 		if (m->controllers & bit)
 			log_info("controller not available in this build; skipped",
-				 KV_S("controller", bit == CCM_CTL_SERVICE  ? "service-lb-controller"
-						    : bit == CCM_CTL_TAGGING ? "tagging-controller"
-									     : "node-ipam-controller"));
+				 KV_S("controller", bit == CCM_CTL_SERVICE ? "service-lb-controller"
+						    : bit == CCM_CTL_TAGGING
+							? "tagging-controller"
+							: "node-ipam-controller"));
 	if ((m->controllers & CCM_CTL_ROUTE) && !m->set.routes)
 		log_info("will not configure cloud provider routes",
 			 KV_B("allocate-node-cidrs", f.allocate_node_cidrs),
 			 KV_B("configure-cloud-routes", f.configure_cloud_routes));
 	if ((m->controllers & CCM_CTL_ROUTE) && m->set.routes &&
 	    ccm_cidrs_parse(f.cluster_cidr, &m->cluster_cidrs, &m->n_cluster_cidrs) < 0)
-		return fail("the route controller needs a valid --cluster-cidr (one CIDR, or an IPv4 "
-			    "and an IPv6 one)",
-			    f.cluster_cidr ? f.cluster_cidr : "");
+		return fail(
+		    "the route controller needs a valid --cluster-cidr (one CIDR, or an IPv4 "
+		    "and an IPv6 one)",
+		    f.cluster_cidr ? f.cluster_cidr : "");
 
 	if ((r = ccm_config_load(f.cloud_config, &m->cfg, err, sizeof(err))) < 0)
 		return fail("cannot read the cloud config", err);
-	if ((r = ccm_cloud_new(&(struct ccm_cloud_opts){ .cfg = m->cfg }, &m->cloud, err,
+	if ((r = ccm_cloud_new(&(struct ccm_cloud_opts){.cfg = m->cfg}, &m->cloud, err,
 			       sizeof(err))) < 0)
 		return fail("cannot set up AWS", err);
 	r = ccm_cloud_cluster_id(m->cloud, ccm_config_cluster_id(m->cfg), &m->cluster_id, err,
@@ -438,7 +470,7 @@ static int setup(struct ccm *m)
 
 int ccm_main(int argc, char **argv)
 {
-	struct ccm m = { 0 };
+	struct ccm m = {0};
 	struct http_server *srv = NULL;
 	char err[512] = "";
 	int r, code = 1;
@@ -460,35 +492,39 @@ int ccm_main(int argc, char **argv)
 		goto out;
 	code = 1;
 	metrics_register_process();
-	struct ccm_serve_opts so = { .bind_address = f.bind_address, .port = f.secure_port,
-				     .cert_dir = f.cert_dir, .cert_file = f.tls_cert_file,
-				     .key_file = f.tls_key_file };
+	struct ccm_serve_opts so = {.bind_address = f.bind_address,
+				    .port = f.secure_port,
+				    .cert_dir = f.cert_dir,
+				    .cert_file = f.tls_cert_file,
+				    .key_file = f.tls_key_file};
 	if ((r = ccm_serve_start(&so, &m, &srv, err, sizeof(err))) < 0) {
 		fail("cannot start the secure server", err);
 		goto out;
 	}
-	if ((r = kube_recorder_new(m.kc, &(struct kube_recorder_opts){
-						 .component = "cloud-node-controller" },
-				   &m.rec)) < 0) {
+	if ((r = kube_recorder_new(
+		 m.kc, &(struct kube_recorder_opts){.component = "cloud-node-controller"},
+		 &m.rec)) < 0) {
 		log_error("cannot create the event recorder", KV_E(r));
 		goto out;
 	}
 	struct kube_informer_opts io = {
-		.res = &kube_nodes,
-		.transform = node_transform,
-		.handlers = { .on_add = on_add, .on_update = on_update, .on_delete = on_delete,
-			      .ud = &m },
-		.name = "nodes",
+	    .res = &kube_nodes,
+	    .transform = node_transform,
+	    .handlers = {.on_add = on_add,
+			 .on_update = on_update,
+			 .on_delete = on_delete,
+			 .ud = &m},
+	    .name = "nodes",
 	};
 	if ((r = kube_informer_new(m.kc, &io, &m.nodes)) < 0) {
 		log_error("cannot create the node informer", KV_E(r));
 		goto out;
 	}
 	if (kube_flag_leader_elect) {
-		struct kube_le_config lc = { .on_started_leading = le_started,
-					     .on_stopped_leading = le_stopped,
-					     .on_new_leader = le_new_leader,
-					     .ud = &m };
+		struct kube_le_config lc = {.on_started_leading = le_started,
+					    .on_stopped_leading = le_stopped,
+					    .on_new_leader = le_new_leader,
+					    .ud = &m};
 		kube_le_config_from_flags(&lc);
 		if ((r = kube_le_new(m.kc, &lc, &m.le)) < 0 || (r = kube_le_start(m.le)) < 0) {
 			log_error("cannot start the leader election", KV_E(r));

@@ -42,8 +42,8 @@ static void sorted_enis(const struct ccm_instance *i, const struct ccm_eni **out
 		long long ka = e->device_index < 0 ? (1LL << 40) : e->device_index;
 		size_t b = a;
 		while (b > 0) {
-			long long kb = out[b - 1]->device_index < 0 ? (1LL << 40)
-								    : out[b - 1]->device_index;
+			long long kb =
+			    out[b - 1]->device_index < 0 ? (1LL << 40) : out[b - 1]->device_index;
 			if (kb <= ka)
 				break;
 			out[b] = out[b - 1];
@@ -114,7 +114,7 @@ static int add_ipv6(const struct ccm_instance *i, cJSON *arr)
 
 int ccm_instance_addresses(const struct ccm_instance *i, char *const *families, cJSON **ret)
 {
-	static char *const def[] = { (char *)"ipv4", NULL };
+	static char *const def[] = {(char *)"ipv4", NULL};
 	cJSON *arr = cJSON_CreateArray();
 	int r = 0;
 

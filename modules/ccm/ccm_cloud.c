@@ -50,8 +50,7 @@ void ccm_cloud_free(struct ccm_cloud *c)
 	free(c);
 }
 
-int ccm_cloud_new(const struct ccm_cloud_opts *o, struct ccm_cloud **ret, char *err,
-		  size_t errlen)
+int ccm_cloud_new(const struct ccm_cloud_opts *o, struct ccm_cloud **ret, char *err, size_t errlen)
 {
 	const struct ccm_config *cfg = o->cfg;
 	_cleanup_free_ char *imds_url = NULL;
@@ -66,10 +65,10 @@ int ccm_cloud_new(const struct ccm_cloud_opts *o, struct ccm_cloud **ret, char *
 	if ((r = ccm_config_apply_overrides(cfg, NULL, NULL, &imds_url)) < 0)
 		goto fail;
 	struct aws_client_opts ao = {
-		.region = cfg->region,
-		.user_agent = "ccm",
-		.creds = { .role_arn = cfg->role_arn, .source_arn = cfg->source_arn },
-		.imds = { .endpoint = imds_url },
+	    .region = cfg->region,
+	    .user_agent = "ccm",
+	    .creds = {.role_arn = cfg->role_arn, .source_arn = cfg->source_arn},
+	    .imds = {.endpoint = imds_url},
 	};
 	if ((r = aws_client_new(&ao, &c->aws)) < 0) {
 		snprintf(err, errlen, "cannot create the AWS client: %s", strerror(-r));
@@ -90,13 +89,14 @@ int ccm_cloud_new(const struct ccm_cloud_opts *o, struct ccm_cloud **ret, char *
 		if (strcmp(ov->region, region) != 0)
 			continue;
 		if (n == 0 && !imds)
-			log_v(2, "ignoring a service override for a service this binary does not call",
+			log_v(2,
+			      "ignoring a service override for a service this binary does not call",
 			      KV_S("service", ov->service));
 		for (int j = 0; j < n; j++)
-			if ((r = aws_client_set_override(c->aws, svc[j], ov->url, ov->signing_region,
-							 ov->signing_name && *ov->signing_name
-								 ? ov->signing_name
-								 : NULL)) < 0) {
+			if ((r = aws_client_set_override(
+				 c->aws, svc[j], ov->url, ov->signing_region,
+				 ov->signing_name && *ov->signing_name ? ov->signing_name : NULL)) <
+			    0) {
 				snprintf(err, errlen, "[ServiceOverride \"%s\"]: %s", ov->name,
 					 strerror(-r));
 				goto fail;
@@ -105,7 +105,7 @@ int ccm_cloud_new(const struct ccm_cloud_opts *o, struct ccm_cloud **ret, char *
 	if (cfg->route_table_id && *cfg->route_table_id &&
 	    (r = strv_split(cfg->route_table_id, ',', &c->route_table_ids)) < 0)
 		goto fail;
-	struct aws_batcher_opts bo = { .window_ns = o->batch_window_ns };
+	struct aws_batcher_opts bo = {.window_ns = o->batch_window_ns};
 	if ((r = aws_batcher_new(c->aws, &aws_batch_instances, &bo, &c->batch)) < 0)
 		goto fail;
 	*ret = c;
@@ -141,9 +141,11 @@ static int describe_filtered(struct ccm_cloud *c, const char *filter, const char
 			     struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct collect cl = { list, list_n };
-	struct aws_paginate p = { .token_param = "NextToken", .reply_field = "nextToken",
-				  .on_page = collect_page, .ud = &cl };
+	struct collect cl = {list, list_n};
+	struct aws_paginate p = {.token_param = "NextToken",
+				 .reply_field = "nextToken",
+				 .on_page = collect_page,
+				 .ud = &cl};
 	int r;
 
 	if ((r = aws_query_add_filter(&q, filter, vals, n)) >= 0 && alive_only)
@@ -242,7 +244,7 @@ int ccm_cloud_cluster_id(struct ccm_cloud *c, const char *configured, char **ret
 	_cleanup_free_ char *self = NULL;
 	struct ccm_instance *l = NULL;
 	size_t n = 0;
-	struct aws_error ae = { 0 };
+	struct aws_error ae = {0};
 	const char *id;
 	int r;
 
@@ -257,7 +259,7 @@ int ccm_cloud_cluster_id(struct ccm_cloud *c, const char *configured, char **ret
 			 strerror(-r));
 		return r;
 	}
-	if ((r = ccm_cloud_describe_ids(c, (const char *const[]){ self }, 1, &l, &n, &ae)) < 0) {
+	if ((r = ccm_cloud_describe_ids(c, (const char *const[]){self}, 1, &l, &n, &ae)) < 0) {
 		snprintf(err, errlen, "describing this instance %s: %s", self, ae.message);
 		return r;
 	}
@@ -283,8 +285,8 @@ int ccm_cloud_cluster_id(struct ccm_cloud *c, const char *configured, char **ret
 
 static int zones_refresh(struct ccm_cloud *c)
 {
-	struct aws_reply rep = { 0 };
-	struct aws_error e = { 0 };
+	struct aws_reply rep = {0};
+	struct aws_error e = {0};
 	struct aws_query q = AWS_QUERY_INIT;
 	int r = aws_call_query(c->aws, AWS_SVC_EC2, "DescribeAvailabilityZones", &q, &rep, &e);
 	aws_query_release(&q);
@@ -349,9 +351,9 @@ int ccm_cloud_route_tables(struct ccm_cloud *c, const char *cluster_id,
 	struct aws_query q = AWS_QUERY_INIT;
 	struct ccm_route_table *list = NULL;
 	size_t n = 0;
-	struct rt_collect cl = { &list, &n };
-	struct aws_paginate p = { .token_param = "NextToken", .reply_field = "nextToken",
-				  .on_page = rt_page, .ud = &cl };
+	struct rt_collect cl = {&list, &n};
+	struct aws_paginate p = {
+	    .token_param = "NextToken", .reply_field = "nextToken", .on_page = rt_page, .ud = &cl};
 	char key[300];
 	int r;
 
@@ -360,9 +362,10 @@ int ccm_cloud_route_tables(struct ccm_cloud *c, const char *cluster_id,
 				       strv_len(c->route_table_ids));
 	else if (!cluster_id || !*cluster_id)
 		r = -EINVAL; /* upstream refuses to guess the table of an untagged cluster */
-	else if ((r = str_printf(key, sizeof(key), "%s%s", CCM_CLUSTER_TAG_PREFIX, cluster_id)) >= 0)
+	else if ((r = str_printf(key, sizeof(key), "%s%s", CCM_CLUSTER_TAG_PREFIX, cluster_id)) >=
+		 0)
 		r = aws_query_add_filter(&q, "tag-key",
-					 (const char *const[]){ key, CCM_CLUSTER_TAG_LEGACY }, 2);
+					 (const char *const[]){key, CCM_CLUSTER_TAG_LEGACY}, 2);
 	if (r >= 0)
 		r = aws_paginate_query(c->aws, AWS_SVC_EC2, "DescribeRouteTables", &q, &p, err);
 	aws_query_release(&q);
@@ -400,7 +403,7 @@ int ccm_cloud_put_route(struct ccm_cloud *c, const char *table, const char *cidr
 			const struct ccm_instance *target, bool replace, struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	const char *eni = ccm_route_target_eni(target);
 	int r;
 
@@ -410,8 +413,8 @@ int ccm_cloud_put_route(struct ccm_cloud *c, const char *table, const char *cidr
 		r = eni ? aws_query_add(&q, "NetworkInterfaceId", eni)
 			: aws_query_add(&q, "InstanceId", target->id);
 	if (r >= 0)
-		r = aws_call_query(c->aws, AWS_SVC_EC2, replace ? "ReplaceRoute" : "CreateRoute", &q,
-				   &rep, err);
+		r = aws_call_query(c->aws, AWS_SVC_EC2, replace ? "ReplaceRoute" : "CreateRoute",
+				   &q, &rep, err);
 	aws_reply_release(&rep);
 	aws_query_release(&q);
 	return r;
@@ -421,7 +424,7 @@ int ccm_cloud_delete_route(struct ccm_cloud *c, const char *table, const char *c
 			   struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	int r;
 
 	if ((r = aws_query_add(&q, "RouteTableId", table)) >= 0 &&
@@ -437,7 +440,7 @@ int ccm_cloud_disable_src_dst_check(struct ccm_cloud *c, const struct ccm_instan
 				    struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
+	struct aws_reply rep = {0};
 	const char *eni = ccm_route_target_eni(i);
 	const char *action;
 	bool on = i->source_dest_check;

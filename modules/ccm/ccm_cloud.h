@@ -36,8 +36,7 @@ struct ccm_cloud_opts {
 /* Creates the AWS client: region from [Global] Region, else the SDK chain (AWS_REGION...,
  * then the metadata service); [Global] RoleARN/SourceARN assumed on top of the credential
  * chain; [ServiceOverride] sections applied for that region. A sentence goes to err. */
-int ccm_cloud_new(const struct ccm_cloud_opts *o, struct ccm_cloud **ret, char *err,
-		  size_t errlen);
+int ccm_cloud_new(const struct ccm_cloud_opts *o, struct ccm_cloud **ret, char *err, size_t errlen);
 void ccm_cloud_free(struct ccm_cloud *c);
 struct aws_client *ccm_cloud_client(struct ccm_cloud *c);
 /* The region ("" before it is known and when it cannot be found). */

@@ -20,37 +20,43 @@ struct key_def {
 	size_t off;
 };
 
-#define G(n, t, f) { n, t, offsetof(struct ccm_config, f) }
+#define G(n, t, f)                                                                                 \
+	{                                                                                          \
+		n, t, offsetof(struct ccm_config, f)                                               \
+	}
 static const struct key_def global_keys[] = {
-	G("Zone", K_STR, zone),
-	G("Region", K_STR, region),
-	G("VPC", K_STR, vpc),
-	G("SubnetID", K_STR, subnet_id),
-	G("RouteTableID", K_STR, route_table_id),
-	G("RoleARN", K_STR, role_arn),
-	G("SourceARN", K_STR, source_arn),
-	G("KubernetesClusterTag", K_STR, cluster_tag),
-	G("KubernetesClusterID", K_STR, cluster_id),
-	G("DisableSecurityGroupIngress", K_BOOL, disable_sg_ingress),
-	G("ElbSecurityGroup", K_STR, elb_security_group),
-	G("NodeIPFamilies", K_MULTI, node_ip_families),
-	G("ClusterServiceLoadBalancerHealthProbeMode", K_STR, health_probe_mode),
-	G("ClusterServiceSharedLoadBalancerHealthProbePort", K_INT32, shared_probe_port),
-	G("ClusterServiceSharedLoadBalancerHealthProbePath", K_STR, shared_probe_path),
-	G("SupportedTopologyInstanceTypePattern", K_STR, topology_pattern),
-	G("NLBSecurityGroupMode", K_STR, nlb_sg_mode),
-	G("PublicNetworkAllowList", K_STR, public_network_allow_list),
+    G("Zone", K_STR, zone),
+    G("Region", K_STR, region),
+    G("VPC", K_STR, vpc),
+    G("SubnetID", K_STR, subnet_id),
+    G("RouteTableID", K_STR, route_table_id),
+    G("RoleARN", K_STR, role_arn),
+    G("SourceARN", K_STR, source_arn),
+    G("KubernetesClusterTag", K_STR, cluster_tag),
+    G("KubernetesClusterID", K_STR, cluster_id),
+    G("DisableSecurityGroupIngress", K_BOOL, disable_sg_ingress),
+    G("ElbSecurityGroup", K_STR, elb_security_group),
+    G("NodeIPFamilies", K_MULTI, node_ip_families),
+    G("ClusterServiceLoadBalancerHealthProbeMode", K_STR, health_probe_mode),
+    G("ClusterServiceSharedLoadBalancerHealthProbePort", K_INT32, shared_probe_port),
+    G("ClusterServiceSharedLoadBalancerHealthProbePath", K_STR, shared_probe_path),
+    G("SupportedTopologyInstanceTypePattern", K_STR, topology_pattern),
+    G("NLBSecurityGroupMode", K_STR, nlb_sg_mode),
+    G("PublicNetworkAllowList", K_STR, public_network_allow_list),
 };
 #undef G
 
-#define O(n, f) { n, K_STR, offsetof(struct ccm_service_override, f) }
+#define O(n, f)                                                                                    \
+	{                                                                                          \
+		n, K_STR, offsetof(struct ccm_service_override, f)                                 \
+	}
 static const struct key_def override_keys[] = {
-	O("Service", service),
-	O("Region", region),
-	O("URL", url),
-	O("SigningRegion", signing_region),
-	O("SigningMethod", signing_method),
-	O("SigningName", signing_name),
+    O("Service", service),
+    O("Region", region),
+    O("URL", url),
+    O("SigningRegion", signing_region),
+    O("SigningMethod", signing_method),
+    O("SigningName", signing_name),
 };
 #undef O
 
@@ -58,11 +64,21 @@ void ccm_config_free(struct ccm_config *c)
 {
 	if (!c)
 		return;
-	char **strs[] = { &c->zone,	   &c->region,		 &c->vpc,
-			  &c->subnet_id,   &c->route_table_id,	 &c->role_arn,
-			  &c->source_arn,  &c->cluster_tag,	 &c->cluster_id,
-			  &c->elb_security_group, &c->health_probe_mode, &c->shared_probe_path,
-			  &c->topology_pattern, &c->nlb_sg_mode, &c->public_network_allow_list };
+	char **strs[] = {&c->zone,
+			 &c->region,
+			 &c->vpc,
+			 &c->subnet_id,
+			 &c->route_table_id,
+			 &c->role_arn,
+			 &c->source_arn,
+			 &c->cluster_tag,
+			 &c->cluster_id,
+			 &c->elb_security_group,
+			 &c->health_probe_mode,
+			 &c->shared_probe_path,
+			 &c->topology_pattern,
+			 &c->nlb_sg_mode,
+			 &c->public_network_allow_list};
 	for (size_t i = 0; i < ARRAY_SIZE(strs); i++)
 		free(*strs[i]);
 	strv_free(c->node_ip_families);
@@ -204,7 +220,8 @@ static int begin_section(struct parser *ps)
 	}
 	if (nl == 15 && strncasecmp(name, "ServiceOverride", 15) == 0) {
 		if (!sub)
-			return perr(ps, "section [ServiceOverride] needs a name: [ServiceOverride \"1\"]");
+			return perr(
+			    ps, "section [ServiceOverride] needs a name: [ServiceOverride \"1\"]");
 		ps->sec = SEC_OVERRIDE;
 		/* gcfg merges repeated sections */
 		for (size_t i = 0; i < ps->cfg->n_overrides; i++)
@@ -213,16 +230,17 @@ static int begin_section(struct parser *ps)
 				return 0;
 			}
 		if (ps->cfg->n_overrides >= CCM_CONFIG_MAX_OVERRIDES) {
-			perr(ps, "more than %d [ServiceOverride] sections", CCM_CONFIG_MAX_OVERRIDES);
+			perr(ps, "more than %d [ServiceOverride] sections",
+			     CCM_CONFIG_MAX_OVERRIDES);
 			return -E2BIG;
 		}
-		struct ccm_service_override *o = reallocarray(
-			ps->cfg->overrides, ps->cfg->n_overrides + 1, sizeof(*o));
+		struct ccm_service_override *o =
+		    reallocarray(ps->cfg->overrides, ps->cfg->n_overrides + 1, sizeof(*o));
 		if (!o)
 			return -ENOMEM;
 		ps->cfg->overrides = o;
 		ps->cur = &o[ps->cfg->n_overrides++];
-		*ps->cur = (struct ccm_service_override){ .name = TAKE_PTR(sub) };
+		*ps->cur = (struct ccm_service_override){.name = TAKE_PTR(sub)};
 		return 0;
 	}
 	return perr(ps, "unknown section [%.*s]", (int)(nl > 64 ? 64 : nl), name);
@@ -331,7 +349,8 @@ static int set_global(struct parser *ps, const struct key_def *k, char *value, b
 	case K_INT32: {
 		long long v;
 		if (blank || str_to_ll(value, -2147483648LL, 2147483647LL, &v) < 0) {
-			r = perr(ps, "invalid integer '%s' for key '%s'", blank ? "" : value, k->name);
+			r = perr(ps, "invalid integer '%s' for key '%s'", blank ? "" : value,
+				 k->name);
 			free(value);
 			return r;
 		}
@@ -418,7 +437,8 @@ static int validate(struct parser *ps)
 		if (strcmp(*f, "ipv4") != 0 && strcmp(*f, "ipv6") != 0) {
 			if (ps->err)
 				snprintf(ps->err, ps->errlen,
-					 "cloud config '%s': NodeIPFamilies: '%s' is neither ipv4 nor ipv6",
+					 "cloud config '%s': NodeIPFamilies: '%s' is neither ipv4 "
+					 "nor ipv6",
 					 ps->path ? ps->path : "<text>", *f);
 			return -EINVAL;
 		}
@@ -427,21 +447,23 @@ static int validate(struct parser *ps)
 		struct ccm_service_override *o = &c->overrides[i];
 		const char *missing = !o->service || !*str_strip(o->service) ? "Service"
 				      : !o->region || !*str_strip(o->region) ? "Region"
-				      : !o->url || !*str_strip(o->url)       ? "URL"
+				      : !o->url || !*str_strip(o->url)	     ? "URL"
 				      : !o->signing_region || !*str_strip(o->signing_region)
-					      ? "SigningRegion"
-					      : NULL;
+					  ? "SigningRegion"
+					  : NULL;
 		if (missing) {
 			if (ps->err)
-				snprintf(ps->err, ps->errlen,
-					 "cloud config '%s': [ServiceOverride \"%s\"]: %s is missing",
-					 ps->path ? ps->path : "<text>", o->name, missing);
+				snprintf(
+				    ps->err, ps->errlen,
+				    "cloud config '%s': [ServiceOverride \"%s\"]: %s is missing",
+				    ps->path ? ps->path : "<text>", o->name, missing);
 			return -EINVAL;
 		}
 		if (!str_has_prefix(o->url, "http://") && !str_has_prefix(o->url, "https://")) {
 			if (ps->err)
 				snprintf(ps->err, ps->errlen,
-					 "cloud config '%s': [ServiceOverride \"%s\"]: URL '%s' is not an "
+					 "cloud config '%s': [ServiceOverride \"%s\"]: URL '%s' is "
+					 "not an "
 					 "http(s) URL",
 					 ps->path ? ps->path : "<text>", o->name, o->url);
 			return -EINVAL;
@@ -450,11 +472,12 @@ static int validate(struct parser *ps)
 			if (strcmp(c->overrides[j].service, o->service) == 0 &&
 			    strcmp(c->overrides[j].region, o->region) == 0) {
 				if (ps->err)
-					snprintf(ps->err, ps->errlen,
-						 "cloud config '%s': duplicate entry found for service "
-						 "override [%s] (%s in %s)",
-						 ps->path ? ps->path : "<text>", o->name, o->service,
-						 o->region);
+					snprintf(
+					    ps->err, ps->errlen,
+					    "cloud config '%s': duplicate entry found for service "
+					    "override [%s] (%s in %s)",
+					    ps->path ? ps->path : "<text>", o->name, o->service,
+					    o->region);
 				return -EINVAL;
 			}
 	}
@@ -503,8 +526,13 @@ int ccm_config_parse(const char *text, size_t len, const char *path, struct ccm_
 	}
 	if (!(cfg = calloc(1, sizeof(*cfg))))
 		return -ENOMEM;
-	struct parser ps = { .p = text, .end = text + len, .path = path, .line = 1,
-			     .err = err, .errlen = errlen, .cfg = cfg };
+	struct parser ps = {.p = text,
+			    .end = text + len,
+			    .path = path,
+			    .line = 1,
+			    .err = err,
+			    .errlen = errlen,
+			    .cfg = cfg};
 	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
 		ps.p += 3;
 	while (ps.p < ps.end) {
@@ -571,14 +599,14 @@ int ccm_override_services(const char *service, enum aws_service ret[2], bool *re
 		enum aws_service a, b;
 		int n;
 	} names[] = {
-		{ "ec2", AWS_SVC_EC2, 0, 1 },
-		{ "elasticloadbalancing", AWS_SVC_ELB, AWS_SVC_ELBV2, 2 },
-		{ "elastic load balancing", AWS_SVC_ELB, 0, 1 },
-		{ "elastic load balancing v2", AWS_SVC_ELBV2, 0, 1 },
-		{ "elasticloadbalancingv2", AWS_SVC_ELBV2, 0, 1 },
-		{ "sts", AWS_SVC_STS, 0, 1 },
-		{ "autoscaling", AWS_SVC_AUTOSCALING, 0, 1 },
-		{ "auto scaling", AWS_SVC_AUTOSCALING, 0, 1 },
+	    {"ec2", AWS_SVC_EC2, 0, 1},
+	    {"elasticloadbalancing", AWS_SVC_ELB, AWS_SVC_ELBV2, 2},
+	    {"elastic load balancing", AWS_SVC_ELB, 0, 1},
+	    {"elastic load balancing v2", AWS_SVC_ELBV2, 0, 1},
+	    {"elasticloadbalancingv2", AWS_SVC_ELBV2, 0, 1},
+	    {"sts", AWS_SVC_STS, 0, 1},
+	    {"autoscaling", AWS_SVC_AUTOSCALING, 0, 1},
+	    {"auto scaling", AWS_SVC_AUTOSCALING, 0, 1},
 	};
 	if (ret_imds)
 		*ret_imds = false;
@@ -618,9 +646,10 @@ int ccm_config_apply_overrides(const struct ccm_config *c, const char *region,
 		if (!region || strcmp(o->region, region) != 0)
 			continue;
 		for (int j = 0; j < n; j++) {
-			const char *sn = o->signing_name && *o->signing_name ? o->signing_name : NULL;
-			if ((r = aws_endpoints_set_override(e, svc[j], o->url, o->signing_region, sn)) <
-			    0)
+			const char *sn =
+			    o->signing_name && *o->signing_name ? o->signing_name : NULL;
+			if ((r = aws_endpoints_set_override(e, svc[j], o->url, o->signing_region,
+							    sn)) < 0)
 				return r;
 		}
 	}

@@ -52,8 +52,8 @@ struct ccm_config {
 	char *health_probe_mode; /* ClusterServiceLoadBalancerHealthProbeMode */
 	long long shared_probe_port;
 	char *shared_probe_path;
-	char *topology_pattern; /* SupportedTopologyInstanceTypePattern */
-	char *nlb_sg_mode;      /* NLBSecurityGroupMode */
+	char *topology_pattern;		 /* SupportedTopologyInstanceTypePattern */
+	char *nlb_sg_mode;		 /* NLBSecurityGroupMode */
 	char *public_network_allow_list; /* Deckhouse */
 	struct ccm_service_override *overrides;
 	size_t n_overrides;

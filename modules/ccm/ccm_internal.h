@@ -119,5 +119,5 @@ int ccm_serve_start(const struct ccm_serve_opts *o, struct ccm *m, struct http_s
 		    char *err, size_t errlen);
 /* A self-signed certificate and key (PEM) for the given host names and IPs (ECDSA P-256, one
  * year), as client-go's GenerateSelfSignedCertKey. */
-int ccm_self_signed(const char *cn, const char *const *dns, const char *const *ips,
-		    char **ret_cert, char **ret_key);
+int ccm_self_signed(const char *cn, const char *const *dns, const char *const *ips, char **ret_cert,
+		    char **ret_key);

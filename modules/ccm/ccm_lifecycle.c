@@ -66,7 +66,7 @@ static int taint_mutate(void *ud, cJSON *obj)
 
 static int set_taint(struct ccm *m, const char *name, bool add)
 {
-	struct kube_status st = { 0 };
+	struct kube_status st = {0};
 	int r;
 
 	if (!ccm_may_act(m))
@@ -74,7 +74,8 @@ static int set_taint(struct ccm *m, const char *name, bool add)
 	r = kube_update_retry(m->kc, KUBE_REF(&kube_nodes, NULL, name), taint_mutate, &add, NULL,
 			      &st);
 	if (r < 0 && r != -ENOENT) {
-		log_error(add ? "failed to add the shutdown taint" : "failed to remove the shutdown taint",
+		log_error(add ? "failed to add the shutdown taint"
+			      : "failed to remove the shutdown taint",
 			  KV_S("node", name), KV_S("error", st.message), KV_E(r));
 		return r;
 	}
@@ -88,7 +89,7 @@ static int delete_node(struct ccm *m, const cJSON *node)
 {
 	const char *name = json_str(node, "metadata.name");
 	const char *uid = json_str(node, "metadata.uid");
-	struct kube_status st = { 0 };
+	struct kube_status st = {0};
 	int r;
 
 	if (!ccm_may_act(m))
@@ -98,7 +99,7 @@ static int delete_node(struct ccm *m, const cJSON *node)
 	ccm_node_event(m, node, KUBE_EVENT_NORMAL, "DeletingNode",
 		       "Deleting node %s because it does not exist in the cloud provider", name);
 	/* the uid precondition: never delete a Node re-created meanwhile under the same name */
-	struct kube_delete_opts o = { .precondition_uid = uid };
+	struct kube_delete_opts o = {.precondition_uid = uid};
 	r = kube_delete(m->kc, KUBE_REF(&kube_nodes, NULL, name), &o, &st);
 	if (r < 0 && r != -ENOENT) {
 		log_error("failed to delete node", KV_S("node", name), KV_S("error", st.message),
@@ -123,7 +124,7 @@ static int monitor(void *ud, const char *key, int64_t *requeue_after)
 	const char **ids = NULL, **names = NULL;
 	struct ccm_instance *inst = NULL;
 	size_t n_objs = 0, n_nr = 0, n_ids = 0, n_names = 0, n_inst = 0;
-	struct aws_error err = { 0 };
+	struct aws_error err = {0};
 	unsigned failed = 0;
 	int r;
 
@@ -131,8 +132,9 @@ static int monitor(void *ud, const char *key, int64_t *requeue_after)
 	*requeue_after = m->set.node_monitor_period;
 	if ((r = kube_store_list(ccm_node_store(m), &objs, &n_objs)) < 0)
 		return r;
-	if (n_objs && (!(nr = calloc(n_objs, sizeof(*nr))) || !(ids = calloc(n_objs, sizeof(*ids))) ||
-		       !(names = calloc(n_objs, sizeof(*names))))) {
+	if (n_objs &&
+	    (!(nr = calloc(n_objs, sizeof(*nr))) || !(ids = calloc(n_objs, sizeof(*ids))) ||
+	     !(names = calloc(n_objs, sizeof(*names))))) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -143,7 +145,8 @@ static int monitor(void *ud, const char *key, int64_t *requeue_after)
 		if (!name)
 			continue;
 		if (ready) {
-			if (ccm_node_has_taint(n, CCM_TAINT_SHUTDOWN) && set_taint(m, name, false) < 0)
+			if (ccm_node_has_taint(n, CCM_TAINT_SHUTDOWN) &&
+			    set_taint(m, name, false) < 0)
 				failed++;
 			continue;
 		}
@@ -152,11 +155,11 @@ static int monitor(void *ud, const char *key, int64_t *requeue_after)
 		if (e == -ENOTSUP || e == -EINVAL)
 			continue; /* another provider's Node (e.g. static://): not ours to judge */
 		if (e == -ENOENT) {
-			/* no providerID: upstream looks the name up; an uninitialized Node is left to
-			 * the cloud-node controller */
+			/* no providerID: upstream looks the name up; an uninitialized Node is left
+			 * to the cloud-node controller */
 			if (ccm_node_has_taint(n, CCM_TAINT_UNINITIALIZED))
 				continue;
-			struct ccm_node_ref ref = { .name = name };
+			struct ccm_node_ref ref = {.name = name};
 			if (ccm_node_lookup_id(&ref, x->id, sizeof(x->id)) == 0) {
 				x->has_id = true;
 				ids[n_ids++] = x->id;
@@ -182,7 +185,8 @@ static int monitor(void *ud, const char *key, int64_t *requeue_after)
 	for (size_t i = 0; i < n_nr && ccm_may_act(m); i++) {
 		const cJSON *n = nr[i].node->json;
 		const char *name = json_str(n, "metadata.name");
-		struct ccm_node_ref ref = { .name = name, .provider_id = json_str(n, "spec.providerID") };
+		struct ccm_node_ref ref = {.name = name,
+					   .provider_id = json_str(n, "spec.providerID")};
 		int k = ccm_match_instance(&ref, inst, n_inst, m->cluster_id, NULL);
 		if (k == -ENOTUNIQ) {
 			log_warn("node lifecycle: several instances match the node; skipped",
@@ -191,9 +195,8 @@ static int monitor(void *ud, const char *key, int64_t *requeue_after)
 		}
 		const struct ccm_instance *in = k >= 0 ? &inst[k] : NULL;
 		bool exists = ccm_instance_exists(in), shutdown = ccm_instance_shutdown(in);
-		enum ccm_lifecycle_action a =
-			ccm_lifecycle_decide(false, ccm_node_has_taint(n, CCM_TAINT_SHUTDOWN), exists,
-					     shutdown);
+		enum ccm_lifecycle_action a = ccm_lifecycle_decide(
+		    false, ccm_node_has_taint(n, CCM_TAINT_SHUTDOWN), exists, shutdown);
 		log_v(4, "node lifecycle", KV_S("node", name), KV_B("exists", exists),
 		      KV_B("shutdown", shutdown), KV_S("action", ccm_lifecycle_action_name(a)));
 		if (a == CCM_LC_DELETE)
@@ -223,11 +226,12 @@ int ccm_lc_start(struct ccm *m)
 		return -ENOMEM;
 	ctl->m = m;
 	m->lc = ctl;
-	if ((r = kube_wq_new(&(struct kube_wq_opts){ .name = "cloud-node-lifecycle",
-						     .base_delay_ns = NSEC_PER_SEC,
-						     .max_delay_ns = 60 * NSEC_PER_SEC },
+	if ((r = kube_wq_new(&(struct kube_wq_opts){.name = "cloud-node-lifecycle",
+						    .base_delay_ns = NSEC_PER_SEC,
+						    .max_delay_ns = 60 * NSEC_PER_SEC},
 			     &ctl->q)) < 0 ||
-	    (r = kube_wq_add(ctl->q, PASS_KEY)) < 0 || (r = kube_wq_run(ctl->q, 1, monitor, ctl)) < 0)
+	    (r = kube_wq_add(ctl->q, PASS_KEY)) < 0 ||
+	    (r = kube_wq_run(ctl->q, 1, monitor, ctl)) < 0)
 		return r;
 	log_info("started the cloud-node-lifecycle controller");
 	return 0;

@@ -38,7 +38,7 @@ void ccm_instance_release(struct ccm_instance *i)
 		free(i->tags[k].value);
 	}
 	free(i->tags);
-	*i = (struct ccm_instance){ 0 };
+	*i = (struct ccm_instance){0};
 }
 
 void ccm_instance_free(struct ccm_instance *i)
@@ -75,7 +75,7 @@ static char **strv_dup(char *const *v, bool *ok)
 
 int ccm_instance_copy(const struct ccm_instance *s, struct ccm_instance *ret)
 {
-	struct ccm_instance d = { 0 };
+	struct ccm_instance d = {0};
 	bool ok = true;
 
 	d.id = dup_opt(s->id, &ok);
@@ -170,7 +170,7 @@ static int eni_from_xml(const xmlNode *item, struct ccm_eni *e)
 
 int ccm_instance_from_xml(const xmlNode *item, struct ccm_instance *ret)
 {
-	struct ccm_instance i = { 0 };
+	struct ccm_instance i = {0};
 	bool b;
 	int r;
 
@@ -403,8 +403,8 @@ bool ccm_tags_cluster_owned(const struct ccm_tag *tags, size_t n, const char *cl
 
 /* States ------------------------------------------------------------------------------- */
 
-const char *const ccm_alive_states[5] = { "pending", "running", "shutting-down", "stopping",
-					  "stopped" };
+const char *const ccm_alive_states[5] = {"pending", "running", "shutting-down", "stopping",
+					 "stopped"};
 
 static bool is_alive(const struct ccm_instance *i)
 {
@@ -428,8 +428,8 @@ bool ccm_instance_shutdown(const struct ccm_instance *i)
 
 /* Matching ----------------------------------------------------------------------------- */
 
-int ccm_match_instance(const struct ccm_node_ref *node, const struct ccm_instance *cands,
-		       size_t n, const char *cluster_id, enum ccm_match_kind *ret_kind)
+int ccm_match_instance(const struct ccm_node_ref *node, const struct ccm_instance *cands, size_t n,
+		       const char *cluster_id, enum ccm_match_kind *ret_kind)
 {
 	char id[64];
 	int r, found = -1;

@@ -28,10 +28,10 @@
 
 struct ccm_eni {
 	char *id;
-	char *status; /* "in-use" when attached */
+	char *status;		/* "in-use" when attached */
 	long long device_index; /* attachment.deviceIndex; -1 when not attached */
-	char **private_ips;     /* privateIpAddressesSet, in reply order (primary first) */
-	char **ipv6s;           /* ipv6AddressesSet */
+	char **private_ips;	/* privateIpAddressesSet, in reply order (primary first) */
+	char **ipv6s;		/* ipv6AddressesSet */
 	bool source_dest_check;
 };
 
@@ -42,7 +42,8 @@ struct ccm_tag {
 
 struct ccm_instance {
 	char *id;
-	char *state; /* instanceState.name: pending running shutting-down terminated stopping stopped */
+	char *state; /* instanceState.name: pending running shutting-down terminated stopping
+			stopped */
 	char *type;
 	char *zone;
 	char *private_dns;
@@ -110,8 +111,8 @@ struct ccm_node_ref {
 	const char *provider_id; /* NULL or "" */
 };
 enum ccm_match_kind { CCM_MATCH_ID, CCM_MATCH_PRIVATE_DNS, CCM_MATCH_NAME_TAG };
-int ccm_match_instance(const struct ccm_node_ref *node, const struct ccm_instance *cands,
-		       size_t n, const char *cluster_id, enum ccm_match_kind *ret_kind);
+int ccm_match_instance(const struct ccm_node_ref *node, const struct ccm_instance *cands, size_t n,
+		       const char *cluster_id, enum ccm_match_kind *ret_kind);
 /* The instance ID to look up by ID for a node (providerID or an i- name): 0 with the ID,
  * -ENOENT when the node must be found by name, -ENOTSUP for a foreign providerID, -EINVAL for
  * an aws:// one that does not parse. */
@@ -150,8 +151,8 @@ const char *ccm_node_ready_status(const cJSON *node);
 /* The node-lifecycle decision for one Node. */
 enum ccm_lifecycle_action {
 	CCM_LC_NONE,
-	CCM_LC_DELETE,         /* NotReady and the instance no longer exists */
-	CCM_LC_ADD_SHUTDOWN,   /* NotReady and the instance is stopped, no taint yet */
+	CCM_LC_DELETE,		/* NotReady and the instance no longer exists */
+	CCM_LC_ADD_SHUTDOWN,	/* NotReady and the instance is stopped, no taint yet */
 	CCM_LC_REMOVE_SHUTDOWN, /* Ready with the shutdown taint */
 };
 /* ready: the node's Ready condition is True. exists/shutdown: as the cloud answered (only

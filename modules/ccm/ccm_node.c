@@ -75,7 +75,7 @@ static int cache_get(struct ccm_node_ctl *ctl, const char *name, struct lookup *
 	pthread_mutex_lock(&ctl->lock);
 	struct lookup *l = kmap_get(&ctl->cache, name);
 	if (l && now_mono_ns() - l->at < lookup_ttl(l->r)) {
-		*ret = (struct lookup){ .at = l->at, .r = l->r, .kind = l->kind };
+		*ret = (struct lookup){.at = l->at, .r = l->r, .kind = l->kind};
 		r = l->r == 0 ? ccm_instance_copy(&l->inst, &ret->inst) : 0;
 		if (r == 0)
 			r = 1;
@@ -149,7 +149,7 @@ static int batch_add(struct batch *b, const cJSON *node)
 {
 	const char *name = json_str(node, "metadata.name");
 	const char *pid = json_str(node, "spec.providerID");
-	struct ccm_node_ref ref = { .name = name, .provider_id = pid };
+	struct ccm_node_ref ref = {.name = name, .provider_id = pid};
 	char id[64];
 	int g, r;
 
@@ -191,7 +191,7 @@ static bool fresh(struct ccm_node_ctl *ctl, const char *name)
 static int lookup_batch(struct ccm_node_ctl *ctl, const cJSON *self, struct aws_error *err)
 {
 	struct ccm *m = ctl->m;
-	struct batch b = { 0 };
+	struct batch b = {0};
 	struct kube_obj **objs = NULL;
 	struct ccm_instance *cands = NULL;
 	size_t n_objs = 0, n_cands = 0;
@@ -222,7 +222,8 @@ static int lookup_batch(struct ccm_node_ctl *ctl, const cJSON *self, struct aws_
 	      KV_U("by_name_tag", b.n[G_TAG]), KV_U("found", n_cands));
 	for (int g = 0; g < G_N; g++)
 		for (size_t i = 0; i < b.n[g]; i++) {
-			struct ccm_node_ref ref = { .name = b.nodes[g][i], .provider_id = b.pids[g][i] };
+			struct ccm_node_ref ref = {.name = b.nodes[g][i],
+						   .provider_id = b.pids[g][i]};
 			enum ccm_match_kind kind = CCM_MATCH_ID;
 			int k = ccm_match_instance(&ref, cands, n_cands, m->cluster_id, &kind);
 			/* a terminated instance cannot back a Node being initialized */
@@ -283,8 +284,8 @@ static int init_mutate(void *ud, cJSON *obj)
 
 /* The same change as init_mutate, as a JSON merge patch computed from the stored Node and
  * carrying its resourceVersion (the API server answers 409 when the Node changed since). */
-static int init_patch(struct ccm *m, const cJSON *node, const char *rv,
-		      const struct init_mut *im, struct kube_status *st)
+static int init_patch(struct ccm *m, const cJSON *node, const char *rv, const struct init_mut *im,
+		      struct kube_status *st)
 {
 	const char *name = json_str(node, "metadata.name");
 	const char *pid = json_str(node, "spec.providerID");
@@ -370,7 +371,7 @@ static int want_addresses(struct ccm *m, const cJSON *node, const struct ccm_ins
 static int sync_addresses(struct ccm *m, const cJSON *node, const cJSON *want, char **ret_rv)
 {
 	const char *name = json_str(node, "metadata.name");
-	struct kube_status st = { 0 };
+	struct kube_status st = {0};
 	cJSON *res = NULL;
 	int r;
 
@@ -414,7 +415,7 @@ static int initialize(struct ccm_node_ctl *ctl, const cJSON *node, const struct 
 	char pid[320];
 	cJSON *addrs = NULL, *labels = NULL;
 	_cleanup_free_ char *rv = NULL;
-	struct kube_status st = { 0 };
+	struct kube_status st = {0};
 	int r;
 
 	if ((r = ccm_format_provider_id(lk->inst.zone, lk->inst.id, pid, sizeof(pid))) < 0 ||
@@ -431,20 +432,21 @@ static int initialize(struct ccm_node_ctl *ctl, const cJSON *node, const struct 
 		r = -ECANCELED;
 		goto out;
 	}
-	struct init_mut im = { .provider_id = pid, .labels = labels };
+	struct init_mut im = {.provider_id = pid, .labels = labels};
 	/* one PATCH guarded by the stored resourceVersion; on a conflict, GET + PUT */
 	r = init_patch(m, node, rv ? rv : json_str(node, "metadata.resourceVersion"), &im, &st);
 	if (r == -KUBE_ECONFLICT || r == -ENOMEM)
 		r = kube_update_retry(m->kc, KUBE_REF(&kube_nodes, NULL, name), init_mutate, &im,
 				      NULL, &st);
 	if (r < 0) {
-		log_error("failed to initialize node", KV_S("node", name), KV_S("error", st.message),
-			  KV_E(r));
+		log_error("failed to initialize node", KV_S("node", name),
+			  KV_S("error", st.message), KV_E(r));
 		goto out;
 	}
 	log_info("initialized node", KV_S("node", name), KV_S("instance", lk->inst.id),
-		 KV_S("providerID", json_str(node, "spec.providerID") ? json_str(node, "spec.providerID") : pid),
-		 KV_S("matched", lk->kind == CCM_MATCH_ID	   ? "instance-id"
+		 KV_S("providerID",
+		      json_str(node, "spec.providerID") ? json_str(node, "spec.providerID") : pid),
+		 KV_S("matched", lk->kind == CCM_MATCH_ID	     ? "instance-id"
 				 : lk->kind == CCM_MATCH_PRIVATE_DNS ? "private-dns-name"
 								     : "name-tag"));
 	ccm_node_event(m, node, KUBE_EVENT_NORMAL, "Synced", "Node synced successfully");
@@ -460,8 +462,8 @@ static int reconcile(void *ud, const char *key, int64_t *requeue_after)
 	struct ccm_node_ctl *ctl = ud;
 	struct ccm *m = ctl->m;
 	struct kube_obj *o = NULL;
-	struct lookup lk = { 0 };
-	struct aws_error err = { 0 };
+	struct lookup lk = {0};
+	struct aws_error err = {0};
 	int r;
 
 	if (kube_store_get(ccm_node_store(m), key, &o) < 0) {
@@ -526,10 +528,11 @@ static int reconcile(void *ud, const char *key, int64_t *requeue_after)
 			ccm_node_event(m, node, KUBE_EVENT_WARNING, "FailedToInitialize",
 				       "EC2 instance %s does not exist", id);
 		else
-			ccm_node_event(m, node, KUBE_EVENT_WARNING, "FailedToInitialize",
-				       "no live EC2 instance of this cluster has the private DNS name "
-				       "or the Name tag %s",
-				       key);
+			ccm_node_event(
+			    m, node, KUBE_EVENT_WARNING, "FailedToInitialize",
+			    "no live EC2 instance of this cluster has the private DNS name "
+			    "or the Name tag %s",
+			    key);
 		log_warn("cannot initialize node", KV_S("node", key), KV_B("fresh", fetched),
 			 KV_S("reason", lk.r == -ENOTUNIQ ? "several instances match"
 							  : "no instance matches"));
@@ -559,7 +562,7 @@ static int sync_labels(struct ccm *m, const cJSON *node, const cJSON *want)
 	const cJSON *have = json_find(node, "metadata.labels"), *l;
 	cJSON *patch_labels = cJSON_CreateObject();
 	_cleanup_free_ char *text = NULL;
-	struct kube_status st = { 0 };
+	struct kube_status st = {0};
 	int r = 0;
 
 	if (!patch_labels)
@@ -576,7 +579,8 @@ static int sync_labels(struct ccm *m, const cJSON *node, const cJSON *want)
 	}
 	if (cJSON_GetArraySize(patch_labels) == 0)
 		goto out;
-	cJSON *doc = cJSON_CreateObject(), *md = doc ? cJSON_AddObjectToObject(doc, "metadata") : NULL;
+	cJSON *doc = cJSON_CreateObject(),
+	      *md = doc ? cJSON_AddObjectToObject(doc, "metadata") : NULL;
 	if (!md) {
 		cJSON_Delete(doc);
 		r = -ENOMEM;
@@ -596,8 +600,8 @@ static int sync_labels(struct ccm *m, const cJSON *node, const cJSON *want)
 	}
 	r = kube_patch(m->kc, KUBE_REF(&kube_nodes, NULL, name), KUBE_PATCH_MERGE, text, NULL, &st);
 	if (r < 0)
-		log_error("failed to update node labels", KV_S("node", name), KV_S("error", st.message),
-			  KV_E(r));
+		log_error("failed to update node labels", KV_S("node", name),
+			  KV_S("error", st.message), KV_E(r));
 	else
 		log_v(2, "updated node labels", KV_S("node", name));
 out:
@@ -614,15 +618,15 @@ static int resync(void *ud, const char *key, int64_t *requeue_after)
 	struct resync_item *items = NULL;
 	const char **ids = NULL;
 	struct ccm_instance *inst = NULL;
-	struct aws_error err = { 0 };
+	struct aws_error err = {0};
 	unsigned failed = 0;
 	int r;
 
 	*requeue_after = m->set.node_status_update_frequency;
 	if ((r = kube_store_list(ccm_node_store(m), &objs, &n_objs)) < 0)
 		return r;
-	if (n_objs && (!(items = calloc(n_objs, sizeof(*items))) ||
-		       !(ids = calloc(n_objs, sizeof(*ids))))) {
+	if (n_objs &&
+	    (!(items = calloc(n_objs, sizeof(*items))) || !(ids = calloc(n_objs, sizeof(*ids))))) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -650,7 +654,8 @@ static int resync(void *ud, const char *key, int64_t *requeue_after)
 			continue; /* the lifecycle controller's business */
 		const cJSON *node = items[i].node->json;
 		cJSON *addrs = NULL, *labels = NULL;
-		if (want_addresses(m, node, in, &addrs) < 0 || sync_addresses(m, node, addrs, NULL) < 0)
+		if (want_addresses(m, node, in, &addrs) < 0 ||
+		    sync_addresses(m, node, addrs, NULL) < 0)
 			failed++;
 		if (want_labels(m, in, &labels) < 0 || sync_labels(m, node, labels) < 0)
 			failed++;
@@ -685,13 +690,13 @@ int ccm_node_start(struct ccm *m)
 	m->node_alloc = ctl;
 	pthread_mutex_init(&ctl->lock, NULL);
 	/* failures retry from 500 ms, doubling up to 5 minutes */
-	if ((r = kube_wq_new(&(struct kube_wq_opts){ .name = "cloud-node",
-						     .base_delay_ns = 500 * NSEC_PER_MSEC,
-						     .max_delay_ns = 300 * NSEC_PER_SEC },
+	if ((r = kube_wq_new(&(struct kube_wq_opts){.name = "cloud-node",
+						    .base_delay_ns = 500 * NSEC_PER_MSEC,
+						    .max_delay_ns = 300 * NSEC_PER_SEC},
 			     &ctl->q)) < 0 ||
-	    (r = kube_wq_new(&(struct kube_wq_opts){ .name = "cloud-node-status",
-						     .base_delay_ns = NSEC_PER_SEC,
-						     .max_delay_ns = 300 * NSEC_PER_SEC },
+	    (r = kube_wq_new(&(struct kube_wq_opts){.name = "cloud-node-status",
+						    .base_delay_ns = NSEC_PER_SEC,
+						    .max_delay_ns = 300 * NSEC_PER_SEC},
 			     &ctl->sq)) < 0)
 		return r;
 	__atomic_store_n(&m->node, ctl, __ATOMIC_RELEASE); /* the informer's hooks now see it */

@@ -35,7 +35,7 @@ struct ccm_route_ctl {
 	struct ccm *m;
 	struct kube_wq *q;
 	pthread_mutex_t lock;
-	struct kmap enis; /* ENI ID -> instance ID (malloc'd), learned from descriptions */
+	struct kmap enis;    /* ENI ID -> instance ID (malloc'd), learned from descriptions */
 	struct kmap foreign; /* instance ID -> int64_t expiry (malloc'd): routes left alone */
 };
 
@@ -131,11 +131,11 @@ static int pass_collect(struct pass *p, struct ccm *m)
 			{
 				if (cJSON_IsString(c))
 					p->want[p->n_want++] = (struct ccm_route_want){
-						name, p->want_ids[i], c->valuestring
-					};
+					    name, p->want_ids[i], c->valuestring};
 			}
 		} else if (single && *single) {
-			p->want[p->n_want++] = (struct ccm_route_want){ name, p->want_ids[i], single };
+			p->want[p->n_want++] =
+			    (struct ccm_route_want){name, p->want_ids[i], single};
 		}
 	}
 	return 0;
@@ -156,8 +156,7 @@ static void learn_enis(struct ccm_route_ctl *ctl, const struct ccm_instance *ins
 	pthread_mutex_unlock(&ctl->lock);
 }
 
-static const struct ccm_instance *find_inst(const struct ccm_instance *l, size_t n,
-					     const char *id)
+static const struct ccm_instance *find_inst(const struct ccm_instance *l, size_t n, const char *id)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(l[i].id, id) == 0)
@@ -169,14 +168,14 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 {
 	struct ccm_route_ctl *ctl = ud;
 	struct ccm *m = ctl->m;
-	struct pass p = { .ctl = ctl };
+	struct pass p = {.ctl = ctl};
 	struct ccm_route_table *tables = NULL;
-	struct ccm_route_plan plan = { 0 };
+	struct ccm_route_plan plan = {0};
 	struct ccm_instance *inst = NULL;
 	const char **ids = NULL;
-	char (*done_sdc)[64] = NULL;
+	char(*done_sdc)[64] = NULL;
 	size_t n_tables = 0, n_inst = 0, n_ids = 0, n_done = 0;
-	struct aws_error err = { 0 };
+	struct aws_error err = {0};
 	unsigned failed = 0, applied = 0, skipped = 0;
 	int r;
 
@@ -204,10 +203,10 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 		goto out;
 	}
 	for (size_t i = 0; i < plan.n_ops + plan.n_orphans; i++) {
-		const char *id = i < plan.n_ops ? (plan.ops[i].kind == CCM_ROP_DELETE
-							   ? NULL
-							   : plan.ops[i].instance_id)
-						: plan.orphans[i - plan.n_ops].instance_id;
+		const char *id =
+		    i < plan.n_ops
+			? (plan.ops[i].kind == CCM_ROP_DELETE ? NULL : plan.ops[i].instance_id)
+			: plan.orphans[i - plan.n_ops].instance_id;
 		bool dup = !id || !*id || (i >= plan.n_ops && foreign_known(ctl, id));
 		for (size_t k = 0; k < n_ids && !dup; k++)
 			dup = strcmp(ids[k], id) == 0;
@@ -239,8 +238,8 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 		log_info("deleting route of a node that is gone", KV_S("table", o->table),
 			 KV_S("cidr", o->cidr), KV_S("instance", o->instance_id));
 		if ((r = ccm_cloud_delete_route(m->cloud, o->table, o->cidr, o->v6, &err)) < 0) {
-			log_error("failed to delete route", KV_S("table", o->table), KV_S("cidr", o->cidr),
-				  KV_S("error", err.message), KV_E(r));
+			log_error("failed to delete route", KV_S("table", o->table),
+				  KV_S("cidr", o->cidr), KV_S("error", err.message), KV_E(r));
 			failed++;
 		} else {
 			applied++;
@@ -268,8 +267,8 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 			if (!sdc_done) {
 				if ((r = ccm_cloud_disable_src_dst_check(m->cloud, in, &err)) < 0) {
 					log_error("failed to turn the source/destination check off",
-						  KV_S("instance", in->id), KV_S("error", err.message),
-						  KV_E(r));
+						  KV_S("instance", in->id),
+						  KV_S("error", err.message), KV_E(r));
 					failed++;
 					continue;
 				}
@@ -286,9 +285,9 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 						op->kind == CCM_ROP_REPLACE, &err);
 		}
 		if (r < 0) {
-			log_error("route change failed", KV_S("table", op->table), KV_S("cidr", op->cidr),
-				  KV_S("op", ccm_route_op_name(op->kind)), KV_S("error", err.message),
-				  KV_E(r));
+			log_error("route change failed", KV_S("table", op->table),
+				  KV_S("cidr", op->cidr), KV_S("op", ccm_route_op_name(op->kind)),
+				  KV_S("error", err.message), KV_E(r));
 			failed++;
 		} else {
 			applied++;
@@ -327,15 +326,16 @@ int ccm_route_start(struct ccm *m)
 	if (!route_ops)
 		route_ops = metric_counter("aws_k8s_ccm_route_changes_total",
 					   "Route table changes made by the route controller.",
-					   (const char *[]){ "op", NULL });
+					   (const char *[]){"op", NULL});
 	ctl->m = m;
 	pthread_mutex_init(&ctl->lock, NULL);
 	m->route_alloc = ctl;
-	if ((r = kube_wq_new(&(struct kube_wq_opts){ .name = "route",
-						     .base_delay_ns = NSEC_PER_SEC,
-						     .max_delay_ns = 120 * NSEC_PER_SEC },
+	if ((r = kube_wq_new(&(struct kube_wq_opts){.name = "route",
+						    .base_delay_ns = NSEC_PER_SEC,
+						    .max_delay_ns = 120 * NSEC_PER_SEC},
 			     &ctl->q)) < 0 ||
-	    (r = kube_wq_add(ctl->q, PASS_KEY)) < 0 || (r = kube_wq_run(ctl->q, 1, run_pass, ctl)) < 0)
+	    (r = kube_wq_add(ctl->q, PASS_KEY)) < 0 ||
+	    (r = kube_wq_run(ctl->q, 1, run_pass, ctl)) < 0)
 		return r;
 	__atomic_store_n(&m->route, ctl, __ATOMIC_RELEASE);
 	log_info("started the route controller", KV_U("cluster_cidrs", m->n_cluster_cidrs));

@@ -14,7 +14,7 @@
 int ccm_cidr_parse(const char *s, struct ccm_cidr *ret)
 {
 	char addr[INET6_ADDRSTRLEN];
-	struct ccm_cidr c = { 0 };
+	struct ccm_cidr c = {0};
 	long long prefix;
 	const char *slash;
 
@@ -137,7 +137,7 @@ void ccm_route_table_release(struct ccm_route_table *t)
 		free(t->tags[k].value);
 	}
 	free(t->tags);
-	*t = (struct ccm_route_table){ 0 };
+	*t = (struct ccm_route_table){0};
 }
 
 void ccm_route_tables_free(struct ccm_route_table *t, size_t n)
@@ -156,9 +156,15 @@ static int dup_text(const xmlNode *n, const char *path, char **dst)
 }
 
 static const char *const other_targets[] = {
-	"gatewayId", "natGatewayId", "transitGatewayId", "vpcPeeringConnectionId",
-	"egressOnlyInternetGatewayId", "carrierGatewayId", "localGatewayId", "coreNetworkArn",
-	"vpcEndpointId",
+    "gatewayId",
+    "natGatewayId",
+    "transitGatewayId",
+    "vpcPeeringConnectionId",
+    "egressOnlyInternetGatewayId",
+    "carrierGatewayId",
+    "localGatewayId",
+    "coreNetworkArn",
+    "vpcEndpointId",
 };
 
 static int route_from_xml(const xmlNode *it, struct ccm_route *r)
@@ -169,7 +175,8 @@ static int route_from_xml(const xmlNode *it, struct ccm_route *r)
 	    (!r->cidr && (e = dup_text(it, "destinationIpv6CidrBlock", &r->cidr)) < 0) ||
 	    (e = dup_text(it, "instanceId", &r->instance_id)) < 0 ||
 	    (e = dup_text(it, "networkInterfaceId", &r->eni_id)) < 0 ||
-	    (e = dup_text(it, "state", &r->state)) < 0 || (e = dup_text(it, "origin", &r->origin)) < 0)
+	    (e = dup_text(it, "state", &r->state)) < 0 ||
+	    (e = dup_text(it, "origin", &r->origin)) < 0)
 		return e;
 	for (size_t k = 0; k < ARRAY_SIZE(other_targets) && !r->other_target; k++)
 		if ((e = dup_text(it, other_targets[k], &r->other_target)) < 0)
@@ -184,7 +191,8 @@ static int table_from_xml(const xmlNode *it, struct ccm_route_table *t)
 	size_t n;
 	int e;
 
-	if ((e = dup_text(it, "routeTableId", &t->id)) < 0 || (e = dup_text(it, "vpcId", &t->vpc_id)) < 0)
+	if ((e = dup_text(it, "routeTableId", &t->id)) < 0 ||
+	    (e = dup_text(it, "vpcId", &t->vpc_id)) < 0)
 		return e;
 	if (!t->id)
 		return -EBADMSG;
@@ -223,7 +231,7 @@ int ccm_route_tables_from_reply(const xmlNode *root, struct ccm_route_table **li
 		if (!l)
 			return -ENOMEM;
 		*list = l;
-		l[*n] = (struct ccm_route_table){ 0 };
+		l[*n] = (struct ccm_route_table){0};
 		r = table_from_xml(it, &l[*n]);
 		(*n)++; /* released by the caller even when half filled */
 		if (r < 0)
@@ -243,7 +251,7 @@ void ccm_route_plan_release(struct ccm_route_plan *p)
 {
 	free(p->ops);
 	free(p->orphans);
-	*p = (struct ccm_route_plan){ 0 };
+	*p = (struct ccm_route_plan){0};
 }
 
 const char *ccm_route_op_name(enum ccm_route_op_kind k)
@@ -278,7 +286,7 @@ static int push_op(struct ccm_route_plan *p, enum ccm_route_op_kind kind, const 
 		return -ENOMEM;
 	p->ops = o;
 	o = &o[p->n_ops++];
-	*o = (struct ccm_route_op){ .kind = kind, .v6 = v6, .why = why };
+	*o = (struct ccm_route_op){.kind = kind, .v6 = v6, .why = why};
 	str_copy(o->table, sizeof(o->table), table);
 	str_copy(o->cidr, sizeof(o->cidr), cidr);
 	str_copy(o->instance_id, sizeof(o->instance_id), inst ? inst : "");
@@ -293,11 +301,12 @@ struct want_parsed {
 };
 
 int ccm_route_plan_make(const struct ccm_route_table *tables, size_t nt,
-			const struct ccm_route_want *want, size_t nw, const struct ccm_cidr *cluster,
-			size_t nc, const char *(*node_of)(void *ud, const char *instance_id),
-			void *ud, struct ccm_route_plan *ret)
+			const struct ccm_route_want *want, size_t nw,
+			const struct ccm_cidr *cluster, size_t nc,
+			const char *(*node_of)(void *ud, const char *instance_id), void *ud,
+			struct ccm_route_plan *ret)
 {
-	struct ccm_route_plan p = { 0 };
+	struct ccm_route_plan p = {0};
 	_cleanup_free_ struct want_parsed *wp = NULL;
 	_cleanup_free_ bool *used = NULL;
 	int r = 0;
@@ -357,8 +366,8 @@ int ccm_route_plan_make(const struct ccm_route_table *tables, size_t nt,
 			bool v6 = wp[k].net.family == AF_INET6;
 			const char *inst = wp[k].w->instance_id, *node = wp[k].w->node;
 			if (!ex) {
-				r = push_op(&p, CCM_ROP_CREATE, tb->id, wp[k].w->cidr, v6, inst, node,
-					    "missing");
+				r = push_op(&p, CCM_ROP_CREATE, tb->id, wp[k].w->cidr, v6, inst,
+					    node, "missing");
 			} else if (!route_is_ours(ex, cluster, nc)) {
 				p.conflicts++; /* a gateway, peering, local... route: not ours */
 			} else if (ccm_route_is_blackhole(ex)) {
@@ -397,15 +406,15 @@ int ccm_route_plan_make(const struct ccm_route_table *tables, size_t nt,
 					r = push_op(&p, CCM_ROP_DELETE, tb->id, rt->cidr, v6,
 						    rt->instance_id, NULL, "not the node's CIDR");
 				} else {
-					struct ccm_route_orphan *o = reallocarray(
-						p.orphans, p.n_orphans + 1, sizeof(*o));
+					struct ccm_route_orphan *o =
+					    reallocarray(p.orphans, p.n_orphans + 1, sizeof(*o));
 					if (!o) {
 						r = -ENOMEM;
 						goto fail;
 					}
 					p.orphans = o;
 					o = &o[p.n_orphans++];
-					*o = (struct ccm_route_orphan){ .v6 = v6 };
+					*o = (struct ccm_route_orphan){.v6 = v6};
 					str_copy(o->table, sizeof(o->table), tb->id);
 					str_copy(o->cidr, sizeof(o->cidr), rt->cidr);
 					str_copy(o->instance_id, sizeof(o->instance_id),

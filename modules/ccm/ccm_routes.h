@@ -40,8 +40,8 @@ struct ccm_route {
 	char *instance_id;
 	char *eni_id;
 	char *other_target; /* gateway, NAT, peering... ID when the target is not an instance */
-	char *state;        /* "active", "blackhole" */
-	char *origin;       /* "CreateRouteTable", "CreateRoute", "EnableVgwRoutePropagation" */
+	char *state;	    /* "active", "blackhole" */
+	char *origin;	    /* "CreateRouteTable", "CreateRoute", "EnableVgwRoutePropagation" */
 };
 
 struct ccm_route_table {
@@ -74,7 +74,7 @@ struct ccm_route_op {
 	char cidr[64]; /* as the route table has it (delete, replace) or the Node has it (create) */
 	bool v6;
 	char instance_id[32]; /* the target (create, replace); the old target (delete) */
-	char node[256];       /* the Node (create, replace) */
+	char node[256];	      /* the Node (create, replace) */
 	const char *why;      /* "missing", "blackhole", "wrong target", "node gone", ... */
 };
 
@@ -100,9 +100,10 @@ struct ccm_route_plan {
 void ccm_route_plan_release(struct ccm_route_plan *p);
 /* node_of(ud, instance_id): the Node whose providerID names that instance, or NULL. */
 int ccm_route_plan_make(const struct ccm_route_table *tables, size_t nt,
-			const struct ccm_route_want *want, size_t nw, const struct ccm_cidr *cluster,
-			size_t nc, const char *(*node_of)(void *ud, const char *instance_id),
-			void *ud, struct ccm_route_plan *ret);
+			const struct ccm_route_want *want, size_t nw,
+			const struct ccm_cidr *cluster, size_t nc,
+			const char *(*node_of)(void *ud, const char *instance_id), void *ud,
+			struct ccm_route_plan *ret);
 /* What to do with an orphan once its instance is known: inst NULL (not found) or terminated,
  * or cluster-tagged -> delete (true); otherwise (another cluster's or untagged instance) ->
  * leave it (false). */

@@ -42,8 +42,8 @@ static char *bio_text(BIO *b)
 	return s;
 }
 
-int ccm_self_signed(const char *cn, const char *const *dns, const char *const *ips,
-		    char **ret_cert, char **ret_key)
+int ccm_self_signed(const char *cn, const char *const *dns, const char *const *ips, char **ret_cert,
+		    char **ret_key)
 {
 	EVP_PKEY *key = NULL;
 	X509 *x = NULL;
@@ -83,10 +83,10 @@ int ccm_self_signed(const char *cn, const char *const *dns, const char *const *i
 	X509V3_set_ctx_nodb(&ctx);
 	X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
 	const char *exts[][2] = {
-		{ "basicConstraints", "critical,CA:TRUE" },
-		{ "keyUsage", "critical,digitalSignature,keyEncipherment,keyCertSign" },
-		{ "extendedKeyUsage", "serverAuth" },
-		{ "subjectAltName", san.len ? san.data : NULL },
+	    {"basicConstraints", "critical,CA:TRUE"},
+	    {"keyUsage", "critical,digitalSignature,keyEncipherment,keyCertSign"},
+	    {"extendedKeyUsage", "serverAuth"},
+	    {"subjectAltName", san.len ? san.data : NULL},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(exts); i++) {
 		if (!exts[i][1])
@@ -159,8 +159,8 @@ static int load_pair(const struct ccm_serve_opts *o, char **cert, char **key, ch
 			return r;
 		}
 		if ((r = kube_read_file(o->key_file, PEM_MAX, key, &len)) < 0) {
-			snprintf(err, errlen, "reading --tls-private-key-file '%s': %s", o->key_file,
-				 strerror(-r));
+			snprintf(err, errlen, "reading --tls-private-key-file '%s': %s",
+				 o->key_file, strerror(-r));
 			free(*cert);
 			return r;
 		}
@@ -176,8 +176,8 @@ static int load_pair(const struct ccm_serve_opts *o, char **cert, char **key, ch
 			free(*cert);
 		}
 	}
-	static const char *const dns[] = { "localhost", NULL };
-	static const char *const ips[] = { "127.0.0.1", NULL };
+	static const char *const dns[] = {"localhost", NULL};
+	static const char *const ips[] = {"127.0.0.1", NULL};
 	if ((r = ccm_self_signed("localhost", dns, ips, cert, key)) < 0) {
 		snprintf(err, errlen, "cannot make a self-signed certificate");
 		return r;
@@ -228,12 +228,13 @@ int ccm_serve_start(const struct ccm_serve_opts *o, struct ccm *m, struct http_s
 	const char *addr = o->bind_address && *o->bind_address ? o->bind_address : "0.0.0.0";
 	bool v6 = strchr(addr, ':') != NULL;
 	str_printf(bind, sizeof(bind), v6 ? "[%s]:%lld" : "%s:%lld", addr, o->port);
-	struct http_server_opts so = { .bind = bind, .tls_cert_pem = cert, .tls_key_pem = key,
-				       .threads = 2 };
+	struct http_server_opts so = {
+	    .bind = bind, .tls_cert_pem = cert, .tls_key_pem = key, .threads = 2};
 	if ((r = http_server_new(&so, &s)) < 0 || (r = http_server_add_standard(s)) < 0 ||
-	    (r = http_server_add_check(s, HTTP_CHECK_READYZ, "informer-sync", check_synced, m)) < 0 ||
+	    (r = http_server_add_check(s, HTTP_CHECK_READYZ, "informer-sync", check_synced, m)) <
+		0 ||
 	    (r = http_server_add_check(s, HTTP_CHECK_HEALTHZ, "leaderElection", check_leader, m)) <
-		    0 ||
+		0 ||
 	    (r = http_server_start(s)) < 0) {
 		snprintf(err, errlen, "cannot serve on %s: %s", bind, strerror(-r));
 		http_server_free(s);

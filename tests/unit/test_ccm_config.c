@@ -13,7 +13,8 @@ TEST(ccm_config_deckhouse)
 {
 	_cleanup_ccm_config_ struct ccm_config *c = NULL;
 	char err[256];
-	ASSERT_OK(ccm_config_load(test_data("ccm/cloud-config-deckhouse.ini"), &c, err, sizeof(err)));
+	ASSERT_OK(
+	    ccm_config_load(test_data("ccm/cloud-config-deckhouse.ini"), &c, err, sizeof(err)));
 	ASSERT_STREQ(c->cluster_id, "8a3e2c1b-5d4f-4e6a-9b7c-0d1e2f3a4b5c");
 	ASSERT_STREQ(c->elb_security_group, "sg-0123456789abcdef0");
 	ASSERT_STREQ(ccm_config_cluster_id(c), "8a3e2c1b-5d4f-4e6a-9b7c-0d1e2f3a4b5c");
@@ -65,7 +66,8 @@ TEST(ccm_config_values)
 {
 	_cleanup_ccm_config_ struct ccm_config *c = NULL;
 	char err[256];
-	/* quotes keep blanks, escapes, inline comments, continuation, CRLF, case-insensitive keys */
+	/* quotes keep blanks, escapes, inline comments, continuation, CRLF, case-insensitive keys
+	 */
 	ASSERT_OK(parse("[GLOBAL]\r\n"
 			"zone = \"  a b \" ; comment\r\n"
 			"REGION=us-west-2#c\n"
@@ -112,28 +114,30 @@ TEST(ccm_config_errors)
 	struct {
 		const char *text, *msg;
 	} cases[] = {
-		{ "[Global]\nFoo = bar\n", "line 2: unknown key 'Foo' in section [Global]" },
-		{ "[Global\nZone = a\n", "line 1: malformed section header" },
-		{ "[Other]\n", "line 1: unknown section [Other]" },
-		{ "Zone = a\n", "line 1: key 'Zone' outside of a section" },
-		{ "[Global]\nZone = \"abc\n", "line 2: unterminated quoted value" },
-		{ "[Global]\nZone = a\\qb\n", "line 2: invalid escape sequence" },
-		{ "[Global]\nDisableSecurityGroupIngress = maybe\n", "invalid boolean 'maybe'" },
-		{ "[Global]\nClusterServiceSharedLoadBalancerHealthProbePort = 99999999999\n",
-		  "invalid integer" },
-		{ "[Global]\nZone\n", "key 'Zone' needs a value" },
-		{ "[Global]\nNodeIPFamilies = ipv5\n", "NodeIPFamilies: 'ipv5'" },
-		{ "[Global]\n= x\n", "line 2: unexpected '='" },
-		{ "[Global]\nZone = a \"b\" c\nRegion x\n", "line 3: unexpected 'x'" },
-		{ "[ServiceOverride]\n", "needs a name" },
-		{ "[ServiceOverride \"1\"]\nService = ec2\nRegion = r\nURL = https://x\n",
-		  "[ServiceOverride \"1\"]: SigningRegion is missing" },
-		{ "[ServiceOverride \"1\"]\nService = ec2\nRegion = r\nURL = ftp://x\nSigningRegion = r\n",
-		  "is not an http(s) URL" },
-		{ "[ServiceOverride \"1\"]\nService=ec2\nRegion=r\nURL=http://a\nSigningRegion=r\n"
-		  "[ServiceOverride \"2\"]\nService=ec2\nRegion=r\nURL=http://b\nSigningRegion=r\n",
-		  "duplicate entry found for service override [2] (ec2 in r)" },
-		{ "[ServiceOverride \"1\"]\nBogus = 1\n", "unknown key 'Bogus' in section [ServiceOverride \"1\"]" },
+	    {"[Global]\nFoo = bar\n", "line 2: unknown key 'Foo' in section [Global]"},
+	    {"[Global\nZone = a\n", "line 1: malformed section header"},
+	    {"[Other]\n", "line 1: unknown section [Other]"},
+	    {"Zone = a\n", "line 1: key 'Zone' outside of a section"},
+	    {"[Global]\nZone = \"abc\n", "line 2: unterminated quoted value"},
+	    {"[Global]\nZone = a\\qb\n", "line 2: invalid escape sequence"},
+	    {"[Global]\nDisableSecurityGroupIngress = maybe\n", "invalid boolean 'maybe'"},
+	    {"[Global]\nClusterServiceSharedLoadBalancerHealthProbePort = 99999999999\n",
+	     "invalid integer"},
+	    {"[Global]\nZone\n", "key 'Zone' needs a value"},
+	    {"[Global]\nNodeIPFamilies = ipv5\n", "NodeIPFamilies: 'ipv5'"},
+	    {"[Global]\n= x\n", "line 2: unexpected '='"},
+	    {"[Global]\nZone = a \"b\" c\nRegion x\n", "line 3: unexpected 'x'"},
+	    {"[ServiceOverride]\n", "needs a name"},
+	    {"[ServiceOverride \"1\"]\nService = ec2\nRegion = r\nURL = https://x\n",
+	     "[ServiceOverride \"1\"]: SigningRegion is missing"},
+	    {"[ServiceOverride \"1\"]\nService = ec2\nRegion = r\nURL = ftp://x\nSigningRegion = "
+	     "r\n",
+	     "is not an http(s) URL"},
+	    {"[ServiceOverride \"1\"]\nService=ec2\nRegion=r\nURL=http://a\nSigningRegion=r\n"
+	     "[ServiceOverride \"2\"]\nService=ec2\nRegion=r\nURL=http://b\nSigningRegion=r\n",
+	     "duplicate entry found for service override [2] (ec2 in r)"},
+	    {"[ServiceOverride \"1\"]\nBogus = 1\n",
+	     "unknown key 'Bogus' in section [ServiceOverride \"1\"]"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct ccm_config *c = NULL;

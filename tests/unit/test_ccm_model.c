@@ -6,7 +6,10 @@
 #include "modules/ccm/ccm_model.h"
 #include "tests/unit/harness.h"
 
-#define TAG(k, v) { (char *)(k), (char *)(v) }
+#define TAG(k, v)                                                                                  \
+	{                                                                                          \
+		(char *)(k), (char *)(v)                                                           \
+	}
 
 /* Loads a recorded DescribeInstances reply. */
 static int load_instances(const char *name, struct ccm_instance **list, size_t *n)
@@ -41,7 +44,8 @@ static char *addr_str(const cJSON *a)
 	const cJSON *x;
 	cJSON_ArrayForEach(x, a)
 	{
-		buf_printf(&b, "%s%s=%s", b.len ? " " : "", json_str(x, "type"), json_str(x, "address"));
+		buf_printf(&b, "%s%s=%s", b.len ? " " : "", json_str(x, "type"),
+			   json_str(x, "address"));
 	}
 	return b.len ? buf_steal(&b) : strdup("");
 }
@@ -73,10 +77,11 @@ TEST(ccm_model_parse_moto)
 	cJSON *a;
 	ASSERT_OK(ccm_instance_addresses(i, NULL, &a));
 	_cleanup_free_ char *s = addr_str(a);
-	ASSERT_STREQ(s, "InternalIP=172.31.0.4 InternalIP=172.31.4.160 InternalIP=172.31.13.122 "
-			"InternalIP=172.31.10.75 InternalIP=172.31.6.156 ExternalIP=54.214.90.146 "
-			"InternalDNS=ip-172-31-0-4.ec2.internal Hostname=ip-172-31-0-4.ec2.internal "
-			"ExternalDNS=ec2-54-214-90-146.compute-1.amazonaws.com");
+	ASSERT_STREQ(s,
+		     "InternalIP=172.31.0.4 InternalIP=172.31.4.160 InternalIP=172.31.13.122 "
+		     "InternalIP=172.31.10.75 InternalIP=172.31.6.156 ExternalIP=54.214.90.146 "
+		     "InternalDNS=ip-172-31-0-4.ec2.internal Hostname=ip-172-31-0-4.ec2.internal "
+		     "ExternalDNS=ec2-54-214-90-146.compute-1.amazonaws.com");
 	cJSON_Delete(a);
 
 	struct ccm_instance c;
@@ -97,8 +102,8 @@ TEST(ccm_model_addresses_families)
 	ASSERT_FALSE(i->source_dest_check);
 	ASSERT_NULL(i->public_dns); /* <dnsName/> */
 
-	char *v4[] = { (char *)"ipv4", NULL }, *v6[] = { (char *)"ipv6", NULL };
-	char *both[] = { (char *)"ipv6", (char *)"ipv4", NULL };
+	char *v4[] = {(char *)"ipv4", NULL}, *v6[] = {(char *)"ipv6", NULL};
+	char *both[] = {(char *)"ipv6", (char *)"ipv4", NULL};
 	cJSON *a;
 	/* ENIs by device index, the detaching one skipped, primary IP first */
 	ASSERT_OK(ccm_instance_addresses(i, v4, &a));
@@ -122,8 +127,9 @@ TEST(ccm_model_addresses_families)
 	/* no ENIs: PrivateIpAddress */
 	ASSERT_OK(ccm_instance_addresses(&l[1], v4, &a));
 	s = addr_str(a);
-	ASSERT_STREQ(s, "InternalIP=10.0.1.12 InternalDNS=ip-10-0-1-12.eu-central-1.compute.internal "
-			"Hostname=ip-10-0-1-12.eu-central-1.compute.internal");
+	ASSERT_STREQ(s,
+		     "InternalIP=10.0.1.12 InternalDNS=ip-10-0-1-12.eu-central-1.compute.internal "
+		     "Hostname=ip-10-0-1-12.eu-central-1.compute.internal");
 	free(s);
 	cJSON_Delete(a);
 	/* a bad address is an error */
@@ -212,38 +218,40 @@ TEST(ccm_model_provider_ids)
 	ASSERT_ERR(ccm_instance_id_from_node_name("ip-10-0-0-1.ec2.internal", id, sizeof(id)),
 		   ENOENT);
 
-	struct ccm_node_ref n1 = { .name = "ip-1", .provider_id = "aws:///z/i-9" };
+	struct ccm_node_ref n1 = {.name = "ip-1", .provider_id = "aws:///z/i-9"};
 	ASSERT_OK(ccm_node_lookup_id(&n1, id, sizeof(id)));
 	ASSERT_STREQ(id, "i-9");
-	struct ccm_node_ref n2 = { .name = "i-77.x", .provider_id = "" };
+	struct ccm_node_ref n2 = {.name = "i-77.x", .provider_id = ""};
 	ASSERT_OK(ccm_node_lookup_id(&n2, id, sizeof(id)));
 	ASSERT_STREQ(id, "i-77");
-	struct ccm_node_ref n3 = { .name = "worker-1" };
+	struct ccm_node_ref n3 = {.name = "worker-1"};
 	ASSERT_ERR(ccm_node_lookup_id(&n3, id, sizeof(id)), ENOENT);
-	struct ccm_node_ref n4 = { .name = "worker-1", .provider_id = "static:///x" };
+	struct ccm_node_ref n4 = {.name = "worker-1", .provider_id = "static:///x"};
 	ASSERT_ERR(ccm_node_lookup_id(&n4, id, sizeof(id)), ENOTSUP);
 }
 
 TEST(ccm_model_cluster_tags)
 {
-	struct ccm_tag t1[] = { TAG("Name", "x"), TAG("kubernetes.io/cluster/c1", "shared") };
+	struct ccm_tag t1[] = {TAG("Name", "x"), TAG("kubernetes.io/cluster/c1", "shared")};
 	const char *id;
 	ASSERT_OK(ccm_cluster_id_from_tags(t1, 2, &id));
 	ASSERT_STREQ(id, "c1");
 	ASSERT_TRUE(ccm_tags_have_cluster(t1, 2, "c1"));
 	ASSERT_FALSE(ccm_tags_cluster_owned(t1, 2, "c1"));
-	struct ccm_tag t2[] = { TAG("KubernetesCluster", "old") };
+	struct ccm_tag t2[] = {TAG("KubernetesCluster", "old")};
 	ASSERT_OK(ccm_cluster_id_from_tags(t2, 1, &id));
 	ASSERT_STREQ(id, "old");
 	ASSERT_TRUE(ccm_tags_have_cluster(t2, 1, "old"));
 	ASSERT_TRUE(ccm_tags_cluster_owned(t2, 1, "old"));
 	ASSERT_FALSE(ccm_tags_have_cluster(t2, 1, "other"));
-	struct ccm_tag t3[] = { TAG("kubernetes.io/cluster/a", "owned"),
-				TAG("kubernetes.io/cluster/b", "owned") };
+	struct ccm_tag t3[] = {TAG("kubernetes.io/cluster/a", "owned"),
+			       TAG("kubernetes.io/cluster/b", "owned")};
 	ASSERT_ERR(ccm_cluster_id_from_tags(t3, 2, &id), ENOTUNIQ);
-	struct ccm_tag t4[] = { TAG("kubernetes.io/cluster/a", "owned"), TAG("KubernetesCluster", "b") };
+	struct ccm_tag t4[] = {TAG("kubernetes.io/cluster/a", "owned"),
+			       TAG("KubernetesCluster", "b")};
 	ASSERT_ERR(ccm_cluster_id_from_tags(t4, 2, &id), ENOTUNIQ);
-	struct ccm_tag t5[] = { TAG("kubernetes.io/cluster/a", "owned"), TAG("KubernetesCluster", "a") };
+	struct ccm_tag t5[] = {TAG("kubernetes.io/cluster/a", "owned"),
+			       TAG("KubernetesCluster", "a")};
 	ASSERT_OK(ccm_cluster_id_from_tags(t5, 2, &id));
 	ASSERT_STREQ(id, "a");
 	ASSERT_ERR(ccm_cluster_id_from_tags(t1, 1, &id), ENOENT);
@@ -254,11 +262,11 @@ TEST(ccm_model_cluster_tags)
 
 TEST(ccm_model_states)
 {
-	struct ccm_instance i = { 0 };
-	const char *states[] = { "pending", "running", "stopping", "stopped", "shutting-down",
-				 "terminated" };
-	bool exists[] = { true, true, true, true, true, false };
-	bool shut[] = { false, false, false, true, false, false };
+	struct ccm_instance i = {0};
+	const char *states[] = {"pending", "running",	    "stopping",
+				"stopped", "shutting-down", "terminated"};
+	bool exists[] = {true, true, true, true, true, false};
+	bool shut[] = {false, false, false, true, false, false};
 	for (size_t k = 0; k < ARRAY_SIZE(states); k++) {
 		i.state = (char *)states[k];
 		ASSERT_EQ(ccm_instance_exists(&i), exists[k]);
@@ -289,47 +297,51 @@ TEST(ccm_model_lifecycle)
 static struct ccm_instance mk(const char *id, const char *state, const char *dns,
 			      struct ccm_tag *tags, size_t nt)
 {
-	return (struct ccm_instance){ .id = (char *)id, .state = (char *)state,
-				      .private_dns = (char *)dns, .tags = tags, .n_tags = nt };
+	return (struct ccm_instance){.id = (char *)id,
+				     .state = (char *)state,
+				     .private_dns = (char *)dns,
+				     .tags = tags,
+				     .n_tags = nt};
 }
 
 TEST(ccm_model_match)
 {
-	struct ccm_tag ta[] = { TAG("kubernetes.io/cluster/c1", "owned"), TAG("Name", "worker-a") };
-	struct ccm_tag tb[] = { TAG("kubernetes.io/cluster/c1", "owned"), TAG("Name", "worker-b") };
-	struct ccm_tag tother[] = { TAG("kubernetes.io/cluster/c2", "owned"), TAG("Name", "worker-b") };
-	struct ccm_tag tdup[] = { TAG("KubernetesCluster", "c1"), TAG("Name", "dup") };
+	struct ccm_tag ta[] = {TAG("kubernetes.io/cluster/c1", "owned"), TAG("Name", "worker-a")};
+	struct ccm_tag tb[] = {TAG("kubernetes.io/cluster/c1", "owned"), TAG("Name", "worker-b")};
+	struct ccm_tag tother[] = {TAG("kubernetes.io/cluster/c2", "owned"),
+				   TAG("Name", "worker-b")};
+	struct ccm_tag tdup[] = {TAG("KubernetesCluster", "c1"), TAG("Name", "dup")};
 	struct ccm_instance c[] = {
-		mk("i-a", "running", "ip-10-0-0-1.ec2.internal", ta, 2),
-		mk("i-b", "stopped", "ip-10-0-0-2.ec2.internal", tb, 2),
-		mk("i-old", "terminated", "ip-10-0-0-3.ec2.internal", ta, 2),
-		mk("i-x", "running", "ip-10-0-0-3.ec2.internal", tother, 2),
-		mk("i-d1", "running", "ip-10-0-0-5.ec2.internal", tdup, 2),
-		mk("i-d2", "pending", "ip-10-0-0-6.ec2.internal", tdup, 2),
+	    mk("i-a", "running", "ip-10-0-0-1.ec2.internal", ta, 2),
+	    mk("i-b", "stopped", "ip-10-0-0-2.ec2.internal", tb, 2),
+	    mk("i-old", "terminated", "ip-10-0-0-3.ec2.internal", ta, 2),
+	    mk("i-x", "running", "ip-10-0-0-3.ec2.internal", tother, 2),
+	    mk("i-d1", "running", "ip-10-0-0-5.ec2.internal", tdup, 2),
+	    mk("i-d2", "pending", "ip-10-0-0-6.ec2.internal", tdup, 2),
 	};
 	enum ccm_match_kind kind;
-	struct ccm_node_ref n = { .name = "ip-10-0-0-1.ec2.internal" };
+	struct ccm_node_ref n = {.name = "ip-10-0-0-1.ec2.internal"};
 	ASSERT_EQ(ccm_match_instance(&n, c, 6, "c1", &kind), 0);
 	ASSERT_EQ(kind, CCM_MATCH_PRIVATE_DNS);
-	n = (struct ccm_node_ref){ .name = "whatever", .provider_id = "aws:///z/i-b" };
+	n = (struct ccm_node_ref){.name = "whatever", .provider_id = "aws:///z/i-b"};
 	ASSERT_EQ(ccm_match_instance(&n, c, 6, "c1", &kind), 1);
 	ASSERT_EQ(kind, CCM_MATCH_ID);
-	n = (struct ccm_node_ref){ .name = "i-b" };
+	n = (struct ccm_node_ref){.name = "i-b"};
 	ASSERT_EQ(ccm_match_instance(&n, c, 6, "c1", &kind), 1);
-	n = (struct ccm_node_ref){ .name = "i-zzz" };
+	n = (struct ccm_node_ref){.name = "i-zzz"};
 	ASSERT_ERR(ccm_match_instance(&n, c, 6, "c1", &kind), ENOENT);
 	/* Name tag (Deckhouse), stopped counts as alive */
-	n = (struct ccm_node_ref){ .name = "worker-b" };
+	n = (struct ccm_node_ref){.name = "worker-b"};
 	ASSERT_EQ(ccm_match_instance(&n, c, 6, "c1", &kind), 1);
 	ASSERT_EQ(kind, CCM_MATCH_NAME_TAG);
 	/* terminated and foreign-cluster instances never match by name */
-	n = (struct ccm_node_ref){ .name = "ip-10-0-0-3.ec2.internal" };
+	n = (struct ccm_node_ref){.name = "ip-10-0-0-3.ec2.internal"};
 	ASSERT_ERR(ccm_match_instance(&n, c, 6, "c1", &kind), ENOENT);
 	/* two live matches: ambiguous, never a guess */
-	n = (struct ccm_node_ref){ .name = "dup" };
+	n = (struct ccm_node_ref){.name = "dup"};
 	ASSERT_ERR(ccm_match_instance(&n, c, 6, "c1", &kind), ENOTUNIQ);
 	/* a foreign provider ID */
-	n = (struct ccm_node_ref){ .name = "x", .provider_id = "static:///x" };
+	n = (struct ccm_node_ref){.name = "x", .provider_id = "static:///x"};
 	ASSERT_ERR(ccm_match_instance(&n, c, 6, "c1", &kind), ENOTSUP);
 }
 
@@ -345,7 +357,7 @@ TEST(ccm_model_labels)
 	ASSERT_ERR(ccm_zone_to_region("", reg, sizeof(reg)), EINVAL);
 	ASSERT_ERR(ccm_zone_to_region("zone", reg, sizeof(reg)), EINVAL);
 
-	struct ccm_instance i = { .type = (char *)"m5.large", .zone = (char *)"eu-central-1b" };
+	struct ccm_instance i = {.type = (char *)"m5.large", .zone = (char *)"eu-central-1b"};
 	cJSON *l;
 	ASSERT_OK(ccm_instance_labels(&i, NULL, "euc1-az3", &l));
 	ASSERT_STREQ(json_str_key(l, CCM_LABEL_INSTANCE_TYPE), "m5.large");

@@ -54,7 +54,8 @@ TEST(ccm_routes_cidr)
 TEST(ccm_routes_parse_moto)
 {
 	size_t len;
-	_cleanup_free_ char *data = test_read_file(test_data("ccm/describe-route-tables-moto.xml"), &len);
+	_cleanup_free_ char *data =
+	    test_read_file(test_data("ccm/describe-route-tables-moto.xml"), &len);
 	ASSERT_NOT_NULL(data);
 	xmlDoc *doc;
 	ASSERT_OK(aws_xml_parse(data, len, &doc, NULL, 0));
@@ -79,16 +80,19 @@ TEST(ccm_routes_parse_moto)
 
 /* A route table built by hand. */
 static struct ccm_route R(const char *cidr, const char *inst, const char *eni, const char *other,
-			  const char *state, const char *origin)
-{
-	struct ccm_route r = { .cidr = (char *)cidr, .instance_id = (char *)inst,
-			       .eni_id = (char *)eni, .other_target = (char *)other,
-			       .state = (char *)state, .origin = (char *)origin };
+			  const char *state, const char *origin) {
+	struct ccm_route r = {.cidr = (char *)cidr,
+			      .instance_id = (char *)inst,
+			      .eni_id = (char *)eni,
+			      .other_target = (char *)other,
+			      .state = (char *)state,
+			      .origin = (char *)origin};
 	r.parsed = ccm_cidr_parse(cidr, &r.net) == 0;
 	return r;
 }
 
-static const char *node_of(void *ud, const char *id)
+static const char *
+node_of(void *ud, const char *id)
 {
 	/* Nodes n1 (i-1), n2 (i-2), n3 (i-3, eni-3) exist */
 	(void)ud;
@@ -113,33 +117,33 @@ static const struct ccm_route_op *find_op(const struct ccm_route_plan *p, const 
 TEST(ccm_routes_plan)
 {
 	struct ccm_route ra[] = {
-		R("10.0.0.0/16", NULL, NULL, "local", "active", "CreateRouteTable"),
-		R("0.0.0.0/0", NULL, NULL, "igw-1", "active", "CreateRoute"),
-		R("10.244.1.0/24", "i-1", NULL, NULL, "active", "CreateRoute"),     /* in place */
-		R("10.244.2.0/24", NULL, NULL, NULL, "blackhole", "CreateRoute"),   /* replace */
-		R("10.244.9.0/24", "i-9", NULL, NULL, "active", "CreateRoute"),     /* orphan */
-		R("10.244.8.0/24", "i-2", NULL, NULL, "active", "CreateRoute"),     /* n2 moved */
-		R("10.244.7.0/24", NULL, NULL, NULL, "blackhole", "CreateRoute"),   /* delete */
-		R("192.168.0.0/24", "i-77", NULL, NULL, "active", "CreateRoute"),   /* not ours */
-		R("10.244.6.0/24", NULL, NULL, "pcx-1", "active", "CreateRoute"),   /* peering */
-		R("10.244.5.0/24", NULL, "eni-unknown", NULL, "active", "CreateRoute"), /* unmappable */
-		R("10.244.4.0/24", NULL, NULL, NULL, "blackhole", "EnableVgwRoutePropagation"),
+	    R("10.0.0.0/16", NULL, NULL, "local", "active", "CreateRouteTable"),
+	    R("0.0.0.0/0", NULL, NULL, "igw-1", "active", "CreateRoute"),
+	    R("10.244.1.0/24", "i-1", NULL, NULL, "active", "CreateRoute"),	    /* in place */
+	    R("10.244.2.0/24", NULL, NULL, NULL, "blackhole", "CreateRoute"),	    /* replace */
+	    R("10.244.9.0/24", "i-9", NULL, NULL, "active", "CreateRoute"),	    /* orphan */
+	    R("10.244.8.0/24", "i-2", NULL, NULL, "active", "CreateRoute"),	    /* n2 moved */
+	    R("10.244.7.0/24", NULL, NULL, NULL, "blackhole", "CreateRoute"),	    /* delete */
+	    R("192.168.0.0/24", "i-77", NULL, NULL, "active", "CreateRoute"),	    /* not ours */
+	    R("10.244.6.0/24", NULL, NULL, "pcx-1", "active", "CreateRoute"),	    /* peering */
+	    R("10.244.5.0/24", NULL, "eni-unknown", NULL, "active", "CreateRoute"), /* unmappable */
+	    R("10.244.4.0/24", NULL, NULL, NULL, "blackhole", "EnableVgwRoutePropagation"),
 	};
 	struct ccm_route rb[] = {
-		R("10.244.3.0/24", NULL, "eni-3", NULL, "active", "CreateRoute"), /* in place by ENI */
-		R("10.244.1.0/24", "i-2", NULL, NULL, "active", "CreateRoute"), /* wrong target */
+	    R("10.244.3.0/24", NULL, "eni-3", NULL, "active", "CreateRoute"), /* in place by ENI */
+	    R("10.244.1.0/24", "i-2", NULL, NULL, "active", "CreateRoute"),   /* wrong target */
 	};
 	struct ccm_route_table tables[] = {
-		{ .id = (char *)"rtb-a", .routes = ra, .n_routes = ARRAY_SIZE(ra) },
-		{ .id = (char *)"rtb-b", .routes = rb, .n_routes = ARRAY_SIZE(rb) },
+	    {.id = (char *)"rtb-a", .routes = ra, .n_routes = ARRAY_SIZE(ra)},
+	    {.id = (char *)"rtb-b", .routes = rb, .n_routes = ARRAY_SIZE(rb)},
 	};
 	struct ccm_route_want want[] = {
-		{ "n1", "i-1", "10.244.1.0/24" },
-		{ "n2", "i-2", "10.244.2.0/24" },
-		{ "n3", "i-3", "10.244.3.0/24" },
-		{ "n3", "i-3", "10.244.6.0/24" },       /* held by a peering route */
-		{ "n3", "i-3", "fd00:0:0:3::/64" },     /* IPv6 */
-		{ "nx", "", "10.244.30.0/24" },         /* no instance: skipped */
+	    {"n1", "i-1", "10.244.1.0/24"},
+	    {"n2", "i-2", "10.244.2.0/24"},
+	    {"n3", "i-3", "10.244.3.0/24"},
+	    {"n3", "i-3", "10.244.6.0/24"},   /* held by a peering route */
+	    {"n3", "i-3", "fd00:0:0:3::/64"}, /* IPv6 */
+	    {"nx", "", "10.244.30.0/24"},     /* no instance: skipped */
 	};
 	struct ccm_cidr cl[2];
 	ASSERT_OK(ccm_cidr_parse("10.244.0.0/16", &cl[0]));
@@ -196,12 +200,12 @@ TEST(ccm_routes_plan)
 
 TEST(ccm_routes_plan_duplicate_claims)
 {
-	struct ccm_route_table t = { .id = (char *)"rtb-a" };
+	struct ccm_route_table t = {.id = (char *)"rtb-a"};
 	struct ccm_route_want want[] = {
-		{ "n1", "i-1", "10.244.1.0/24" },
-		{ "n2", "i-2", "10.244.1.0/24" }, /* IPAM bug: both left without a route */
-		{ "n1", "i-1", "10.244.1.0/24" }, /* a plain duplicate */
-		{ "n3", "i-3", "10.244.3.0/24" },
+	    {"n1", "i-1", "10.244.1.0/24"},
+	    {"n2", "i-2", "10.244.1.0/24"}, /* IPAM bug: both left without a route */
+	    {"n1", "i-1", "10.244.1.0/24"}, /* a plain duplicate */
+	    {"n3", "i-3", "10.244.3.0/24"},
 	};
 	struct ccm_cidr cl;
 	ASSERT_OK(ccm_cidr_parse("10.244.0.0/16", &cl));
@@ -219,11 +223,14 @@ TEST(ccm_routes_plan_duplicate_claims)
 
 TEST(ccm_routes_orphans)
 {
-	struct ccm_tag mine[] = { { (char *)"kubernetes.io/cluster/c1", (char *)"owned" } };
-	struct ccm_tag other[] = { { (char *)"kubernetes.io/cluster/c2", (char *)"owned" } };
-	struct ccm_instance a = { .id = (char *)"i-1", .state = (char *)"running", .tags = mine, .n_tags = 1 };
-	struct ccm_instance b = { .id = (char *)"i-2", .state = (char *)"running", .tags = other, .n_tags = 1 };
-	struct ccm_instance c = { .id = (char *)"i-3", .state = (char *)"terminated", .tags = other, .n_tags = 1 };
+	struct ccm_tag mine[] = {{(char *)"kubernetes.io/cluster/c1", (char *)"owned"}};
+	struct ccm_tag other[] = {{(char *)"kubernetes.io/cluster/c2", (char *)"owned"}};
+	struct ccm_instance a = {
+	    .id = (char *)"i-1", .state = (char *)"running", .tags = mine, .n_tags = 1};
+	struct ccm_instance b = {
+	    .id = (char *)"i-2", .state = (char *)"running", .tags = other, .n_tags = 1};
+	struct ccm_instance c = {
+	    .id = (char *)"i-3", .state = (char *)"terminated", .tags = other, .n_tags = 1};
 	ASSERT_TRUE(ccm_route_orphan_delete(NULL, "c1"));
 	ASSERT_TRUE(ccm_route_orphan_delete(&a, "c1"));
 	ASSERT_FALSE(ccm_route_orphan_delete(&b, "c1"));
