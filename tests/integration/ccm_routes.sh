@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (runs $AWS_K8S ccm through ccm_start in ccm_lib.sh)
 # aws-k8s ccm's route controller against moto (wrapped so that a route to a terminated
 # instance is a blackhole, as on AWS): routes for three Nodes in two cluster-tagged route
 # tables, the source/destination check turned off, a blackhole replaced, routes of a deleted
