@@ -95,4 +95,5 @@ n1=$(FAULTPROXY_URL=$PROXY1 calls)
 n2=$(FAULTPROXY_URL=$PROXY2 calls)
 if [ "$n1" = 0 ] && [ "$n2" -gt 0 ]; then ok "EC2 calls went to the [ServiceOverride] URL ($n2), none to AWS_ENDPOINT_URL"
 else fail "EC2 calls follow the override" "override $n2, default $n1"; fi
+ccm_stop_check ov
 t_summary

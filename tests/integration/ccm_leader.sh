@@ -65,4 +65,5 @@ if wait_until 15 routed 10.244.3.0/24 "$i3"; then ok "the new leader creates its
 if grep -q "started leading" "$T_TMP/ccm-b.log"; then ok "replica b logged that it leads"; else fail "replica b logged that it leads"; fi
 nb=$(FAULTPROXY_URL=$PROXY_B calls)
 if [ "$nb" -gt 0 ]; then ok "the new leader now calls AWS ($nb calls)"; else fail "the new leader calls AWS"; fi
+ccm_stop_check ccm-b
 t_summary

@@ -139,4 +139,5 @@ if ! routes | grep -q 10.244.50.0/24 && grep -q "route pass done" "$T_TMP/ccm1.l
 	ok "a Node whose instance is not known yet gets no route, and the pass goes on"
 else fail "a Node without an instance is skipped" "$(routes)"; fi
 if kill -0 "$(cat "$T_TMP/ccm1.pid")" 2>/dev/null; then ok "the ccm is still running"; else fail "the ccm is still running"; fi
+ccm_stop_check ccm1
 t_summary

@@ -74,4 +74,5 @@ if grep -q '^cloudprovider_aws_api_throttled_requests_total{operation_name="Desc
 else fail "throttled calls counted" "$(grep throttled <<<"$m" | head -3)"; fi
 if grep -q '^workqueue_retries_total{name="cloud-node"} [1-9]' <<<"$m"; then ok "the cloud-node workqueue retried with backoff"
 else fail "cloud-node workqueue retries" "$(grep workqueue_retries <<<"$m")"; fi
+ccm_stop_check ccm1
 t_summary
