@@ -300,7 +300,7 @@ static cJSON *node_transform(void *ud, cJSON *obj)
 	cJSON_Delete(obj);
 	if (!p)
 		return NULL;
-	/* one annotation and one condition are read */
+	/* one annotation and two conditions are read */
 	cJSON *md = cJSON_GetObjectItemCaseSensitive(p, "metadata");
 	cJSON *ann = md ? cJSON_GetObjectItemCaseSensitive(md, "annotations") : NULL;
 	if (ann) {
@@ -316,7 +316,7 @@ static cJSON *node_transform(void *ud, cJSON *obj)
 	cJSON *conds = st ? cJSON_GetObjectItemCaseSensitive(st, "conditions") : NULL;
 	for (int i = cJSON_GetArraySize(conds) - 1; i >= 0; i--) {
 		const char *t = json_str(cJSON_GetArrayItem(conds, i), "type");
-		if (!t || strcmp(t, "Ready") != 0)
+		if (!t || (strcmp(t, "Ready") != 0 && strcmp(t, "NetworkUnavailable") != 0))
 			cJSON_DeleteItemFromArray(conds, i);
 	}
 	(void)ud;

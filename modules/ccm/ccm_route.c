@@ -20,6 +20,7 @@
 #include "common/base/timeutil.h"
 #include "common/kube/informer.h"
 #include "common/kube/kmap.h"
+#include "common/kube/rest.h"
 #include "common/kube/workqueue.h"
 #include "common/metrics/metrics.h"
 #include "modules/ccm/ccm_internal.h"
@@ -164,6 +165,70 @@ static const struct ccm_instance *find_inst(const struct ccm_instance *l, size_t
 	return NULL;
 }
 
+/* Upstream's updateNetworkingCondition: NetworkUnavailable False (RouteCreated) on a Node whose
+ * routes are all in place, True (NoRouteCreated) on one whose route could not be made; only
+ * when the condition says otherwise. Returns the number of failed patches. */
+static unsigned update_conditions(struct ccm *m, struct pass *p, const struct ccm_route_plan *plan,
+				  const bool *op_ok)
+{
+	struct kmap unrouted = KMAP_INIT, wanted = KMAP_INIT;
+	unsigned failed = 0;
+	char now[40];
+
+	for (size_t k = 0; k < p->n_want; k++)
+		kmap_put(&wanted, p->want[k].node, (void *)1, NULL);
+	rfc3339_format(now_real_ns(), 0, now, sizeof(now));
+	for (size_t i = 0; i < plan->n_ops; i++)
+		if (plan->ops[i].kind != CCM_ROP_DELETE && !op_ok[i] && plan->ops[i].node[0])
+			kmap_put(&unrouted, plan->ops[i].node, (void *)1, NULL);
+	for (size_t i = 0; i < plan->n_blocked; i++)
+		kmap_put(&unrouted, plan->blocked[i].node, (void *)1, NULL);
+	for (size_t i = 0; i < p->n_objs; i++) {
+		const cJSON *n = p->objs[i]->json;
+		const char *name = json_str(n, "metadata.name");
+		if (!name || !kmap_get(&wanted, name))
+			continue;
+		bool created = !kmap_get(&unrouted, name);
+		const char *cur = NULL;
+		const cJSON *c;
+		cJSON_ArrayForEach(c, json_find(n, "status.conditions"))
+		{
+			const char *t = json_str(c, "type");
+			if (t && strcmp(t, "NetworkUnavailable") == 0)
+				cur = json_str(c, "status");
+		}
+		if (cur && strcmp(cur, created ? "False" : "True") == 0)
+			continue;
+		_cleanup_buf_ struct buf patch = BUF_INIT(0);
+		struct kube_status st = {0};
+		if (buf_printf(&patch,
+			       "{\"status\":{\"conditions\":[{\"type\":\"NetworkUnavailable\","
+			       "\"status\":\"%s\",\"reason\":\"%s\",\"message\":\"%s\","
+			       "\"lastTransitionTime\":\"%s\"}]}}",
+			       created ? "False" : "True",
+			       created ? "RouteCreated" : "NoRouteCreated",
+			       created ? "RouteController created a route"
+				       : "RouteController failed to create a route",
+			       now) < 0) {
+			failed++;
+			continue;
+		}
+		int r = kube_patch(m->kc, KUBE_REF_SUB(&kube_nodes, NULL, name, "status"),
+				   KUBE_PATCH_STRATEGIC, patch.data, NULL, &st);
+		if (r < 0 && r != -ENOENT) {
+			log_error("failed to set the NetworkUnavailable condition",
+				  KV_S("node", name), KV_S("error", st.message), KV_E(r));
+			failed++;
+		} else if (r == 0) {
+			log_v(2, "set the NetworkUnavailable condition", KV_S("node", name),
+			      KV_B("routes_created", created));
+		}
+	}
+	kmap_clear(&unrouted, NULL);
+	kmap_clear(&wanted, NULL);
+	return failed;
+}
+
 static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 {
 	struct ccm_route_ctl *ctl = ud;
@@ -177,6 +242,7 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 	size_t n_tables = 0, n_inst = 0, n_ids = 0, n_done = 0;
 	struct aws_error err = {0};
 	unsigned failed = 0, applied = 0, skipped = 0;
+	bool *op_ok = NULL;
 	int r;
 
 	(void)key;
@@ -246,6 +312,10 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 			metric_inc(route_ops, "delete");
 		}
 	}
+	if (!(op_ok = calloc(plan.n_ops + 1, sizeof(*op_ok)))) {
+		r = -ENOMEM;
+		goto out;
+	}
 	for (size_t i = 0; i < plan.n_ops && ccm_may_act(m); i++) {
 		const struct ccm_route_op *op = &plan.ops[i];
 		if (op->kind == CCM_ROP_DELETE) {
@@ -291,9 +361,12 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 			failed++;
 		} else {
 			applied++;
+			op_ok[i] = true;
 			metric_inc(route_ops, ccm_route_op_name(op->kind));
 		}
 	}
+	if (ccm_may_act(m))
+		failed += update_conditions(m, &p, &plan, op_ok);
 	log_v(applied || failed ? 1 : 4, "route pass done", KV_U("tables", n_tables),
 	      KV_U("routes_wanted", p.n_want), KV_U("applied", applied), KV_U("failed", failed),
 	      KV_U("skipped", skipped), KV_U("conflicts", plan.conflicts),
@@ -310,6 +383,7 @@ out:
 	ccm_instances_free(inst, n_inst);
 	free(ids);
 	free(done_sdc);
+	free(op_ok);
 	ccm_route_plan_release(&plan);
 	ccm_route_tables_free(tables, n_tables);
 	pass_release(&p);

@@ -251,6 +251,7 @@ void ccm_route_plan_release(struct ccm_route_plan *p)
 {
 	free(p->ops);
 	free(p->orphans);
+	free(p->blocked);
 	*p = (struct ccm_route_plan){0};
 }
 
@@ -291,6 +292,22 @@ static int push_op(struct ccm_route_plan *p, enum ccm_route_op_kind kind, const 
 	str_copy(o->cidr, sizeof(o->cidr), cidr);
 	str_copy(o->instance_id, sizeof(o->instance_id), inst ? inst : "");
 	str_copy(o->node, sizeof(o->node), node ? node : "");
+	return 0;
+}
+
+static int push_blocked(struct ccm_route_plan *p, const char *table, const char *cidr,
+			const char *node)
+{
+	struct ccm_route_blocked *b = reallocarray(p->blocked, p->n_blocked + 1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	p->blocked = b;
+	b = &b[p->n_blocked++];
+	*b = (struct ccm_route_blocked){0};
+	str_copy(b->table, sizeof(b->table), table);
+	str_copy(b->cidr, sizeof(b->cidr), cidr);
+	str_copy(b->node, sizeof(b->node), node);
+	p->conflicts++;
 	return 0;
 }
 
@@ -369,7 +386,8 @@ int ccm_route_plan_make(const struct ccm_route_table *tables, size_t nt,
 				r = push_op(&p, CCM_ROP_CREATE, tb->id, wp[k].w->cidr, v6, inst,
 					    node, "missing");
 			} else if (!route_is_ours(ex, cluster, nc)) {
-				p.conflicts++; /* a gateway, peering, local... route: not ours */
+				/* a gateway, peering, local... route: not ours */
+				r = push_blocked(&p, tb->id, wp[k].w->cidr, node);
 			} else if (ccm_route_is_blackhole(ex)) {
 				r = push_op(&p, CCM_ROP_REPLACE, tb->id, ex->cidr, v6, inst, node,
 					    "blackhole");
@@ -383,7 +401,7 @@ int ccm_route_plan_make(const struct ccm_route_table *tables, size_t nt,
 				 * unless the caller's node_of knows the interface */
 				const char *owner = node_of ? node_of(ud, ex->eni_id) : NULL;
 				if (!owner)
-					p.conflicts++;
+					r = push_blocked(&p, tb->id, wp[k].w->cidr, node);
 				else if (strcmp(owner, node) != 0)
 					r = push_op(&p, CCM_ROP_REPLACE, tb->id, ex->cidr, v6, inst,
 						    node, "wrong target");

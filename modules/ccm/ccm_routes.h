@@ -88,12 +88,21 @@ struct ccm_route_orphan {
 	char instance_id[32];
 };
 
+/* A wanted route that a route of someone else's holds: left alone, the Node is not routed. */
+struct ccm_route_blocked {
+	char table[64];
+	char cidr[64];
+	char node[256];
+};
+
 struct ccm_route_plan {
 	struct ccm_route_op *ops; /* deletes first, then replaces and creates, table by table */
 	size_t n_ops;
 	struct ccm_route_orphan *orphans;
 	size_t n_orphans;
-	unsigned conflicts; /* wanted CIDRs held by a route that is not ours: left alone */
+	struct ccm_route_blocked *blocked;
+	size_t n_blocked;
+	unsigned conflicts; /* = n_blocked: wanted CIDRs held by a route that is not ours */
 	unsigned invalid;   /* wanted routes with a bad CIDR or two Nodes claiming one CIDR */
 };
 

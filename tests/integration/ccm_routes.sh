@@ -106,6 +106,12 @@ print(' '.join(sorted(out)))")
 if [ "$sdc" = "False False False" ]; then ok "the source/destination check is off on the three instances"
 else fail "the source/destination check is off" "$sdc"; fi
 
+cond() { node_py "$1" "[(c['status'], c['reason']) for c in n['status']['conditions'] if c['type'] == 'NetworkUnavailable']"; }
+routed_cond() { [ "$(cond "$1")" = "[('False', 'RouteCreated')]" ]; }
+if wait_until 10 routed_cond "$d1" && routed_cond "$d2" && routed_cond "$d3"; then
+	ok "the routed Nodes get NetworkUnavailable=False (RouteCreated), as upstream"
+else fail "NetworkUnavailable condition" "$(cond "$d1") $(cond "$d2") $(cond "$d3")"; fi
+
 # steady state: one DescribeRouteTables per pass and nothing else
 sleep 1
 tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null

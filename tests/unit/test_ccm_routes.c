@@ -190,6 +190,10 @@ TEST(ccm_routes_plan)
 	ASSERT_STREQ(p.orphans[0].instance_id, "i-9");
 	ASSERT_STREQ(p.orphans[0].table, "rtb-a");
 	ASSERT_EQ(p.conflicts, 1);
+	ASSERT_EQ(p.n_blocked, 1);
+	ASSERT_STREQ(p.blocked[0].node, "n3");
+	ASSERT_STREQ(p.blocked[0].cidr, "10.244.6.0/24");
+	ASSERT_STREQ(p.blocked[0].table, "rtb-a");
 	ASSERT_EQ(p.invalid, 1);
 	/* deletes come first in each table */
 	ASSERT_EQ(p.ops[0].kind, CCM_ROP_DELETE);
