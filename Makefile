@@ -42,6 +42,7 @@ TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS))
 UNIT := $(B)/unit-tests
 
 .PHONY: all test unit bench demo clean fmt lint FORCE
+.SECONDARY: $(GEN_C) $(GEN_H)
 all: $(BIN)
 
 $(BIN): $(B)/main.o $(LIB_OBJS)
