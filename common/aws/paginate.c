@@ -47,88 +47,79 @@ static int next_token(struct token_state *ts, const char *tok, bool *done)
 	return 0;
 }
 
+/* The page loop of both protocols: q for the Query protocol (XML replies), else j (JSON). */
+static int paginate(struct aws_client *c, enum aws_service s, const char *action,
+		    struct aws_query *q, cJSON *j, const struct aws_paginate *p,
+		    struct aws_error *err)
+{
+	struct token_state ts = {0};
+	unsigned max = p->max_pages ? p->max_pages : DEFAULT_MAX_PAGES;
+	int r = 0;
+
+	for (unsigned page = 0;; page++) {
+		struct aws_reply rep = {0};
+		bool done;
+
+		if (page >= max) {
+			aws_error_set(err, 0, "", "%s: more than %u pages", action, max);
+			r = -E2BIG;
+			break;
+		}
+		r = q ? aws_call_query(c, s, action, q, &rep, err)
+		      : aws_call_json(c, s, action, j, &rep, err);
+		if (r < 0)
+			break;
+		r = p->on_page(p->ud, &rep);
+		if (r == 0)
+			r = next_token(&ts,
+				       q ? aws_xml_text(rep.result, p->reply_field)
+					 : json_str(rep.json, p->reply_field),
+				       &done);
+		else
+			done = true;
+		if (r == -ELOOP)
+			aws_error_set(err, rep.status, "", "%s: the server repeated a page token",
+				      action);
+		aws_reply_release(&rep);
+		if (r < 0 || done)
+			break;
+		r = q ? aws_query_set(q, p->token_param, ts.last)
+		      : json_set_str(j, p->token_param, ts.last);
+		if (r < 0)
+			break;
+	}
+	free(ts.last);
+	return r < 0 ? r : 0;
+}
+
 int aws_paginate_query(struct aws_client *c, enum aws_service s, const char *action,
 		       const struct aws_query *q, const struct aws_paginate *p,
 		       struct aws_error *err)
 {
 	struct aws_query cur;
-	struct token_state ts = {0};
-	unsigned max = p && p->max_pages ? p->max_pages : DEFAULT_MAX_PAGES;
 	int r;
 
 	if (!p || !p->token_param || !p->reply_field || !p->on_page)
 		return -EINVAL;
 	if ((r = copy_query(q, &cur)) < 0)
 		return r;
-	for (unsigned page = 0;; page++) {
-		struct aws_reply rep = {0};
-		bool done;
-
-		if (page >= max) {
-			aws_error_set(err, 0, "", "%s: more than %u pages", action, max);
-			r = -E2BIG;
-			break;
-		}
-		if ((r = aws_call_query(c, s, action, &cur, &rep, err)) < 0)
-			break;
-		r = p->on_page(p->ud, &rep);
-		if (r == 0)
-			r = next_token(&ts, aws_xml_text(rep.result, p->reply_field), &done);
-		else
-			done = true;
-		if (r == -ELOOP)
-			aws_error_set(err, rep.status, "", "%s: the server repeated a page token",
-				      action);
-		aws_reply_release(&rep);
-		if (r < 0 || done)
-			break;
-		if ((r = aws_query_set(&cur, p->token_param, ts.last)) < 0)
-			break;
-	}
-	free(ts.last);
+	r = paginate(c, s, action, &cur, NULL, p, err);
 	aws_query_release(&cur);
-	return r < 0 ? r : 0;
+	return r;
 }
 
 int aws_paginate_json(struct aws_client *c, enum aws_service s, const char *action,
 		      const cJSON *input, const struct aws_paginate *p, struct aws_error *err)
 {
 	cJSON *cur;
-	struct token_state ts = {0};
-	unsigned max = p && p->max_pages ? p->max_pages : DEFAULT_MAX_PAGES;
-	int r = 0;
+	int r;
 
 	if (!p || !p->token_param || !p->reply_field || !p->on_page)
 		return -EINVAL;
 	cur = input ? cJSON_Duplicate(input, true) : cJSON_CreateObject();
 	if (!cur)
 		return -ENOMEM;
-	for (unsigned page = 0;; page++) {
-		struct aws_reply rep = {0};
-		bool done;
-
-		if (page >= max) {
-			aws_error_set(err, 0, "", "%s: more than %u pages", action, max);
-			r = -E2BIG;
-			break;
-		}
-		if ((r = aws_call_json(c, s, action, cur, &rep, err)) < 0)
-			break;
-		r = p->on_page(p->ud, &rep);
-		if (r == 0)
-			r = next_token(&ts, json_str(rep.json, p->reply_field), &done);
-		else
-			done = true;
-		if (r == -ELOOP)
-			aws_error_set(err, rep.status, "", "%s: the server repeated a page token",
-				      action);
-		aws_reply_release(&rep);
-		if (r < 0 || done)
-			break;
-		if ((r = json_set_str(cur, p->token_param, ts.last)) < 0)
-			break;
-	}
-	free(ts.last);
+	r = paginate(c, s, action, NULL, cur, p, err);
 	cJSON_Delete(cur);
-	return r < 0 ? r : 0;
+	return r;
 }
