@@ -97,44 +97,16 @@ static void *array_grow(struct rpc_call *c, ProtobufCMessage *msg,
 	return (char *)*arr + (*n)++ * elt;
 }
 
-static size_t field_elt_size(const ProtobufCFieldDescriptor *f)
-{
-	switch (f->type) {
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
-	case PROTOBUF_C_TYPE_UINT64:
-	case PROTOBUF_C_TYPE_FIXED64:
-	case PROTOBUF_C_TYPE_DOUBLE:
-		return 8;
-	case PROTOBUF_C_TYPE_STRING:
-	case PROTOBUF_C_TYPE_MESSAGE:
-		return sizeof(void *);
-	case PROTOBUF_C_TYPE_BYTES:
-		return sizeof(ProtobufCBinaryData);
-	case PROTOBUF_C_TYPE_BOOL:
-		return sizeof(protobuf_c_boolean);
-	default:
-		return 4;
-	}
-}
-
 int rpc_call_map_add(struct rpc_call *c, ProtobufCMessage *msg, const char *field, const char *key,
 		     const char *value)
 {
 	const ProtobufCFieldDescriptor *f =
 	    protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, field);
+	const ProtobufCFieldDescriptor *kf, *vf;
 
-	if (!f || f->label != PROTOBUF_C_LABEL_REPEATED || f->type != PROTOBUF_C_TYPE_MESSAGE)
+	if (!rpc_map_fields(f, &kf, &vf))
 		return -EINVAL;
-	const ProtobufCMessageDescriptor *ed = f->descriptor;
-	const ProtobufCFieldDescriptor *kf =
-	    protobuf_c_message_descriptor_get_field_by_name(ed, "key");
-	const ProtobufCFieldDescriptor *vf =
-	    protobuf_c_message_descriptor_get_field_by_name(ed, "value");
-	if (!kf || !vf || kf->type != PROTOBUF_C_TYPE_STRING || vf->type != PROTOBUF_C_TYPE_STRING)
-		return -EINVAL;
-	ProtobufCMessage *e = rpc_call_new(c, ed);
+	ProtobufCMessage *e = rpc_call_new(c, f->descriptor);
 	char *k = rpc_call_strdup(c, key), *v = rpc_call_strdup(c, value);
 	if (!e || !k || !v)
 		return -ENOMEM;
@@ -155,7 +127,7 @@ int rpc_call_array_add(struct rpc_call *c, ProtobufCMessage *msg, const char *fi
 
 	if (!f || f->label != PROTOBUF_C_LABEL_REPEATED)
 		return -EINVAL;
-	size_t elt = field_elt_size(f);
+	size_t elt = rpc_field_elem_size(f->type);
 	void *slot;
 	if (f->type == PROTOBUF_C_TYPE_STRING) {
 		char *s = rpc_call_strdup(c, elem);

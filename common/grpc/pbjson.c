@@ -11,6 +11,7 @@
 
 #include "common/base/buf.h"
 #include "common/base/timeutil.h"
+#include "common/grpc/rpc.h"
 
 #define PBJSON_MAX_DEPTH 32
 
@@ -33,35 +34,6 @@ static bool wrapper_kind(const ProtobufCMessageDescriptor *d, const char *what)
 static bool field_is_secret(const ProtobufCFieldDescriptor *f)
 {
 	return strcmp(f->name, "secrets") == 0 || strcmp(f->name, "mount_flags") == 0;
-}
-
-static size_t elem_size(ProtobufCType t)
-{
-	switch (t) {
-	case PROTOBUF_C_TYPE_INT32:
-	case PROTOBUF_C_TYPE_SINT32:
-	case PROTOBUF_C_TYPE_SFIXED32:
-	case PROTOBUF_C_TYPE_UINT32:
-	case PROTOBUF_C_TYPE_FIXED32:
-	case PROTOBUF_C_TYPE_FLOAT:
-	case PROTOBUF_C_TYPE_ENUM:
-		return 4;
-	case PROTOBUF_C_TYPE_BOOL:
-		return sizeof(protobuf_c_boolean);
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
-	case PROTOBUF_C_TYPE_UINT64:
-	case PROTOBUF_C_TYPE_FIXED64:
-	case PROTOBUF_C_TYPE_DOUBLE:
-		return 8;
-	case PROTOBUF_C_TYPE_STRING:
-	case PROTOBUF_C_TYPE_MESSAGE:
-		return sizeof(void *);
-	case PROTOBUF_C_TYPE_BYTES:
-		return sizeof(ProtobufCBinaryData);
-	}
-	return 0;
 }
 
 static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -162,7 +134,7 @@ static bool scalar_is_default(const ProtobufCFieldDescriptor *f, const void *p)
 		return *(const void *const *)p == NULL;
 	default: {
 		static const char zero[8];
-		return memcmp(p, zero, elem_size(f->type)) == 0;
+		return memcmp(p, zero, rpc_field_elem_size(f->type)) == 0;
 	}
 	}
 }
@@ -237,7 +209,7 @@ static cJSON *msg_json(const ProtobufCMessage *m, unsigned flags, int depth)
 				}
 			} else {
 				v = cJSON_CreateArray();
-				size_t sz = elem_size(f->type);
+				size_t sz = rpc_field_elem_size(f->type);
 				for (size_t k = 0; v && k < n; k++) {
 					cJSON *ev = value_json(f, arr + k * sz, flags, depth);
 					if (!ev) {
@@ -554,7 +526,7 @@ static int json_field(const cJSON *v, const ProtobufCFieldDescriptor *f, Protobu
 	bool map = f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor);
 	if (map ? !cJSON_IsObject(v) : !cJSON_IsArray(v))
 		return jfail(e, path, "%s", map ? "not an object" : "not an array");
-	size_t n = (size_t)cJSON_GetArraySize(v), sz = elem_size(f->type), i = 0;
+	size_t n = (size_t)cJSON_GetArraySize(v), sz = rpc_field_elem_size(f->type), i = 0;
 	char *arr = n ? calloc(n, sz) : NULL;
 	if (n && !arr)
 		return -ENOMEM;

@@ -128,17 +128,11 @@ const char *rpc_msg_map_get(const ProtobufCMessage *m, const char *field, const 
 {
 	const ProtobufCFieldDescriptor *f;
 
+	const ProtobufCFieldDescriptor *kf, *vf;
+
 	if (!m || !key ||
-	    !(f = protobuf_c_message_descriptor_get_field_by_name(m->descriptor, field)))
-		return NULL;
-	if (f->type != PROTOBUF_C_TYPE_MESSAGE || f->label != PROTOBUF_C_LABEL_REPEATED)
-		return NULL;
-	const ProtobufCMessageDescriptor *ed = f->descriptor;
-	const ProtobufCFieldDescriptor *kf =
-	    protobuf_c_message_descriptor_get_field_by_name(ed, "key");
-	const ProtobufCFieldDescriptor *vf =
-	    protobuf_c_message_descriptor_get_field_by_name(ed, "value");
-	if (!kf || !vf || kf->type != PROTOBUF_C_TYPE_STRING || vf->type != PROTOBUF_C_TYPE_STRING)
+	    !(f = protobuf_c_message_descriptor_get_field_by_name(m->descriptor, field)) ||
+	    !rpc_map_fields(f, &kf, &vf))
 		return NULL;
 	size_t n = *(const size_t *)((const char *)m + f->quantifier_offset);
 	ProtobufCMessage *const *entries =
@@ -149,6 +143,51 @@ const char *rpc_msg_map_get(const ProtobufCMessage *m, const char *field, const 
 			return *(const char *const *)((const char *)entries[i] + vf->offset);
 	}
 	return NULL;
+}
+
+bool rpc_map_fields(const ProtobufCFieldDescriptor *f, const ProtobufCFieldDescriptor **ret_key,
+		    const ProtobufCFieldDescriptor **ret_value)
+{
+	const ProtobufCFieldDescriptor *kf, *vf;
+
+	if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE || f->label != PROTOBUF_C_LABEL_REPEATED)
+		return false;
+	kf = protobuf_c_message_descriptor_get_field_by_name(f->descriptor, "key");
+	vf = protobuf_c_message_descriptor_get_field_by_name(f->descriptor, "value");
+	if (!kf || !vf || kf->type != PROTOBUF_C_TYPE_STRING || vf->type != PROTOBUF_C_TYPE_STRING)
+		return false;
+	*ret_key = kf;
+	*ret_value = vf;
+	return true;
+}
+
+size_t rpc_field_elem_size(ProtobufCType t)
+{
+	switch (t) {
+	case PROTOBUF_C_TYPE_INT32:
+	case PROTOBUF_C_TYPE_SINT32:
+	case PROTOBUF_C_TYPE_SFIXED32:
+	case PROTOBUF_C_TYPE_UINT32:
+	case PROTOBUF_C_TYPE_FIXED32:
+	case PROTOBUF_C_TYPE_FLOAT:
+	case PROTOBUF_C_TYPE_ENUM:
+		return 4;
+	case PROTOBUF_C_TYPE_BOOL:
+		return sizeof(protobuf_c_boolean);
+	case PROTOBUF_C_TYPE_INT64:
+	case PROTOBUF_C_TYPE_SINT64:
+	case PROTOBUF_C_TYPE_SFIXED64:
+	case PROTOBUF_C_TYPE_UINT64:
+	case PROTOBUF_C_TYPE_FIXED64:
+	case PROTOBUF_C_TYPE_DOUBLE:
+		return 8;
+	case PROTOBUF_C_TYPE_STRING:
+	case PROTOBUF_C_TYPE_MESSAGE:
+		return sizeof(void *);
+	case PROTOBUF_C_TYPE_BYTES:
+		return sizeof(ProtobufCBinaryData);
+	}
+	return 0;
 }
 
 static void grpc_log_to_ours(gpr_log_func_args *a)

@@ -54,6 +54,12 @@ const char *rpc_msg_str(const ProtobufCMessage *m, const char *field);
 /* Looks key up in a map<string,string> field (by proto name) of a decoded message; NULL when
  * the map or the key is absent. */
 const char *rpc_msg_map_get(const ProtobufCMessage *m, const char *field, const char *key);
+/* For a map<string,string> field: the "key" and "value" fields of its entry message; false for
+ * NULL or any other field. */
+bool rpc_map_fields(const ProtobufCFieldDescriptor *f, const ProtobufCFieldDescriptor **ret_key,
+		    const ProtobufCFieldDescriptor **ret_value);
+/* The bytes one element of a repeated field of type t takes in protobuf-c's array. */
+size_t rpc_field_elem_size(ProtobufCType t);
 
 /* Sets up gRPC's C core once per process (routes its logs to ours, at -v 6 and above);
  * rpc_global_release() undoes one rpc_global_acquire(). */
