@@ -69,23 +69,34 @@ static int finish(struct rpc_call *call, const struct csi_node_status *st,
 
 #define OOM(call) rpc_call_error((call), RPC_RESOURCE_EXHAUSTED, "out of memory")
 
+/* The maps and the capability NodeStage and NodePublish share; false when out of memory. */
+static bool volume_req_of(struct rpc_call *call, struct csi_node_volume_req *req,
+			  void *const *pctx, size_t n_pctx, void *const *vctx, size_t n_vctx,
+			  const Csi__V1__VolumeCapability *cap)
+{
+	req->n_publish_context = n_pctx;
+	req->n_volume_context = n_vctx;
+	req->publish_context = kv_of(call, pctx, n_pctx);
+	req->volume_context = kv_of(call, vctx, n_vctx);
+	if ((n_pctx && !req->publish_context) || (n_vctx && !req->volume_context))
+		return false;
+	cap_of(cap, &req->cap);
+	return true;
+}
+
 static int node_stage(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
 	const Csi__V1__NodeStageVolumeRequest *q = (const void *)in;
 	struct csi_node_volume_req req = {
 		.volume_id = q->volume_id,
 		.staging_path = q->staging_target_path,
-		.n_publish_context = q->n_publish_context,
-		.n_volume_context = q->n_volume_context,
 	};
 	struct csi_node_status st;
 
-	req.publish_context = kv_of(call, (void *const *)q->publish_context, q->n_publish_context);
-	req.volume_context = kv_of(call, (void *const *)q->volume_context, q->n_volume_context);
-	if ((q->n_publish_context && !req.publish_context) ||
-	    (q->n_volume_context && !req.volume_context))
+	if (!volume_req_of(call, &req, (void *const *)q->publish_context, q->n_publish_context,
+			   (void *const *)q->volume_context, q->n_volume_context,
+			   q->volume_capability))
 		return OOM(call);
-	cap_of(q->volume_capability, &req.cap);
 	csi_node_stage(rpc_call_userdata(call), &req, &st);
 	return finish(call, &st, &csi__v1__node_stage_volume_response__descriptor, out);
 }
@@ -106,18 +117,14 @@ static int node_publish(struct rpc_call *call, const ProtobufCMessage *in, Proto
 		.volume_id = q->volume_id,
 		.staging_path = q->staging_target_path,
 		.target_path = q->target_path,
-		.n_publish_context = q->n_publish_context,
-		.n_volume_context = q->n_volume_context,
 		.readonly = q->readonly,
 	};
 	struct csi_node_status st;
 
-	req.publish_context = kv_of(call, (void *const *)q->publish_context, q->n_publish_context);
-	req.volume_context = kv_of(call, (void *const *)q->volume_context, q->n_volume_context);
-	if ((q->n_publish_context && !req.publish_context) ||
-	    (q->n_volume_context && !req.volume_context))
+	if (!volume_req_of(call, &req, (void *const *)q->publish_context, q->n_publish_context,
+			   (void *const *)q->volume_context, q->n_volume_context,
+			   q->volume_capability))
 		return OOM(call);
-	cap_of(q->volume_capability, &req.cap);
 	csi_node_publish(rpc_call_userdata(call), &req, &st);
 	return finish(call, &st, &csi__v1__node_publish_volume_response__descriptor, out);
 }
