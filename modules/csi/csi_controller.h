@@ -332,3 +332,20 @@ void csi_coalescer_free(struct coalescer *co);
  * into its page. */
 int csi_token_encode(const char *aws_token, size_t skip, char **ret);
 int csi_token_decode(const char *token, char **ret_aws_token, size_t *ret_skip);
+
+/* A CSI list call over EC2's pages (ListVolumes, ListSnapshots). */
+struct ctrl_pager {
+	const char *what; /* "listing volumes": what failed, in the error */
+	/* One EC2 page (token NULL: the first): its items, freed with free_items, their number,
+	 * and the next EC2 token (malloc'd, NULL at the end). */
+	int (*fetch)(struct csi_ctrl *c, const void *arg, const char *token, int max, void **ret,
+		     size_t *ret_n, char **ret_next, struct aws_error *err);
+	/* Adds entry i of a page to the reply; negative when out of memory. */
+	int (*add)(struct rpc_call *call, ProtobufCMessage *rep, const void *items, size_t i);
+	void (*free_items)(void *items, size_t n);
+};
+/* Adds at most max_entries (0: all) entries to rep, from starting_token ("" for the start) on,
+ * and sets *ret_next_token when more are left. Returns an rpc code (set on the call). */
+int ctrl_list_pages(struct rpc_call *call, const struct ctrl_pager *pg, const void *arg,
+		    int32_t max_entries, const char *starting_token, ProtobufCMessage *rep,
+		    char **ret_next_token);

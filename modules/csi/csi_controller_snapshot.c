@@ -93,6 +93,75 @@ out:
 	return r;
 }
 
+int ctrl_list_pages(struct rpc_call *call, const struct ctrl_pager *pg, const void *arg,
+		    int32_t max_entries, const char *starting_token, ProtobufCMessage *rep,
+		    char **ret_next_token)
+{
+	struct csi_ctrl *c = rpc_call_userdata(call);
+	char *aws_token = NULL, *next = NULL;
+	size_t skip = 0, got = 0;
+	int r, code = RPC_OK;
+
+	if (*starting_token && csi_token_decode(starting_token, &aws_token, &skip) < 0)
+		return rpc_call_error(call, RPC_ABORTED, "invalid starting_token");
+	size_t want = max_entries ? (size_t)max_entries : SIZE_MAX;
+	for (unsigned pages = 0;; pages++) {
+		void *items = NULL;
+		size_t n = 0;
+		struct aws_error err = {0};
+		if (pages > 1000) {
+			code = rpc_call_error(call, RPC_INTERNAL, "too many pages");
+			break;
+		}
+		free(next);
+		next = NULL;
+		if ((r = pg->fetch(c, arg, aws_token, max_entries, &items, &n, &next, &err)) < 0) {
+			code = ctrl_aws_fail(call, r, &err, pg->what, RPC_INTERNAL, RPC_INTERNAL);
+			break;
+		}
+		if (skip > n) { /* the page shrank since the token was made */
+			pg->free_items(items, n);
+			code = rpc_call_error(call, RPC_ABORTED, "starting_token is out of date");
+			break;
+		}
+		size_t i = skip;
+		for (; i < n && got < want; i++, got++) {
+			if (pg->add(call, rep, items, i) < 0) {
+				code =
+				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+				break;
+			}
+		}
+		bool page_left = i < n;
+		pg->free_items(items, n);
+		if (code != RPC_OK)
+			break;
+		char *tok = NULL;
+		if (page_left) { /* more in this page: resume inside it */
+			if (csi_token_encode(aws_token, i, &tok) < 0)
+				code =
+				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		} else if (next && got >= want) {
+			if (csi_token_encode(next, 0, &tok) < 0)
+				code =
+				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		} else if (next) {
+			free(aws_token);
+			aws_token = TAKE_PTR(next);
+			skip = 0;
+			continue;
+		}
+		if (tok) {
+			*ret_next_token = rpc_call_strdup(call, tok);
+			free(tok);
+		}
+		break;
+	}
+	free(aws_token);
+	free(next);
+	return code;
+}
+
 static Csi__V1__Snapshot *snapshot_msg(struct rpc_call *call, const struct ec2_snapshot *s)
 {
 	Csi__V1__Snapshot *m = rpc_call_new(call, &csi__v1__snapshot__descriptor);
@@ -306,6 +375,35 @@ int csi_ctrl_delete_snapshot(struct rpc_call *call, const ProtobufCMessage *in,
 	return code;
 }
 
+static int fetch_snapshots(struct csi_ctrl *c, const void *src, const char *token, int max,
+			   void **ret, size_t *ret_n, char **ret_next, struct aws_error *err)
+{
+	struct ec2_snapshot *s = NULL;
+	int r = ec2_list_snapshots(c, src, token, max, &s, ret_n, ret_next, err);
+
+	*ret = s;
+	return r;
+}
+
+static int add_snapshot(struct rpc_call *call, ProtobufCMessage *rep, const void *items, size_t i)
+{
+	const struct ec2_snapshot *s = items;
+	Csi__V1__ListSnapshotsResponse__Entry *e =
+	    rpc_call_new(call, &csi__v1__list_snapshots_response__entry__descriptor);
+
+	if (!e || !(e->snapshot = snapshot_msg(call, &s[i])))
+		return -ENOMEM;
+	return rpc_call_array_add(call, rep, "entries", e);
+}
+
+static void free_snapshots(void *items, size_t n)
+{
+	ec2_snapshots_free(items, n);
+}
+
+static const struct ctrl_pager snapshot_pager = {"listing snapshots", fetch_snapshots, add_snapshot,
+						 free_snapshots};
+
 int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in,
 			    ProtobufCMessage **out)
 {
@@ -313,8 +411,6 @@ int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in,
 	struct csi_ctrl *c = rpc_call_userdata(call);
 	Csi__V1__ListSnapshotsResponse *rep =
 	    rpc_call_new(call, &csi__v1__list_snapshots_response__descriptor);
-	char *aws_token = NULL, *next = NULL;
-	size_t skip = 0, got = 0;
 	int r, code = RPC_OK;
 
 	if (!rep)
@@ -331,85 +427,21 @@ int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in,
 			if (r < 0 && r != -ENOENT)
 				return ctrl_aws_fail(call, r, &err, "looking up the snapshot",
 						     RPC_INTERNAL, RPC_INTERNAL);
-			if (r == 0 && (!*req->source_volume_id ||
-				       strcmp(s.volume, req->source_volume_id) == 0)) {
-				Csi__V1__ListSnapshotsResponse__Entry *e = rpc_call_new(
-				    call, &csi__v1__list_snapshots_response__entry__descriptor);
-				if (!e || !(e->snapshot = snapshot_msg(call, &s)) ||
-				    rpc_call_array_add(call, &rep->base, "entries", e) < 0)
-					code = rpc_call_error(call, RPC_RESOURCE_EXHAUSTED,
-							      "out of memory");
-			}
+			if (r == 0 &&
+			    (!*req->source_volume_id ||
+			     strcmp(s.volume, req->source_volume_id) == 0) &&
+			    add_snapshot(call, &rep->base, &s, 0) < 0)
+				code =
+				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 			ec2_snapshot_release(&s);
 		}
 		if (code == RPC_OK)
 			*out = &rep->base;
 		return code;
 	}
-	if (*req->starting_token && csi_token_decode(req->starting_token, &aws_token, &skip) < 0)
-		return rpc_call_error(call, RPC_ABORTED, "invalid starting_token");
-	size_t want = req->max_entries ? (size_t)req->max_entries : SIZE_MAX;
 	const char *src = *req->source_volume_id ? req->source_volume_id : NULL;
-	for (unsigned pages = 0;; pages++) {
-		struct ec2_snapshot *s = NULL;
-		size_t n = 0;
-		struct aws_error err = {0};
-		if (pages > 1000) {
-			code = rpc_call_error(call, RPC_INTERNAL, "too many pages");
-			break;
-		}
-		free(next);
-		next = NULL;
-		if ((r = ec2_list_snapshots(c, src, aws_token, req->max_entries, &s, &n, &next,
-					    &err)) < 0) {
-			code = ctrl_aws_fail(call, r, &err, "listing snapshots", RPC_INTERNAL,
-					     RPC_INTERNAL);
-			break;
-		}
-		if (skip > n) { /* the page shrank since the token was made */
-			ec2_snapshots_free(s, n);
-			code = rpc_call_error(call, RPC_ABORTED, "starting_token is out of date");
-			break;
-		}
-		size_t i = skip;
-		for (; i < n && got < want; i++, got++) {
-			Csi__V1__ListSnapshotsResponse__Entry *e = rpc_call_new(
-			    call, &csi__v1__list_snapshots_response__entry__descriptor);
-			if (!e || !(e->snapshot = snapshot_msg(call, &s[i])) ||
-			    rpc_call_array_add(call, &rep->base, "entries", e) < 0) {
-				code =
-				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-				break;
-			}
-		}
-		bool page_left = i < n;
-		ec2_snapshots_free(s, n);
-		if (code != RPC_OK)
-			break;
-		char *tok = NULL;
-		if (page_left) {
-			if (csi_token_encode(aws_token, i, &tok) < 0)
-				code =
-				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-		} else if (next && got >= want) {
-			if (csi_token_encode(next, 0, &tok) < 0)
-				code =
-				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-		} else if (next) {
-			free(aws_token);
-			aws_token = TAKE_PTR(next);
-			skip = 0;
-			continue;
-		}
-		if (tok) {
-			rep->next_token = rpc_call_strdup(call, tok);
-			free(tok);
-		}
-		break;
-	}
-	free(aws_token);
-	free(next);
-	if (code != RPC_OK)
+	if ((code = ctrl_list_pages(call, &snapshot_pager, src, req->max_entries,
+				    req->starting_token, &rep->base, &rep->next_token)) != RPC_OK)
 		return code;
 	*out = &rep->base;
 	return RPC_OK;

@@ -687,86 +687,54 @@ static int add_published(struct rpc_call *call, ProtobufCMessage *status,
 	return 0;
 }
 
+static int fetch_volumes(struct csi_ctrl *c, const void *arg, const char *token, int max,
+			 void **ret, size_t *ret_n, char **ret_next, struct aws_error *err)
+{
+	struct ec2_volume *v = NULL;
+	int r = ec2_list_volumes(c, token, max, &v, ret_n, ret_next, err);
+
+	*ret = v;
+	return r;
+}
+
+static int add_volume(struct rpc_call *call, ProtobufCMessage *rep, const void *items, size_t i)
+{
+	const struct ec2_volume *v = items;
+	Csi__V1__ListVolumesResponse__Entry *e =
+	    rpc_call_new(call, &csi__v1__list_volumes_response__entry__descriptor);
+	Csi__V1__ListVolumesResponse__VolumeStatus *st =
+	    rpc_call_new(call, &csi__v1__list_volumes_response__volume_status__descriptor);
+
+	if (!e || !st || !(e->volume = csi_ctrl_volume_msg(call, &v[i], NULL, 0)) ||
+	    add_published(call, &st->base, &v[i]) < 0 ||
+	    rpc_call_array_add(call, rep, "entries", e) < 0)
+		return -ENOMEM;
+	e->status = st;
+	return 0;
+}
+
+static void free_volumes(void *items, size_t n)
+{
+	ec2_volumes_free(items, n);
+}
+
+static const struct ctrl_pager volume_pager = {"listing volumes", fetch_volumes, add_volume,
+					       free_volumes};
+
 int csi_ctrl_list_volumes(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
 	const Csi__V1__ListVolumesRequest *req = (const void *)in;
-	struct csi_ctrl *c = rpc_call_userdata(call);
 	Csi__V1__ListVolumesResponse *rep =
 	    rpc_call_new(call, &csi__v1__list_volumes_response__descriptor);
-	char *aws_token = NULL, *next = NULL;
-	size_t skip = 0, got = 0;
-	int code = RPC_OK;
+	int code;
 
 	if (!rep)
 		return OOM(call);
 	if (req->max_entries < 0)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
 				      "max_entries must not be negative");
-	if (*req->starting_token && csi_token_decode(req->starting_token, &aws_token, &skip) < 0)
-		return rpc_call_error(call, RPC_ABORTED, "invalid starting_token");
-	size_t want = req->max_entries ? (size_t)req->max_entries : SIZE_MAX;
-	for (unsigned pages = 0;; pages++) {
-		struct ec2_volume *v = NULL;
-		size_t n = 0;
-		struct aws_error err = {0};
-		int r;
-		if (pages > 1000) {
-			code = rpc_call_error(call, RPC_INTERNAL, "too many pages");
-			break;
-		}
-		free(next);
-		next = NULL;
-		if ((r = ec2_list_volumes(c, aws_token, req->max_entries, &v, &n, &next, &err)) <
-		    0) {
-			code = ctrl_aws_fail(call, r, &err, "listing volumes", RPC_INTERNAL,
-					     RPC_INTERNAL);
-			break;
-		}
-		if (skip > n) { /* the page shrank since the token was made */
-			ec2_volumes_free(v, n);
-			code = rpc_call_error(call, RPC_ABORTED, "starting_token is out of date");
-			break;
-		}
-		size_t i = skip;
-		for (; i < n && got < want; i++, got++) {
-			Csi__V1__ListVolumesResponse__Entry *e =
-			    rpc_call_new(call, &csi__v1__list_volumes_response__entry__descriptor);
-			Csi__V1__ListVolumesResponse__VolumeStatus *st = rpc_call_new(
-			    call, &csi__v1__list_volumes_response__volume_status__descriptor);
-			if (!e || !st || !(e->volume = csi_ctrl_volume_msg(call, &v[i], NULL, 0)) ||
-			    add_published(call, &st->base, &v[i]) < 0 ||
-			    rpc_call_array_add(call, &rep->base, "entries", e) < 0) {
-				code = OOM(call);
-				break;
-			}
-			e->status = st;
-		}
-		bool page_left = i < n;
-		ec2_volumes_free(v, n);
-		if (code != RPC_OK)
-			break;
-		char *tok = NULL;
-		if (page_left) { /* more in this page: resume inside it */
-			if (csi_token_encode(aws_token, i, &tok) < 0)
-				code = OOM(call);
-		} else if (next && got >= want) {
-			if (csi_token_encode(next, 0, &tok) < 0)
-				code = OOM(call);
-		} else if (next) {
-			free(aws_token);
-			aws_token = TAKE_PTR(next);
-			skip = 0;
-			continue;
-		}
-		if (tok) {
-			rep->next_token = rpc_call_strdup(call, tok);
-			free(tok);
-		}
-		break;
-	}
-	free(aws_token);
-	free(next);
-	if (code != RPC_OK)
+	if ((code = ctrl_list_pages(call, &volume_pager, NULL, req->max_entries,
+				    req->starting_token, &rep->base, &rep->next_token)) != RPC_OK)
 		return code;
 	*out = &rep->base;
 	return RPC_OK;
