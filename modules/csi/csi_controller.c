@@ -111,6 +111,18 @@ bool ctrl_sleep(struct rpc_call *call, int64_t ns)
 	return false;
 }
 
+bool ctrl_ec2_id_valid(const char *id, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	if (!str_has_prefix(id, prefix) || strlen(id) < n + 1 || strlen(id) > 30)
+		return false;
+	for (const char *p = id + n; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	return true;
+}
+
 int ctrl_aws_fail(struct rpc_call *call, int r, const struct aws_error *e, const char *what,
 		  int not_found_code, int fallback_code)
 {

@@ -186,6 +186,8 @@ bool ctrl_sleep(struct rpc_call *call, int64_t ns);
  * throttling and transport errors UNAVAILABLE, others fallback_code. Returns the code. */
 int ctrl_aws_fail(struct rpc_call *call, int r, const struct aws_error *e, const char *what,
 		  int not_found_code, int fallback_code);
+/* An EC2 id that can exist: prefix ("vol-", "snap-") then lower-case hex, 30 bytes at most. */
+bool ctrl_ec2_id_valid(const char *id, const char *prefix);
 /* A copy of kv pairs of a request map (entries of protobuf-c map fields). */
 struct csi_kv *ctrl_map_kv(struct rpc_call *call, ProtobufCMessage *const *entries, size_t n);
 

@@ -179,16 +179,6 @@ static Csi__V1__Snapshot *snapshot_msg(struct rpc_call *call, const struct ec2_s
 	return m;
 }
 
-static bool snap_id_valid(const char *id)
-{
-	if (!str_has_prefix(id, "snap-") || strlen(id) < 6 || strlen(id) > 30)
-		return false;
-	for (const char *p = id + 5; *p; p++)
-		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return false;
-	return true;
-}
-
 static int add_tag(struct csi_kv *tags, size_t *n, const char *k, const char *v)
 {
 	for (size_t i = 0; i < *n; i++)
@@ -353,7 +343,7 @@ int csi_ctrl_delete_snapshot(struct rpc_call *call, const ProtobufCMessage *in,
 
 	if (!*req->snapshot_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "snapshot id is missing");
-	if (!snap_id_valid(req->snapshot_id))
+	if (!ctrl_ec2_id_valid(req->snapshot_id, "snap-"))
 		return RPC_OK;
 	snprintf(key, sizeof(key), "delsnap/%s", req->snapshot_id);
 	if (ctrl_inflight_add(c, key) < 0)
@@ -422,7 +412,7 @@ int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in,
 		/* one snapshot: not found is an empty list, not an error (CSI spec) */
 		struct ec2_snapshot s = {0};
 		struct aws_error err = {0};
-		if (snap_id_valid(req->snapshot_id)) {
+		if (ctrl_ec2_id_valid(req->snapshot_id, "snap-")) {
 			r = ec2_describe_snapshot(c, req->snapshot_id, &s, &err);
 			if (r < 0 && r != -ENOENT)
 				return ctrl_aws_fail(call, r, &err, "looking up the snapshot",

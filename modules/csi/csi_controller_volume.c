@@ -354,6 +354,28 @@ static int create_new(struct rpc_call *call, struct csi_ctrl *c, struct create *
 	return r;
 }
 
+/* The size of the snapshot or of the volume a new volume is made from. */
+static int source_gib(struct csi_ctrl *c, const struct create *cr, long long *ret,
+		      struct aws_error *err)
+{
+	struct ec2_snapshot s = {0};
+	struct ec2_volume v = {0};
+	int r;
+
+	if (cr->snapshot) {
+		if ((r = ec2_describe_snapshot(c, cr->snapshot, &s, err)) < 0)
+			return r;
+		*ret = s.size_gib;
+		ec2_snapshot_release(&s);
+	} else {
+		if ((r = ec2_describe_volume(c, cr->clone_of, &v, err)) < 0)
+			return r;
+		*ret = v.size_gib;
+		ec2_volume_release(&v);
+	}
+	return 0;
+}
+
 int csi_ctrl_create_volume(struct rpc_call *call, const ProtobufCMessage *in,
 			   ProtobufCMessage **out)
 {
@@ -455,26 +477,15 @@ int csi_ctrl_create_volume(struct rpc_call *call, const ProtobufCMessage *in,
 	locked = true;
 
 	/* the source decides the smallest size */
-	if (cr.snapshot) {
-		struct ec2_snapshot s = {0};
-		int r = ec2_describe_snapshot(c, cr.snapshot, &s, &err);
+	if (cr.snapshot || cr.clone_of) {
+		int r = source_gib(c, &cr, &min_gib, &err);
 		if (r < 0) {
-			code = ctrl_aws_fail(call, r, &err, "looking up the source snapshot",
+			code = ctrl_aws_fail(call, r, &err,
+					     cr.snapshot ? "looking up the source snapshot"
+							 : "looking up the source volume",
 					     RPC_NOT_FOUND, RPC_INTERNAL);
 			goto out;
 		}
-		min_gib = s.size_gib;
-		ec2_snapshot_release(&s);
-	} else if (cr.clone_of) {
-		struct ec2_volume s = {0};
-		int r = ec2_describe_volume(c, cr.clone_of, &s, &err);
-		if (r < 0) {
-			code = ctrl_aws_fail(call, r, &err, "looking up the source volume",
-					     RPC_NOT_FOUND, RPC_INTERNAL);
-			goto out;
-		}
-		min_gib = s.size_gib;
-		ec2_volume_release(&s);
 	}
 	if ((code = csi_size_resolve(cr.t, req->capacity_range != NULL, cr.required, cr.limit,
 				     min_gib, &cr.gib, msg, sizeof(msg))) != 0) {
@@ -573,16 +584,6 @@ out:
 	return code;
 }
 
-static bool volume_id_valid(const char *id)
-{
-	if (!str_has_prefix(id, "vol-") || strlen(id) < 5 || strlen(id) > 30)
-		return false;
-	for (const char *p = id + 4; *p; p++)
-		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return false;
-	return true;
-}
-
 int csi_ctrl_delete_volume(struct rpc_call *call, const ProtobufCMessage *in,
 			   ProtobufCMessage **out)
 {
@@ -594,7 +595,7 @@ int csi_ctrl_delete_volume(struct rpc_call *call, const ProtobufCMessage *in,
 
 	if (!*req->volume_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume id is missing");
-	if (!volume_id_valid(req->volume_id)) /* no such volume can exist */
+	if (!ctrl_ec2_id_valid(req->volume_id, "vol-")) /* no such volume can exist */
 		return RPC_OK;
 	snprintf(key, sizeof(key), "vol/%s", req->volume_id);
 	if (ctrl_inflight_add(c, key) < 0)
@@ -630,7 +631,7 @@ int csi_ctrl_validate(struct rpc_call *call, const ProtobufCMessage *in, Protobu
 	if (!req->n_volume_capabilities)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
 				      "volume capabilities are missing");
-	if (!volume_id_valid(req->volume_id))
+	if (!ctrl_ec2_id_valid(req->volume_id, "vol-"))
 		return rpc_call_error(call, RPC_NOT_FOUND, "volume %s does not exist",
 				      req->volume_id);
 	if ((r = ec2_describe_volume(c, req->volume_id, &v, &err)) < 0)
@@ -750,7 +751,7 @@ int csi_ctrl_get_volume(struct rpc_call *call, const ProtobufCMessage *in, Proto
 
 	if (!*req->volume_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume id is missing");
-	if (!volume_id_valid(req->volume_id))
+	if (!ctrl_ec2_id_valid(req->volume_id, "vol-"))
 		return rpc_call_error(call, RPC_NOT_FOUND, "volume %s does not exist",
 				      req->volume_id);
 	if ((r = ec2_describe_volume(c, req->volume_id, &v, &err)) < 0)
