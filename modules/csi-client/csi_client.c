@@ -209,18 +209,96 @@ static int put_caps(cJSON *o, const char *field, bool repeated, const char *call
 	return 0;
 }
 
-static int b_create_volume(cJSON *o, const char *call)
-{
-	int r;
+/* The request fields the flags fill, by proto field name. */
+enum field_kind { F_STR, F_MAP, F_SIZE, F_CAPS, F_CAP, F_READONLY, F_MAX_ENTRIES };
 
-	if (!o_name)
-		return fail_usage("--name is required", call);
-	if ((r = put_str(o, "name", o_name)) < 0 || (r = put_size(o, call)) < 0 ||
-	    (r = put_caps(o, "volume_capabilities", true, call)) < 0 ||
-	    (r = put_map(o, "parameters", o_params)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0 ||
-	    (r = put_map(o, "mutable_parameters", o_mutable)) < 0)
-		return r;
+static const struct req_field {
+	const char *name;
+	enum field_kind kind;
+	char **str, **alt;   /* F_STR: the flag, and the one used when it is not given */
+	char ***map;	     /* F_MAP */
+	const char *missing; /* the usage error when the call requires the field */
+} req_fields[] = {
+    {"name", F_STR, &o_name, NULL, NULL, "--name is required"},
+    {"volume_id", F_STR, &o_volume, NULL, NULL, "--volume is required"},
+    {"node_id", F_STR, &o_node, NULL, NULL, "--node is required"},
+    {"snapshot_id", F_STR, &o_snapshot, NULL, NULL, "--snapshot is required"},
+    {"source_volume_id", F_STR, &o_source_volume, &o_volume, NULL,
+     "--source-volume (or --volume) is required"},
+    {"staging_target_path", F_STR, &o_staging, NULL, NULL, "--staging-path is required"},
+    {"target_path", F_STR, &o_target, NULL, NULL, "--target is required"},
+    {"volume_path", F_STR, &o_volume_path, &o_target, NULL, "--volume-path is required"},
+    {"starting_token", F_STR, &o_token},
+    {"capacity_range", F_SIZE, &o_size, NULL, NULL, "--size is required"},
+    {"parameters", F_MAP, NULL, NULL, &o_params},
+    {"mutable_parameters", F_MAP, NULL, NULL, &o_mutable},
+    {"secrets", F_MAP, NULL, NULL, &o_secrets},
+    {"volume_context", F_MAP, NULL, NULL, &o_vctx},
+    {"publish_context", F_MAP, NULL, NULL, &o_pctx},
+    {"volume_capabilities", F_CAPS},
+    {"volume_capability", F_CAP},
+    {"readonly", F_READONLY},
+    {"max_entries", F_MAX_ENTRIES},
+};
+
+static int put_field(cJSON *o, const struct req_field *f, char mark, const char *call)
+{
+	const char *v = f->str ? (*f->str ? *f->str : f->alt ? *f->alt : NULL) : NULL;
+
+	if (mark == '!' && f->str && !v)
+		return fail_usage(f->missing, call);
+	switch (f->kind) {
+	case F_STR:
+		return put_str(o, f->name, v);
+	case F_MAP:
+		return put_map(o, f->name, *f->map);
+	case F_SIZE:
+		return put_size(o, call);
+	case F_CAPS:
+		return put_caps(o, f->name, true, call);
+	case F_CAP:
+		if (mark == '?' && !(o_caps && *o_caps))
+			return 0;
+		return put_caps(o, f->name, false, call);
+	case F_READONLY:
+		if (o_readonly)
+			cJSON_AddBoolToObject(o, f->name, true);
+		return 0;
+	case F_MAX_ENTRIES:
+		if (o_max_entries)
+			cJSON_AddNumberToObject(o, f->name, (double)o_max_entries);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* Fills the fields of a comma-separated list, in its order: "volume_id!" fails when the flag
+ * is missing, "volume_capability?" is sent only when --capability is given (else the default
+ * mount capability is). */
+static int put_fields(cJSON *o, const char *list, const char *call)
+{
+	for (const char *p = list; *p;) {
+		size_t n = strcspn(p, ",!?"), i;
+		char mark = p[n] == '!' || p[n] == '?' ? p[n] : 0;
+		int r;
+
+		for (i = 0; i < ARRAY_SIZE(req_fields); i++)
+			if (strlen(req_fields[i].name) == n &&
+			    strncmp(req_fields[i].name, p, n) == 0)
+				break;
+		if (i == ARRAY_SIZE(req_fields))
+			return -EINVAL;
+		if ((r = put_field(o, &req_fields[i], mark, call)) < 0)
+			return r;
+		p += n + (mark != 0);
+		p += *p == ',';
+	}
+	return 0;
+}
+
+/* What the fields cannot say: the content source and the topology of CreateVolume. */
+static int x_create_volume(cJSON *o, const char *call)
+{
 	if (o_from_snapshot && o_clone_of)
 		return fail_usage("--from-snapshot and --clone-of exclude each other", call);
 	if (o_from_snapshot) {
@@ -246,246 +324,19 @@ static int b_create_volume(cJSON *o, const char *call)
 	return 0;
 }
 
-static int need_volume(const char *call)
+/* ControllerModifyVolume takes --param as mutable parameters too. */
+static int x_modify(cJSON *o, const char *call)
 {
-	return o_volume ? 0 : fail_usage("--volume is required", call);
+	return put_map(o, "mutable_parameters", o_mutable ? o_mutable : o_params);
 }
 
-static int b_volume_only(cJSON *o, const char *call)
+static int x_get_capacity(cJSON *o, const char *call)
 {
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	return 0;
-}
-
-static int b_volume_id(cJSON *o, const char *call)
-{
-	int r = need_volume(call);
-	return r < 0 ? r : put_str(o, "volume_id", o_volume);
-}
-
-static int b_publish(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if (!o_node)
-		return fail_usage("--node is required", call);
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
-	    (r = put_str(o, "node_id", o_node)) < 0 ||
-	    (r = put_caps(o, "volume_capability", false, call)) < 0 ||
-	    (r = put_map(o, "volume_context", o_vctx)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	if (o_readonly)
-		cJSON_AddBoolToObject(o, "readonly", true);
-	return 0;
-}
-
-static int b_unpublish(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
-	    (r = put_str(o, "node_id", o_node)) < 0 || (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	return 0;
-}
-
-static int b_validate(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
-	    (r = put_caps(o, "volume_capabilities", true, call)) < 0 ||
-	    (r = put_map(o, "volume_context", o_vctx)) < 0 ||
-	    (r = put_map(o, "parameters", o_params)) < 0 ||
-	    (r = put_map(o, "mutable_parameters", o_mutable)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	return 0;
-}
-
-static int b_list(cJSON *o, const char *call)
-{
-	if (o_max_entries)
-		cJSON_AddNumberToObject(o, "max_entries", (double)o_max_entries);
-	return put_str(o, "starting_token", o_token);
-}
-
-static int b_create_snapshot(cJSON *o, const char *call)
-{
-	const char *src = o_source_volume ? o_source_volume : o_volume;
-	int r;
-
-	if (!o_name)
-		return fail_usage("--name is required", call);
-	if (!src)
-		return fail_usage("--source-volume (or --volume) is required", call);
-	if ((r = put_str(o, "name", o_name)) < 0 || (r = put_str(o, "source_volume_id", src)) < 0 ||
-	    (r = put_map(o, "parameters", o_params)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	return 0;
-}
-
-static int b_delete_snapshot(cJSON *o, const char *call)
-{
-	int r;
-	if (!o_snapshot)
-		return fail_usage("--snapshot is required", call);
-	if ((r = put_str(o, "snapshot_id", o_snapshot)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	return 0;
-}
-
-static int b_list_snapshots(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = b_list(o, call)) < 0 || (r = put_str(o, "snapshot_id", o_snapshot)) < 0 ||
-	    (r = put_str(o, "source_volume_id", o_source_volume ? o_source_volume : o_volume)) < 0)
-		return r;
-	return 0;
-}
-
-static int b_expand(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if (!o_size)
-		return fail_usage("--size is required", call);
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 || (r = put_size(o, call)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	if (o_caps && *o_caps)
-		return put_caps(o, "volume_capability", false, call);
-	return 0;
-}
-
-static int b_modify(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
-	    (r = put_map(o, "mutable_parameters", o_mutable ? o_mutable : o_params)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	return 0;
-}
-
-static int b_get_capacity(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = put_caps(o, "volume_capabilities", true, call)) < 0 ||
-	    (r = put_map(o, "parameters", o_params)) < 0)
-		return r;
 	if (o_zone)
 		cJSON_AddStringToObject(
 		    cJSON_AddObjectToObject(cJSON_AddObjectToObject(o, "accessible_topology"),
 					    "segments"),
 		    o_topo_key, o_zone);
-	return 0;
-}
-
-static int b_node_stage(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if (!o_staging)
-		return fail_usage("--staging-path is required", call);
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
-	    (r = put_str(o, "staging_target_path", o_staging)) < 0 ||
-	    (r = put_map(o, "publish_context", o_pctx)) < 0 ||
-	    (r = put_map(o, "volume_context", o_vctx)) < 0 ||
-	    (r = put_caps(o, "volume_capability", false, call)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	return 0;
-}
-
-static int b_node_unstage(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if (!o_staging)
-		return fail_usage("--staging-path is required", call);
-	return put_str(o, "volume_id", o_volume) < 0 ? -ENOMEM
-						     : put_str(o, "staging_target_path", o_staging);
-}
-
-static int b_node_publish(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if (!o_target)
-		return fail_usage("--target is required", call);
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
-	    (r = put_str(o, "target_path", o_target)) < 0 ||
-	    (r = put_str(o, "staging_target_path", o_staging)) < 0 ||
-	    (r = put_map(o, "publish_context", o_pctx)) < 0 ||
-	    (r = put_map(o, "volume_context", o_vctx)) < 0 ||
-	    (r = put_caps(o, "volume_capability", false, call)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	if (o_readonly)
-		cJSON_AddBoolToObject(o, "readonly", true);
-	return 0;
-}
-
-static int b_node_unpublish(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if (!o_target)
-		return fail_usage("--target is required", call);
-	return put_str(o, "volume_id", o_volume) < 0 ? -ENOMEM
-						     : put_str(o, "target_path", o_target);
-}
-
-static int b_node_expand(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
-	    (r = put_str(o, "volume_path", o_volume_path ? o_volume_path : o_target)) < 0 ||
-	    (r = put_str(o, "staging_target_path", o_staging)) < 0 || (r = put_size(o, call)) < 0 ||
-	    (r = put_map(o, "secrets", o_secrets)) < 0)
-		return r;
-	if (o_caps && *o_caps)
-		return put_caps(o, "volume_capability", false, call);
-	return 0;
-}
-
-static int b_node_stats(cJSON *o, const char *call)
-{
-	int r;
-	if ((r = need_volume(call)) < 0)
-		return r;
-	if (!o_volume_path && !o_target)
-		return fail_usage("--volume-path is required", call);
-	if ((r = put_str(o, "volume_id", o_volume)) < 0 ||
-	    (r = put_str(o, "volume_path", o_volume_path ? o_volume_path : o_target)) < 0 ||
-	    (r = put_str(o, "staging_target_path", o_staging)) < 0)
-		return r;
-	return 0;
-}
-
-static int b_empty(cJSON *o, const char *call)
-{
 	return 0;
 }
 
@@ -496,71 +347,86 @@ struct call_def {
 	const char *name;
 	const char *path;
 	const ProtobufCMessageDescriptor *req, *rep;
-	int (*build)(cJSON *o, const char *call);
-	const char *flags; /* the call's own flags */
+	const char *fields;			  /* the request fields, see put_fields() */
+	int (*extra)(cJSON *o, const char *call); /* after the fields, or NULL */
+	const char *flags;			  /* the call's own flags */
 };
 
 static const struct call_def calls[] = {
     {"get-plugin-info", "/csi.v1.Identity/GetPluginInfo", D(get_plugin_info_request),
-     D(get_plugin_info_response), b_empty, ""},
+     D(get_plugin_info_response), "", NULL, ""},
     {"get-plugin-capabilities", "/csi.v1.Identity/GetPluginCapabilities",
-     D(get_plugin_capabilities_request), D(get_plugin_capabilities_response), b_empty, ""},
-    {"probe", "/csi.v1.Identity/Probe", D(probe_request), D(probe_response), b_empty, ""},
+     D(get_plugin_capabilities_request), D(get_plugin_capabilities_response), "", NULL, ""},
+    {"probe", "/csi.v1.Identity/Probe", D(probe_request), D(probe_response), "", NULL, ""},
     {"create-volume", "/csi.v1.Controller/CreateVolume", D(create_volume_request),
-     D(create_volume_response), b_create_volume,
+     D(create_volume_response),
+     "name!,capacity_range,volume_capabilities,parameters,secrets,mutable_parameters",
+     x_create_volume,
      "name,size,limit,param,mutable-param,secret,zone,"
      "topology-key,from-snapshot,clone-of," CAPS_FLAGS},
     {"delete-volume", "/csi.v1.Controller/DeleteVolume", D(delete_volume_request),
-     D(delete_volume_response), b_volume_only, "volume,secret"},
+     D(delete_volume_response), "volume_id!,secrets", NULL, "volume,secret"},
     {"controller-publish", "/csi.v1.Controller/ControllerPublishVolume",
-     D(controller_publish_volume_request), D(controller_publish_volume_response), b_publish,
+     D(controller_publish_volume_request), D(controller_publish_volume_response),
+     "volume_id!,node_id!,volume_capability,volume_context,secrets,readonly", NULL,
      "volume,node,readonly,volume-context,secret," CAPS_FLAGS},
     {"controller-unpublish", "/csi.v1.Controller/ControllerUnpublishVolume",
-     D(controller_unpublish_volume_request), D(controller_unpublish_volume_response), b_unpublish,
-     "volume,node,secret"},
+     D(controller_unpublish_volume_request), D(controller_unpublish_volume_response),
+     "volume_id!,node_id,secrets", NULL, "volume,node,secret"},
     {"validate-volume-capabilities", "/csi.v1.Controller/ValidateVolumeCapabilities",
-     D(validate_volume_capabilities_request), D(validate_volume_capabilities_response), b_validate,
+     D(validate_volume_capabilities_request), D(validate_volume_capabilities_response),
+     "volume_id!,volume_capabilities,volume_context,parameters,mutable_parameters,secrets", NULL,
      "volume,volume-context,param,mutable-param,secret," CAPS_FLAGS},
     {"list-volumes", "/csi.v1.Controller/ListVolumes", D(list_volumes_request),
-     D(list_volumes_response), b_list, "max-entries,starting-token"},
+     D(list_volumes_response), "max_entries,starting_token", NULL, "max-entries,starting-token"},
     {"get-capacity", "/csi.v1.Controller/GetCapacity", D(get_capacity_request),
-     D(get_capacity_response), b_get_capacity, "param,zone,topology-key," CAPS_FLAGS},
+     D(get_capacity_response), "volume_capabilities,parameters", x_get_capacity,
+     "param,zone,topology-key," CAPS_FLAGS},
     {"controller-get-capabilities", "/csi.v1.Controller/ControllerGetCapabilities",
-     D(controller_get_capabilities_request), D(controller_get_capabilities_response), b_empty, ""},
+     D(controller_get_capabilities_request), D(controller_get_capabilities_response), "", NULL, ""},
     {"create-snapshot", "/csi.v1.Controller/CreateSnapshot", D(create_snapshot_request),
-     D(create_snapshot_response), b_create_snapshot, "name,source-volume,volume,param,secret"},
+     D(create_snapshot_response), "name!,source_volume_id!,parameters,secrets", NULL,
+     "name,source-volume,volume,param,secret"},
     {"delete-snapshot", "/csi.v1.Controller/DeleteSnapshot", D(delete_snapshot_request),
-     D(delete_snapshot_response), b_delete_snapshot, "snapshot,secret"},
+     D(delete_snapshot_response), "snapshot_id!,secrets", NULL, "snapshot,secret"},
     {"list-snapshots", "/csi.v1.Controller/ListSnapshots", D(list_snapshots_request),
-     D(list_snapshots_response), b_list_snapshots,
+     D(list_snapshots_response), "max_entries,starting_token,snapshot_id,source_volume_id", NULL,
      "max-entries,starting-token,snapshot,source-volume,volume"},
     {"controller-expand", "/csi.v1.Controller/ControllerExpandVolume",
-     D(controller_expand_volume_request), D(controller_expand_volume_response), b_expand,
+     D(controller_expand_volume_request), D(controller_expand_volume_response),
+     "volume_id!,capacity_range!,secrets,volume_capability?", NULL,
      "volume,size,limit,secret," CAPS_FLAGS},
     {"controller-get-volume", "/csi.v1.Controller/ControllerGetVolume",
-     D(controller_get_volume_request), D(controller_get_volume_response), b_volume_id, "volume"},
+     D(controller_get_volume_request), D(controller_get_volume_response), "volume_id!", NULL,
+     "volume"},
     {"controller-modify", "/csi.v1.Controller/ControllerModifyVolume",
-     D(controller_modify_volume_request), D(controller_modify_volume_response), b_modify,
-     "volume,mutable-param,param,secret"},
+     D(controller_modify_volume_request), D(controller_modify_volume_response),
+     "volume_id!,secrets", x_modify, "volume,mutable-param,param,secret"},
     {"node-stage", "/csi.v1.Node/NodeStageVolume", D(node_stage_volume_request),
-     D(node_stage_volume_response), b_node_stage,
-     "volume,staging-path,publish-context,volume-context,secret," CAPS_FLAGS},
+     D(node_stage_volume_response),
+     "volume_id!,staging_target_path!,publish_context,volume_context,volume_capability,secrets",
+     NULL, "volume,staging-path,publish-context,volume-context,secret," CAPS_FLAGS},
     {"node-unstage", "/csi.v1.Node/NodeUnstageVolume", D(node_unstage_volume_request),
-     D(node_unstage_volume_response), b_node_unstage, "volume,staging-path"},
+     D(node_unstage_volume_response), "volume_id!,staging_target_path!", NULL,
+     "volume,staging-path"},
     {"node-publish", "/csi.v1.Node/NodePublishVolume", D(node_publish_volume_request),
-     D(node_publish_volume_response), b_node_publish,
-     "volume,staging-path,target,readonly,publish-context,volume-context,secret," CAPS_FLAGS},
+     D(node_publish_volume_response),
+     "volume_id!,target_path!,staging_target_path,publish_context,volume_context,volume_capability,"
+     "secrets,readonly",
+     NULL, "volume,staging-path,target,readonly,publish-context,volume-context,secret," CAPS_FLAGS},
     {"node-unpublish", "/csi.v1.Node/NodeUnpublishVolume", D(node_unpublish_volume_request),
-     D(node_unpublish_volume_response), b_node_unpublish, "volume,target"},
+     D(node_unpublish_volume_response), "volume_id!,target_path!", NULL, "volume,target"},
     {"node-expand", "/csi.v1.Node/NodeExpandVolume", D(node_expand_volume_request),
-     D(node_expand_volume_response), b_node_expand,
+     D(node_expand_volume_response),
+     "volume_id!,volume_path,staging_target_path,capacity_range,secrets,volume_capability?", NULL,
      "volume,volume-path,target,staging-path,size,limit,secret," CAPS_FLAGS},
     {"node-get-volume-stats", "/csi.v1.Node/NodeGetVolumeStats", D(node_get_volume_stats_request),
-     D(node_get_volume_stats_response), b_node_stats, "volume,volume-path,target,staging-path"},
+     D(node_get_volume_stats_response), "volume_id!,volume_path!,staging_target_path", NULL,
+     "volume,volume-path,target,staging-path"},
     {"node-get-capabilities", "/csi.v1.Node/NodeGetCapabilities", D(node_get_capabilities_request),
-     D(node_get_capabilities_response), b_empty, ""},
+     D(node_get_capabilities_response), "", NULL, ""},
     {"node-get-info", "/csi.v1.Node/NodeGetInfo", D(node_get_info_request),
-     D(node_get_info_response), b_empty, ""},
+     D(node_get_info_response), "", NULL, ""},
 };
 
 static const struct call_def *find_call(const char *name)
@@ -818,7 +684,8 @@ int csi_client_main(int argc, char **argv)
 		} else {
 			if (!(reqj = cJSON_CreateObject()))
 				goto out;
-			if ((r = def->build(reqj, call_name)) < 0) {
+			if ((r = put_fields(reqj, def->fields, call_name)) < 0 ||
+			    (def->extra && (r = def->extra(reqj, call_name)) < 0)) {
 				ret = r == -EINVAL ? 2 : 1;
 				goto out;
 			}
