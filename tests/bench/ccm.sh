@@ -81,6 +81,18 @@ print(sum(1 for n in items if any(t["key"] == "node.cloudprovider.kubernetes.io/
                                   for t in n["spec"].get("taints") or [])))
 PY
 }
+# counts Nodes whose NetworkUnavailable condition the route controller set to False
+routed_nodes() { python3 - "$KC" "$KAS_URL" <<'PY'
+import json, ssl, sys, urllib.request
+kc, url = sys.argv[1:3]
+tok = open(kc + '.token').read().strip()
+ctx = ssl.create_default_context(cafile=kc + '.ca.crt')
+req = urllib.request.Request(url + "/api/v1/nodes", headers={"Authorization": "Bearer " + tok})
+items = json.load(urllib.request.urlopen(req, context=ctx))["items"]
+print(sum(1 for n in items if any(c["type"] == "NetworkUnavailable" and c["status"] == "False"
+                                  for c in n.get("status", {}).get("conditions") or [])))
+PY
+}
 nroutes() { moto_py "print(sum(1 for r in ec2.describe_route_tables(RouteTableIds=['$RT'])['RouteTables'][0]['Routes'] if r.get('InstanceId')))"; }
 
 metric() { # NAME_WITH_LABELS: the value on the ccm's /metrics (0 when absent)
@@ -142,6 +154,12 @@ if [ "$ROUTES" = 1 ]; then
 		sleep 2
 	done
 	echo "phase 2: all $N routes in place $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s after a restart (2 mutating calls per route, one after the other)"
+	while [ "$(routed_nodes)" -lt "$N" ]; do
+		sample_rss
+		if (($(date +%s) - ${t0%.*} > 3600)); then echo "timeout: NetworkUnavailable"; break; fi
+		sleep 2
+	done
+	echo "  and every Node's NetworkUnavailable condition False $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s after the restart"
 	snapshot
 	rss_line
 	kill "$pid"
