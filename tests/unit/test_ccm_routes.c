@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/aws/xml.h"
+#include "modules/ccm/ccm_cloud.h"
 #include "modules/ccm/ccm_routes.h"
 #include "tests/unit/harness.h"
 
@@ -240,4 +241,20 @@ TEST(ccm_routes_orphans)
 	ASSERT_FALSE(ccm_route_orphan_delete(&b, "c1"));
 	ASSERT_TRUE(ccm_route_orphan_delete(&c, "c1"));
 	ASSERT_FALSE(ccm_route_orphan_delete(&a, NULL));
+}
+
+TEST(ccm_routes_target_eni)
+{
+	struct ccm_eni one[] = { { .id = (char *)"eni-a", .device_index = 0 } };
+	struct ccm_eni two[] = { { .id = (char *)"eni-b", .device_index = 1 },
+				 { .id = (char *)"eni-a", .device_index = 0 } };
+	struct ccm_instance i = { .id = (char *)"i-1", .enis = one, .n_enis = 1 };
+	/* one interface: routes by instance ID, as upstream */
+	ASSERT_NULL(ccm_route_target_eni(&i));
+	/* several: the primary interface (device index 0), wherever it is listed */
+	i.enis = two;
+	i.n_enis = 2;
+	ASSERT_STREQ(ccm_route_target_eni(&i), "eni-a");
+	i.n_enis = 0;
+	ASSERT_NULL(ccm_route_target_eni(&i));
 }
