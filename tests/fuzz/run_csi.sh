@@ -20,23 +20,16 @@ PKGS="libcurl openssl libcjson yaml-0.1 libmicrohttpd libxml-2.0 grpc libprotobu
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 # shellcheck disable=SC2086
 CFLAGS="-std=gnu17 -O1 -g -D_GNU_SOURCE -I. -Ibuild/default/gen $(pkg-config --cflags $PKGS) $SAN"
-objs=()
-for src in common/base/*.c common/aws/*.c common/http/*.c common/metrics/*.c common/grpc/*.c \
-	modules/csi/csi_common.c modules/csi/csi_identity.c modules/csi/csi_controller*.c \
-	build/default/gen/modules/csi/csi.pb-c.c; do
-	obj=$out/obj/$(echo "$src" | tr / _).o
-	mkdir -p "$out/obj"
-	if [ ! -e "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find "${src%/*}" -name '*.h' -newer "$obj")" ]; then
-		# shellcheck disable=SC2086
-		if ! $CC $CFLAGS -fsanitize=fuzzer-no-link -c -o "$obj" "$src" 2>>"$out/csi_build.log"; then
-			echo "FAIL - the fuzz harness builds ($src)"
-			tail -n 20 "$out/csi_build.log"
-			echo "0 passed, 1 failed, 0 skipped"
-			exit 1
-		fi
-	fi
-	objs+=("$obj")
-done
+B=$out FUZZ_LOG=$out/csi_build.log
+. tests/fuzz/lib.sh
+if ! fuzz_objects common/base/*.c common/aws/*.c common/http/*.c common/metrics/*.c \
+	common/grpc/*.c modules/csi/csi_common.c modules/csi/csi_identity.c \
+	modules/csi/csi_controller*.c build/default/gen/modules/csi/csi.pb-c.c; then
+	echo "FAIL - the fuzz harness builds ($fuzz_failed)"
+	tail -n 20 "$out/csi_build.log"
+	echo "0 passed, 1 failed, 0 skipped"
+	exit 1
+fi
 # shellcheck disable=SC2086
 if ! $CC $CFLAGS -fsanitize=fuzzer -o "$out/csi_decode_fuzz" tests/fuzz/csi_decode_fuzz.c "${objs[@]}" \
 	$(pkg-config --libs $PKGS) -lpthread -lm 2>>"$out/csi_build.log"; then
