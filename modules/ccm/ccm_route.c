@@ -18,6 +18,7 @@
 #include "common/base/json.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
+#include "common/kube/events.h"
 #include "common/kube/informer.h"
 #include "common/kube/kmap.h"
 #include "common/kube/rest.h"
@@ -97,6 +98,16 @@ static void pass_release(struct pass *p)
 	free(p->want);
 	free(p->want_ids);
 	kube_objv_free(p->objs, p->n_objs);
+}
+
+static const cJSON *pass_node(const struct pass *p, const char *name)
+{
+	for (size_t i = 0; i < p->n_objs; i++) {
+		const char *n = json_str(p->objs[i]->json, "metadata.name");
+		if (n && strcmp(n, name) == 0)
+			return p->objs[i]->json;
+	}
+	return NULL;
 }
 
 static int pass_collect(struct pass *p, struct ccm *m)
@@ -359,6 +370,11 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 				  KV_S("cidr", op->cidr), KV_S("op", ccm_route_op_name(op->kind)),
 				  KV_S("error", err.message), KV_E(r));
 			failed++;
+			const cJSON *n = op->node[0] ? pass_node(&p, op->node) : NULL;
+			if (n)
+				ccm_node_event(m, n, KUBE_EVENT_WARNING, "FailedToCreateRoute",
+					       "Could not create route %s in %s for node %s: %s",
+					       op->cidr, op->table, op->node, err.message);
 		} else {
 			applied++;
 			op_ok[i] = true;

@@ -139,6 +139,21 @@ else fail "DescribeInstances of the deletion" "$di"; fi
 kc patch node "$d1" --type=merge -p '{"spec":{"podCIDR":"10.244.11.0/24","podCIDRs":["10.244.11.0/24"]}}' >/dev/null 2>&1
 moved() { r=$(routes); grep -q "10.244.11.0/24 $i1 active" <<<"$r" && ! grep -q "10.244.1.0/24" <<<"$r"; }
 if wait_until 15 moved; then ok "a changed podCIDR moves the Node's routes"; else fail "a changed podCIDR moves the routes" "$(routes)"; fi
+# a failing CreateRoute: a warning event on the Node, NetworkUnavailable=True (NoRouteCreated),
+# then the retry creates it and the condition turns False
+read -r i4 d4 < <(instance n4)
+tb_post "$FAULTPROXY_URL/_control/faults" '{"service":"ec2","action":"CreateRoute","effect":"error","status":400,"code":"InvalidParameterValue","message":"injected","count":2}' >/dev/null
+node_create "$d4" "" 10.244.4.0/24
+evr() { kc get events -A -o json | python3 -c "
+import json, sys
+print(any(e['involvedObject']['name'] == '$d4' and e['reason'] == 'FailedToCreateRoute' for e in json.load(sys.stdin)['items']))" | grep -qx True; }
+if wait_until 15 evr; then ok "a failed CreateRoute is a FailedToCreateRoute event on the Node"; else fail "FailedToCreateRoute event"; fi
+n4_routed() { [ "$(routes | grep -c "10.244.4.0/24 $i4 active")" = 2 ]; }
+if wait_until 20 n4_routed && wait_until 10 routed_cond "$d4"; then
+	ok "the retry creates the route and NetworkUnavailable turns False"
+else fail "retry after a failed CreateRoute" "$(cond "$d4") $(routes | grep 10.244.4)"; fi
+tb_delete "$FAULTPROXY_URL/_control/faults" >/dev/null
+
 node_create pending-node "" 10.244.50.0/24
 sleep 3
 if ! routes | grep -q 10.244.50.0/24 && grep -q "route pass done" "$T_TMP/ccm1.log"; then
