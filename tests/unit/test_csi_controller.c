@@ -55,7 +55,7 @@ static void sim_reset(void)
 {
 	memset(&S, 0, sizeof(S));
 	pthread_mutex_init(&S.lock, NULL);
-	strcpy(S.inst, "i-0123456789abcdef0");
+	str_copy(S.inst, sizeof(S.inst), "i-0123456789abcdef0");
 }
 
 static struct svol *sim_vol(const char *id)

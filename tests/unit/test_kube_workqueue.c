@@ -148,7 +148,7 @@ struct wstate {
 static int reconcile(void *ud, const char *key, int64_t *after)
 {
 	struct wstate *s = ud;
-	int i = atoi(key + 1) % 16, r = 0;
+	int i = (int)(strtol(key + 1, NULL, 10) % 16), r = 0;
 
 	pthread_mutex_lock(&s->lock);
 	if (s->active[i]++)
