@@ -452,7 +452,7 @@ struct runner {
 	const char *path;
 	const uint8_t *data;
 	size_t len;
-	long long todo, done, errors;
+	long long remaining, done, errors;
 	pthread_mutex_t lock;
 	struct rpc_status last_err;
 };
@@ -465,11 +465,11 @@ static void *bench_thread(void *arg)
 	for (;;) {
 		struct rpc_status st = {0};
 		pthread_mutex_lock(&r->lock);
-		if (r->todo == 0) {
+		if (r->remaining == 0) {
 			pthread_mutex_unlock(&r->lock);
 			break;
 		}
-		r->todo--;
+		r->remaining--;
 		pthread_mutex_unlock(&r->lock);
 		buf_reset(&rep);
 		int e = rpc_client_call_raw(r->cl, r->path, r->data, r->len, o_timeout, &rep, &st);
@@ -490,7 +490,7 @@ static void *bench_thread(void *arg)
 
 static int run_bench(struct rpc_client *cl, const char *path, const uint8_t *data, size_t len)
 {
-	struct runner r = {.cl = cl, .path = path, .data = data, .len = len, .todo = o_count};
+	struct runner r = {.cl = cl, .path = path, .data = data, .len = len, .remaining = o_count};
 	pthread_t th[1024];
 	long long n = o_parallel < o_count ? o_parallel : o_count;
 	int64_t t0 = now_mono_ns();
