@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "common/aws/shape.h"
 #include "common/aws/sigv4.h"
 #include "common/aws/xml.h"
 #include "common/base/json.h"
@@ -48,7 +49,7 @@ struct aws_client {
 
 /* --- metrics ------------------------------------------------------------------------------ */
 
-static struct metric *m_duration, *m_errors, *m_throttled, *m_retries, *m_quota;
+static struct metric *m_duration, *m_errors, *m_throttled, *m_retries, *m_quota, *m_unusable;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void metrics_init(void)
@@ -64,6 +65,10 @@ static void metrics_init(void)
 	m_retries =
 	    metric_counter("aws_k8s_aws_api_retries_total", "AWS API attempts that were retries",
 			   (const char *[]){"request", NULL});
+	m_unusable = metric_counter("aws_k8s_aws_api_unusable_replies_total",
+				    "AWS API replies with a success status that were not the reply "
+				    "to the action (another root, no result set, not JSON...)",
+				    (const char *[]){"request", NULL});
 	m_quota = metric_counter("aws_k8s_aws_api_retry_quota_exhausted_total",
 				 "AWS API retries refused because the client's retry token bucket "
 				 "was empty",
@@ -311,40 +316,50 @@ static void find_request_id(struct aws_reply *rep, const struct http_response *r
 		str_copy(rep->request_id, sizeof(rep->request_id), id);
 }
 
-/* Parses a 2xx reply into rep. -EBADMSG with err set when it cannot be used. */
+/* Parses a 2xx reply into rep and checks that it is the reply to the action (shape.h).
+ * 0 when usable; 1 when the body is an AWS error document (handled as an error reply);
+ * -EBADMSG (unusable: retried like a 5xx) or -ENOMEM with err set otherwise. */
 static int parse_success(const struct aws_service_info *si, const char *action,
 			 struct http_response *resp, struct aws_reply *rep, struct aws_error *err)
 {
-	char why[256];
+	char why[256] = "";
 	int r;
 
 	rep->status = resp->status;
 	if (si->protocol == AWS_PROTO_QUERY) {
 		char result[160];
 		r = aws_xml_parse(resp->body.data, resp->body.len, &rep->doc, why, sizeof(why));
-		if (r < 0) {
-			aws_error_set(err, resp->status, "", "unusable %s reply (%zu bytes): %s",
-				      action, resp->body.len, why);
-			return r == -EMSGSIZE ? r : -EBADMSG;
+		if (r == -ENOMEM)
+			return r;
+		if (r >= 0) {
+			rep->root = xmlDocGetRootElement(rep->doc);
+			str_printf(result, sizeof(result), "%sResult", action);
+			rep->result = aws_xml_child(rep->root, result);
+			if (!rep->result)
+				rep->result = rep->root;
+			r = aws_reply_check_xml(si->id, action, rep->root, rep->result, why,
+						sizeof(why));
 		}
-		rep->root = xmlDocGetRootElement(rep->doc);
-		str_printf(result, sizeof(result), "%sResult", action);
-		rep->result = aws_xml_child(rep->root, result);
-		if (!rep->result)
-			rep->result = rep->root;
 	} else {
 		size_t off = 0;
 		if (resp->body.len == 0) {
-			rep->json = cJSON_CreateObject();
-			if (!rep->json)
+			r = aws_reply_check_json(si->id, action, NULL, why, sizeof(why));
+			if (r >= 0 && !(rep->json = cJSON_CreateObject()))
 				return -ENOMEM;
 		} else if ((r = json_parse(resp->body.data, resp->body.len, &rep->json, &off)) <
 			   0) {
-			aws_error_set(err, resp->status, "",
-				      "unusable %s reply (%zu bytes): malformed JSON at byte %zu",
-				      action, resp->body.len, off);
-			return -EBADMSG;
+			str_printf(why, sizeof(why), "malformed JSON at byte %zu", off);
+			r = -EBADMSG;
+		} else {
+			r = aws_reply_check_json(si->id, action, rep->json, why, sizeof(why));
 		}
+	}
+	if (r == 1)
+		return 1;
+	if (r < 0) {
+		aws_error_set(err, resp->status, "", "unusable reply from %s %s (HTTP %ld, %zu bytes): %s",
+			      si->name, action, resp->status, resp->body.len, why);
+		return -EBADMSG;
 	}
 	find_request_id(rep, resp);
 	return 0;
@@ -433,6 +448,8 @@ static int attempt(struct aws_client *c, const struct aws_request *rq,
 	hr.body = body->data;
 	hr.body_len = body->len;
 	hr.timeout_ns = rq->timeout_ns > 0 ? rq->timeout_ns : c->timeout_ns;
+	hr.max_response = rq->max_reply ? rq->max_reply : aws_reply_max(si->id, rq->action);
+	hr.cancel_on_stop = true; /* a stop aborts the call in flight */
 	http_response_init(&resp);
 	r = http_client_do(c->http, &hr, &resp);
 	explicit_bzero(sig.authorization, sizeof(sig.authorization));
@@ -448,8 +465,16 @@ static int attempt(struct aws_client *c, const struct aws_request *rq,
 	}
 	if (resp.status >= 200 && resp.status < 300) {
 		r = parse_success(si, rq->action, &resp, rep, err);
-		http_response_release(&resp);
-		return r;
+		if (r != 1) {
+			if (r == -EBADMSG) {
+				/* never read as an empty result: retried like a 5xx, counted */
+				st->retry = true;
+				metric_inc(m_unusable, rq->action);
+			}
+			http_response_release(&resp);
+			return r;
+		}
+		aws_reply_release(rep); /* an error document with a 2xx status: the error */
 	}
 	aws_error_parse(err, resp.status, http_response_header(&resp, "content-type"),
 			resp.body.data, resp.body.len,

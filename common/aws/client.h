@@ -4,9 +4,18 @@
  *   -> HTTP (common/http/client.h) -> reply parsing (xml.h / JSON) or error (error.h)
  *   -> retries in the SDKs' standard mode -> metrics.
  *
+ * Replies: a 2xx reply is used only when it is the reply to the action (shape.h: the root
+ * <ActionResponse> and the result sets callers depend on, or a JSON object of the documented
+ * shape); anything else (an HTML page from a proxy, another root, a reply without its
+ * reservationSet, truncated XML) is an "unusable reply from <service> <Action>" error
+ * (-EBADMSG), retried like a 5xx and counted, and never read as "no items". A reply body is
+ * capped per action (aws_reply_max: 32 MiB for DescribeInstances, 16 MiB for other
+ * Describe/List/Get, 2 MiB for the rest): past it the call fails with -EMSGSIZE, not retried.
+ * A requested stop (signals.h) aborts a call in flight with -ECANCELED.
+ *
  * Retries: at most max_attempts attempts (3 by default, AWS_MAX_ATTEMPTS), on throttling
- * codes, transient codes, HTTP 500/502/503/504/429 and transport errors (timeouts, refused or
- * reset connections); never on other 4xx replies or on a reply that could not be parsed.
+ * codes, transient codes, HTTP 500/502/503/504/429, unusable replies and transport errors
+ * (timeouts, refused or reset connections); never on other 4xx replies.
  * The delay before retry i (1, 2, ...) is uniform in [0, min(20 s, base * 2^(i-1))) ("full
  * jitter"), with base 100 ms, or 1 s after a throttling reply. A retry costs tokens from a
  * bucket shared by the client (500 tokens, 5 per retry, 10 per retry after a timeout); a
@@ -20,6 +29,7 @@
  * {request} (successful calls, retries included), cloudprovider_aws_api_request_errors{request}
  * (failed calls), cloudprovider_aws_api_throttled_requests_total{operation_name} (each
  * throttled reply); and aws_k8s_aws_api_retries_total{request} (retries made),
+ * aws_k8s_aws_api_unusable_replies_total{request} (2xx replies that were not usable),
  * aws_k8s_aws_api_retry_quota_exhausted_total (retries refused by the token bucket). */
 #pragma once
 #include <cjson/cJSON.h>
@@ -88,6 +98,7 @@ struct aws_request {
 	const char *region;		     /* instead of the client's */
 	const struct http_header *headers;   /* extra headers, signed (e.g. x-amz-source-arn) */
 	size_t n_headers;
+	size_t max_reply;		     /* cap on the reply body; 0: aws_reply_max() */
 };
 
 struct aws_reply {
@@ -103,8 +114,8 @@ struct aws_reply {
 void aws_reply_release(struct aws_reply *r);
 
 /* Makes the call; on success fills *ret (release it), on failure fills *err (when not NULL)
- * and returns the errno of aws_error_errno() for AWS error replies, -EBADMSG for a reply that
- * could not be parsed, the transport error (-ETIMEDOUT, -ECONNREFUSED...), -ENOKEY without
+ * and returns the errno of aws_error_errno() for AWS error replies, -EBADMSG for an unusable
+ * reply, -EMSGSIZE for one over the cap, -ECANCELED when a stop was requested, the transport error (-ETIMEDOUT, -ECONNREFUSED...), -ENOKEY without
  * credentials, -EDESTADDRREQ without a region. err->message always says what happened. */
 int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply *ret,
 	   struct aws_error *err);

@@ -263,8 +263,8 @@ int aws_error_errno(const struct aws_error *e)
 		return -EBUSY;
 	if (e->http_status >= 500 || aws_error_code_is_transient(c))
 		return -EAGAIN;
-	if (e->http_status == 404)
-		return -ENOENT;
+	if (e->http_status == 404) /* a 404 without an AWS code (a proxy's page) proves nothing */
+		return *c ? -ENOENT : -EREMOTEIO;
 	if (e->http_status == 401 || e->http_status == 403)
 		return -EACCES;
 	if (e->http_status == 409)

@@ -37,7 +37,7 @@ bool aws_error_code_is_transient(const char *code);
  * codes, HTTP 500/502/503/504 and 429. Never a 4xx validation error. */
 bool aws_error_retryable(const struct aws_error *e);
 /* The errno for an error reply: throttling and 5xx -EAGAIN, not found (codes ending in
- * NotFound, NoSuch*, NonExistent*, DoesNotExist, 404) -ENOENT, auth (AuthFailure,
+ * NotFound, NoSuch*, NonExistent*, DoesNotExist, 404 with an AWS code) -ENOENT, auth (AuthFailure,
  * UnauthorizedOperation, AccessDenied, SignatureDoesNotMatch, ExpiredToken..., 401, 403)
  * -EACCES, duplicates (AlreadyExists, Duplicate, IdempotentParameterMismatch, 409) -EEXIST,
  * in use (VolumeInUse, ResourceInUse, DependencyViolation) -EBUSY, DryRunOperation -EALREADY

@@ -92,6 +92,30 @@ char *log_redact(const char *src, char *dst, size_t n)
 			dst[o++] = (c);                                                            \
 	} while (0)
 	while (src && src[i]) {
+		if (src[i] == ':' && src[i + 1] == '/' && src[i + 2] == '/') {
+			/* a URL's userinfo: "scheme://user:password@host" keeps the user */
+			size_t a = i + 3, end = a, at = 0, colon = 0;
+			while (src[end] && !strchr("/?#\"' \t\r\n<>", src[end])) {
+				if (src[end] == '@')
+					at = end;
+				else if (src[end] == ':' && !colon && !at)
+					colon = end;
+				end++;
+			}
+			for (size_t k = i; k < a; k++)
+				PUT(src[k]);
+			i = a;
+			if (!at)
+				continue;
+			/* "user:password@" keeps "user:"; a lone "token@" is all secret */
+			if (colon && colon < at)
+				for (; i <= colon; i++)
+					PUT(src[i]);
+			for (const char *r = redacted; *r; r++)
+				PUT(*r);
+			i = at;
+			continue;
+		}
 		if (!is_word_char(src[i]) || (i > 0 && is_word_char(src[i - 1]))) {
 			PUT(src[i]);
 			i++;

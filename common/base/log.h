@@ -61,7 +61,9 @@ void log_emit(enum log_level level, const char *file, int line, const char *msg,
 /* Copies src into dst (size n, always terminated), replacing secrets by "<redacted>": the value
  * of an Authorization, X-Amz-Security-Token or X-aws-ec2-metadata-token header, the signature and
  * credential of a SigV4 header or presigned URL, "Bearer <token>", and the values of JSON or
- * key=value fields whose name says token, secret, password or private key. Returns dst. */
+ * key=value fields whose name says token, secret, password or private key, and the userinfo of a
+ * URL ("https://user:<redacted>@host/", "https://<redacted>@host/" for a lone token). Returns
+ * dst. */
 char *log_redact(const char *src, char *dst, size_t n);
 /* True if a field named `key` holds a secret (token, secret, password, key material...). */
 bool log_key_is_secret(const char *key);

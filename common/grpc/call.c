@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/base/buf.h"
+#include "common/base/log.h"
 #include "common/base/timeutil.h"
 #include "common/grpc/server_internal.h"
 
@@ -166,6 +167,15 @@ int rpc_call_error(struct rpc_call *c, int code, const char *fmt, ...)
 	if (vasprintf(&s, fmt, ap) < 0)
 		s = NULL;
 	va_end(ap);
+	if (s) {
+		/* a status message goes to the caller and into logs: never a secret in it */
+		size_t n = strlen(s) + 64;
+		char *red = malloc(n);
+		if (red)
+			log_redact(s, red, n);
+		free(s);
+		s = red;
+	}
 	free(c->message);
 	c->message = s;
 	c->code = code;

@@ -20,6 +20,7 @@
 #include <strings.h>
 
 #include "common/base/log.h"
+#include "common/base/signals.h"
 #include "common/base/timeutil.h"
 
 #define POOL_MAX_IDLE 8
@@ -65,6 +66,7 @@ struct xfer {
 	struct buf line; /* the partial line being assembled */
 	int err;	 /* set by a callback that stopped the transfer */
 	int64_t last_rx_ns;
+	bool cancel_on_stop; /* the request's: a requested stop ends the transfer */
 };
 
 static void secret_free(char *s)
@@ -540,7 +542,7 @@ static int setup(struct http_client *c, CURL *e, const struct http_request *req,
 	SET(CURLOPT_WRITEFUNCTION, on_body);
 	SET(CURLOPT_WRITEDATA, x);
 	if (!x->so)
-		SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max_response);
+		SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->resp->body.max);
 	if (c->user_agent)
 		SET(CURLOPT_USERAGENT, c->user_agent);
 	if (c->unix_socket)
@@ -613,13 +615,16 @@ static int run(struct handle *h, struct xfer *x, CURLcode *ret_res)
 	CURLMcode mc;
 	int running = 1, r = 0;
 
+	struct curl_waitfd stopfd = {.fd = x->cancel_on_stop ? stop_fd() : -1, .events = CURL_WAIT_POLLIN};
+	unsigned n_extra = stopfd.fd >= 0 ? 1 : 0;
+
 	if (curl_multi_add_handle(h->multi, h->easy) != CURLM_OK)
 		return -ENOMEM;
 	for (;;) {
 		mc = curl_multi_perform(h->multi, &running);
 		if (mc != CURLM_OK || !running)
 			break;
-		if (so && so->cancel && *so->cancel) {
+		if ((so && so->cancel && *so->cancel) || (x->cancel_on_stop && stop_requested())) {
 			r = -ECANCELED;
 			break;
 		}
@@ -628,7 +633,8 @@ static int run(struct handle *h, struct xfer *x, CURLcode *ret_res)
 			r = -ETIMEDOUT;
 			break;
 		}
-		mc = curl_multi_poll(h->multi, NULL, 0, POLL_MS, NULL);
+		/* the stop descriptor wakes the poll at once when a stop is requested */
+		mc = curl_multi_poll(h->multi, n_extra ? &stopfd : NULL, n_extra, POLL_MS, NULL);
 		if (mc != CURLM_OK)
 			break;
 	}
@@ -656,7 +662,7 @@ static void set_error(struct http_response *resp, int r, const char *curl_msg, s
 	else if (curl_msg)
 		str_copy(msg, sizeof(msg), curl_msg);
 	else if (r == -ECANCELED)
-		str_copy(msg, sizeof(msg), "canceled");
+		str_copy(msg, sizeof(msg), stop_requested() ? "canceled: stopping" : "canceled");
 	else if (r == -ETIMEDOUT)
 		str_copy(msg, sizeof(msg), "no data within the idle timeout");
 	else
@@ -667,7 +673,7 @@ static void set_error(struct http_response *resp, int r, const char *curl_msg, s
 static int perform(struct http_client *c, const struct http_request *req,
 		   const struct http_stream_opts *so, struct http_response *resp)
 {
-	struct xfer x = {.resp = resp, .so = so};
+	struct xfer x = {.resp = resp, .so = so, .cancel_on_stop = req && req->cancel_on_stop};
 	struct curl_slist *hdrs = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	CURLcode res = CURLE_OK;
@@ -679,7 +685,9 @@ static int perform(struct http_client *c, const struct http_request *req,
 		return -EINVAL;
 	response_clear_headers(resp);
 	buf_reset(&resp->body);
-	resp->body.max = c->max_response;
+	resp->body.max = req->max_response && req->max_response < c->max_response
+			     ? req->max_response
+			     : c->max_response;
 	resp->status = 0;
 	resp->error[0] = 0;
 	h = pool_get(c);
@@ -708,7 +716,7 @@ static int perform(struct http_client *c, const struct http_request *req,
 		const char *curl_msg = NULL;
 		if (res != CURLE_OK && !x.err)
 			curl_msg = errbuf[0] ? errbuf : curl_easy_strerror(res);
-		set_error(resp, r, curl_msg, so && x.streaming ? x.max_line : c->max_response);
+		set_error(resp, r, curl_msg, so && x.streaming ? x.max_line : resp->body.max);
 		buf_reset(&resp->body); /* never a partial success */
 	}
 	log_v(6, "http request", KV_S("method", req->method ? req->method : "GET"),

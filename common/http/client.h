@@ -51,6 +51,8 @@ struct http_request {
 	size_t body_len;
 	int64_t timeout_ns; /* overrides the client's total timeout when > 0 */
 	const char *bearer_token; /* overrides the client's token when not NULL */
+	size_t max_response;	  /* a smaller cap on this reply's body than the client's; 0: its */
+	bool cancel_on_stop;	  /* -ECANCELED at once when a stop is requested (signals.h) */
 };
 
 #define HTTP_MAX_RESP_HEADERS 64

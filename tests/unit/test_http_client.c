@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/base/buf.h"
+#include "common/base/signals.h"
 #include "common/base/timeutil.h"
 #include "common/http/client.h"
 #include "tests/unit/harness.h"
@@ -557,6 +558,87 @@ static void check_cap(struct tsrv *s)
 TEST(http_client_response_cap)
 {
 	WITH_SERVER(NULL, NULL, check_cap);
+}
+
+/* A request's own cap is smaller than the client's; a larger one does not raise it. */
+static void check_request_cap(struct tsrv *s)
+{
+	_cleanup_client_ struct http_client *c = NULL;
+	_cleanup_resp_ struct http_response resp;
+	_cleanup_buf_ struct buf reply = BUF_INIT(0);
+	char u[256], body[1001];
+
+	http_response_init(&resp);
+	memset(body, 'y', 1000);
+	body[1000] = 0;
+	ASSERT_OK(http_client_new(&(struct http_client_opts){.max_response = 500}, &c));
+	url(s, "/reply", u, sizeof(u));
+	ASSERT_OK(buf_printf(&reply,
+			     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+			     "c8\r\n%.200s\r\n0\r\n\r\n",
+			     body));
+	s->reply = reply.data;
+	ASSERT_OK(http_client_do(c, &(struct http_request){.url = u}, &resp));
+	ASSERT_EQ(resp.body.len, 200);
+	ASSERT_ERR(http_client_do(c, &(struct http_request){.url = u, .max_response = 199}, &resp),
+		   EMSGSIZE);
+	ASSERT_CONTAINS(resp.error, "199 bytes");
+	ASSERT_OK(http_client_do(c, &(struct http_request){.url = u, .max_response = 200}, &resp));
+	buf_reset(&reply);
+	ASSERT_OK(buf_printf(&reply, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n%s", body));
+	s->reply = reply.data;
+	ASSERT_ERR(http_client_do(c, &(struct http_request){.url = u, .max_response = 4096}, &resp),
+		   EMSGSIZE);
+}
+
+TEST(http_client_request_cap)
+{
+	WITH_SERVER(NULL, NULL, check_request_cap);
+}
+
+static void *stop_soon(void *arg)
+{
+	(void)arg;
+	sleep_ns(150 * NSEC_PER_MSEC);
+	stop_request();
+	return NULL;
+}
+
+/* A request marked cancel_on_stop ends at once when a stop is requested; others do not. */
+static void check_cancel_on_stop(struct tsrv *s)
+{
+	_cleanup_client_ struct http_client *c = NULL;
+	_cleanup_resp_ struct http_response resp;
+	pthread_t th;
+	char u[256];
+	int64_t t0;
+	int r;
+
+	http_response_init(&resp);
+	ASSERT_OK(http_client_new(NULL, &c));
+	url(s, "/hang", u, sizeof(u));
+	stop_reset();
+	ASSERT_OK(-pthread_create(&th, NULL, stop_soon, NULL));
+	t0 = now_mono_ns();
+	r = http_client_do(
+	    c, &(struct http_request){.url = u, .timeout_ns = 10 * NSEC_PER_SEC, .cancel_on_stop = true},
+	    &resp);
+	pthread_join(th, NULL);
+	ASSERT_ERR(r, ECANCELED);
+	ASSERT_CONTAINS(resp.error, "stopping");
+	ASSERT_TRUE(now_mono_ns() - t0 < 2 * NSEC_PER_SEC);
+	/* without the mark, a requested stop does not cut the call short */
+	t0 = now_mono_ns();
+	r = http_client_do(c, &(struct http_request){.url = u, .timeout_ns = 300 * NSEC_PER_MSEC},
+			   &resp);
+	ASSERT_ERR(r, ETIMEDOUT);
+	ASSERT_TRUE(now_mono_ns() - t0 >= 250 * NSEC_PER_MSEC);
+	stop_reset();
+}
+
+TEST(http_client_cancel_on_stop)
+{
+	WITH_SERVER(NULL, NULL, check_cancel_on_stop);
 }
 
 TEST(http_client_connect_refused)

@@ -110,6 +110,23 @@ TEST(log_redacts_secrets_everywhere)
 	ASSERT_CONTAINS(out, "<redacted>");
 }
 
+TEST(log_redact_url_userinfo)
+{
+	char out[256];
+	log_redact("DescribeVolumes http://user:pa55w0rd@127.0.0.1:5000: refused", out, sizeof(out));
+	ASSERT_STREQ(out, "DescribeVolumes http://user:<redacted>@127.0.0.1:5000: refused");
+	log_redact("url=\"https://ghp_T0KEN@host/x\"", out, sizeof(out));
+	ASSERT_STREQ(out, "url=\"https://<redacted>@host/x\"");
+	log_redact("server https://a:b:c@[::1]:6443/api?x=1", out, sizeof(out));
+	ASSERT_STREQ(out, "server https://a:<redacted>@[::1]:6443/api?x=1");
+	/* no userinfo: unchanged, an '@' in the path is not userinfo */
+	log_redact("http://[::1]:8080/a@b and https://h:443", out, sizeof(out));
+	ASSERT_STREQ(out, "http://[::1]:8080/a@b and https://h:443");
+	/* the same through a log line */
+	log_redact("x://:p@h", out, sizeof(out));
+	ASSERT_STREQ(out, "x://:<redacted>@h");
+}
+
 TEST(log_redact_leaves_plain_text)
 {
 	char out[256];
