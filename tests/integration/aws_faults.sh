@@ -60,23 +60,32 @@ run_to "$T/v1.json" --print-metrics ec2 CreateVolume AvailabilityZone=us-east-1a
 
 # --- truncated replies ---
 reset_proxy
-fault '{"service":"ec2","action":"DescribeVolumes","effect":"truncate","mode":"mid-tag","length":"cut","count":1}'
-run_to "$T/x1.json" ec2 DescribeVolumes "VolumeId.1=$vol"
-if [ $RC -eq 1 ] && grep -q "unusable DescribeVolumes reply (.* bytes): malformed XML" "$T/x1.json.err"; then
+fault '{"service":"ec2","action":"DescribeVolumes","effect":"truncate","mode":"mid-tag","length":"cut"}'
+run_to "$T/x1.json" --print-metrics ec2 DescribeVolumes "VolumeId.1=$vol"
+if [ $RC -eq 1 ] && grep -q "unusable reply from ec2 DescribeVolumes (HTTP 200, .* bytes): malformed XML" "$T/x1.json.err"; then
 	ok "truncated XML (complete HTTP message) gives a clear error"
 else
 	fail "truncated XML (complete HTTP message) gives a clear error" "rc=$RC $(cat "$T/x1.json.err")"
 fi
-[ "$(proxy_calls ec2:DescribeVolumes)" = 1 ] && ok "an unparsable reply is not retried" || fail "an unparsable reply is not retried" "$(proxy_calls ec2:DescribeVolumes)"
+[ "$(proxy_calls ec2:DescribeVolumes)" = 3 ] && ok "an unusable reply is retried like a 5xx (3 attempts)" || fail "an unusable reply is retried like a 5xx (3 attempts)" "$(proxy_calls ec2:DescribeVolumes)"
+[ "$(M "$T/x1.json.err" 'aws_k8s_aws_api_unusable_replies_total{request="DescribeVolumes"}')" = 3 ] \
+	&& ok "aws_k8s_aws_api_unusable_replies_total counts each unusable reply" \
+	|| fail "aws_k8s_aws_api_unusable_replies_total counts each unusable reply" "$(grep unusable "$T/x1.json.err")"
+reset_proxy
+fault '{"service":"ec2","action":"DescribeVolumes","effect":"truncate","mode":"mid-tag","length":"cut","count":1}'
+run_to "$T/x1b.json" ec2 DescribeVolumes "VolumeId.1=$vol"
+[ $RC -eq 0 ] && [ "$(proxy_calls ec2:DescribeVolumes)" = 2 ] && grep -q "$vol" "$T/x1b.json" \
+	&& ok "one truncated reply, then the real one: success on the retry" \
+	|| fail "one truncated reply, then the real one: success on the retry" "rc=$RC $(proxy_calls ec2:DescribeVolumes)"
 reset_proxy
 fault '{"service":"ec2","action":"DescribeVolumes","effect":"truncate","mode":"half","length":"full","count":1}'
 run_to "$T/x2.json" ec2 DescribeVolumes "VolumeId.1=$vol"
 [ $RC -eq 0 ] && [ "$(proxy_calls ec2:DescribeVolumes)" = 2 ] && ok "a reply cut short of its Content-Length is a connection error, retried" \
 	|| fail "a reply cut short of its Content-Length is a connection error, retried" "rc=$RC $(proxy_calls ec2:DescribeVolumes) $(cat "$T/x2.json.err")"
 reset_proxy
-fault '{"service":"sqs","action":"ListQueues","effect":"truncate","mode":"half","length":"cut","count":1}'
+fault '{"service":"sqs","action":"ListQueues","effect":"truncate","mode":"half","length":"cut"}'
 run_to "$T/x3.json" sqs ListQueues
-[ $RC -eq 1 ] && grep -q "unusable ListQueues reply .*malformed JSON" "$T/x3.json.err" && ok "truncated JSON gives a clear error" \
+[ $RC -eq 1 ] && grep -q "unusable reply from sqs ListQueues .*malformed JSON" "$T/x3.json.err" && ok "truncated JSON gives a clear error" \
 	|| fail "truncated JSON gives a clear error" "rc=$RC $(cat "$T/x3.json.err")"
 
 # --- 5xx and dropped connections: retried ---
