@@ -204,9 +204,13 @@ static int collect(struct batch *bt, const struct aws_batch_kind *k, const xmlNo
 			continue;
 		}
 		const char *id = aws_xml_text(it, k->id_field);
-		ssize_t i = id ? index_of(bt, idx, nidx, id) : -1;
+		ssize_t i;
 		xmlDoc *doc;
 		xmlNode *copy;
+		/* an item without its ID: the reply cannot prove that any ID is absent */
+		if (!id || !*id)
+			return -EBADMSG;
+		i = index_of(bt, idx, nidx, id);
 		if (i < 0 || bt->docs[i])
 			continue;
 		doc = xmlNewDoc((const xmlChar *)"1.0");

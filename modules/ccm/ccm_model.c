@@ -175,7 +175,11 @@ int ccm_instance_from_xml(const xmlNode *item, struct ccm_instance *ret)
 	int r;
 
 	const char *id = aws_xml_text(item, "instanceId");
+	const char *state = aws_xml_text(item, "instanceState/name");
 	if (!id || !*id)
+		return -EBADMSG;
+	/* no state is no evidence that the instance is gone: never read it as terminated */
+	if (!state || !*state)
 		return -EBADMSG;
 	if ((r = text_dup(item, "instanceId", &i.id)) < 0 ||
 	    (r = text_dup(item, "instanceState/name", &i.state)) < 0 ||

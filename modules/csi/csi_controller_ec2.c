@@ -126,6 +126,8 @@ int ec2_volume_parse(const struct _xmlNode *item, struct ec2_volume *ret)
 		return -EBADMSG;
 	copy_text(v.az, sizeof(v.az), item, "availabilityZone");
 	copy_text(v.state, sizeof(v.state), item, "status");
+	if (!*v.state)
+		return -EBADMSG; /* a volume of unknown state proves nothing */
 	copy_text(v.type, sizeof(v.type), item, "volumeType");
 	copy_text(v.snapshot, sizeof(v.snapshot), item, "snapshotId");
 	copy_text(v.kms, sizeof(v.kms), item, "kmsKeyId");
@@ -148,6 +150,12 @@ int ec2_volume_parse(const struct _xmlNode *item, struct ec2_volume *ret)
 			copy_text(at->instance, sizeof(at->instance), a, "instanceId");
 			copy_text(at->device, sizeof(at->device), a, "device");
 			copy_text(at->state, sizeof(at->state), a, "status");
+			/* an attachment without its instance or state could hide the one asked
+			 * about: never read it as "not attached" */
+			if (!*at->instance || !*at->state) {
+				ec2_volume_release(&v);
+				return -EBADMSG;
+			}
 		}
 	}
 	*ret = v;

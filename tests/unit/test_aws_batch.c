@@ -17,6 +17,7 @@ struct fake {
 	size_t max_n;
 	enum notfound_style style;
 	bool fail_all;
+	bool idless; /* the reply holds an item without its ID */
 };
 
 static int fake_fetch(void *ud, const char *const *ids, size_t n, struct aws_reply *rep,
@@ -68,6 +69,9 @@ static int fake_fetch(void *ud, const char *const *ids, size_t n, struct aws_rep
 		if ((n - 1 - i) % 2 == 1 || i == 0)
 			buf_puts(&b, "</instancesSet></item>");
 	}
+	if (f->idless)
+		buf_puts(&b, "<item><instancesSet><item><privateDnsName>ip-x</privateDnsName></item>"
+			     "</instancesSet></item>");
 	buf_puts(&b, "<item><instancesSet><item><instanceId>i-other</instanceId></item>"
 		     "</instancesSet></item></reservationSet></DescribeInstancesResponse>");
 	r = aws_xml_parse(b.data, b.len, &rep->doc, NULL, 0);
@@ -208,4 +212,22 @@ TEST(aws_batch_errors_reach_every_caller)
 	aws_batcher_free(b);
 	ASSERT_NULL(aws_batch_kind_by_name("nope"));
 	ASSERT_TRUE(aws_batch_kind_by_name("volumes") == &aws_batch_volumes);
+}
+
+/* An item without its ID proves nothing about the IDs missing from the reply: every asker of
+ * that call gets an error, none gets "not found". */
+TEST(aws_batch_item_without_id_is_no_evidence)
+{
+	struct fake f = {.lock = PTHREAD_MUTEX_INITIALIZER, .idless = true};
+	struct aws_batcher_opts o = {.fetch = fake_fetch, .fetch_ud = &f};
+	struct aws_batcher *b;
+	struct asker a[3];
+
+	ASSERT_OK(aws_batcher_new(NULL, &aws_batch_instances, &o, &b));
+	for (size_t i = 0; i < ARRAY_SIZE(a); i++)
+		snprintf(a[i].id, sizeof(a[i].id), "i-%zu", i);
+	ASSERT_OK(run_askers(b, a, ARRAY_SIZE(a)));
+	for (size_t i = 0; i < ARRAY_SIZE(a); i++)
+		ASSERT_ERR(a[i].r, EBADMSG);
+	aws_batcher_free(b);
 }

@@ -274,6 +274,23 @@ TEST(ccm_model_states)
 	}
 	i.state = NULL;
 	ASSERT_FALSE(ccm_instance_exists(&i));
+
+	/* an item without a state is refused when read, never taken for a terminated one */
+	static const char *const items[] = {
+	    "<item><instanceId>i-0123456789abcdef0</instanceId></item>",
+	    "<item><instanceId>i-0123456789abcdef0</instanceId><instanceState><code>16</code>"
+	    "</instanceState></item>",
+	    "<item><instanceId>i-0123456789abcdef0</instanceId><instanceState><name></name>"
+	    "</instanceState></item>",
+	    "<item><instanceState><name>running</name></instanceState></item>",
+	};
+	for (size_t k = 0; k < ARRAY_SIZE(items); k++) {
+		xmlDoc *doc = NULL;
+		struct ccm_instance x = {0};
+		ASSERT_OK(aws_xml_parse(items[k], strlen(items[k]), &doc, NULL, 0));
+		ASSERT_ERR(ccm_instance_from_xml(xmlDocGetRootElement(doc), &x), EBADMSG);
+		xmlFreeDoc(doc);
+	}
 	ASSERT_FALSE(ccm_instance_exists(NULL));
 	ASSERT_FALSE(ccm_instance_shutdown(NULL));
 }
