@@ -521,7 +521,217 @@ try:
 except urllib.error.HTTPError as e:
     bad = e.code
 eq("proxy faults: an unknown effect is rejected with 400", bad, 400)
+
+# HTTP 200 replies that a client cannot understand (a fault matrix needs these)
+import xml.etree.ElementTree as ET
+AUTH = "AWS4-HMAC-SHA256 Credential=testing/20240101/us-east-1/%s/aws4_request, SignedHeaders=host, Signature=x"
+def raw(action, service="ec2", target=None):
+    # (status, headers with lower-case names, body) of one call through the proxy
+    hc = http.client.HTTPConnection("127.0.0.1", int(P.rsplit(":", 1)[1]), timeout=5)
+    if target:
+        hc.request("POST", "/", body="{}", headers={"Content-Type": "application/x-amz-json-1.0",
+                   "X-Amz-Target": target, "Authorization": AUTH % service})
+    else:
+        hc.request("POST", "/", body="Action=%s&Version=2016-11-15" % action, headers={
+                   "Content-Type": "application/x-www-form-urlencoded", "Authorization": AUTH % service})
+    r = hc.getresponse(); b = r.read(); hc.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, b
+def tags(e, skip=None):
+    # the element names of a tree in document order, leaving out the subtrees named skip
+    if e.tag.split("}")[-1] == skip:
+        return []
+    return [e.tag] + [t for c in e for t in tags(c, skip)]
+ctl("DELETE", "faults")
+ctl("POST", "calls/reset")
+_, _, real = raw("DescribeInstances")
+real = ET.fromstring(real)
+ns = real.tag[:real.tag.find("}") + 1]
+true_("proxy: the real DescribeInstances reply has a namespace, a reservationSet and nested groupSets",
+      ns.startswith("{http://ec2.amazonaws.com/") and real.find(ns + "reservationSet") is not None
+      and len(real.findall(".//" + ns + "groupSet")) >= 2, real.tag)
+
+fault(action="DescribeRegions", effect="html200", count=1)
+s, h, b = raw("DescribeRegions")
+eq("proxy html200: HTTP 200, text/html, the login page", (s, h.get("content-type"), b),
+   (200, "text/html", b"<html><head><title>Portal</title></head><body>login</body></html>"))
+s, h, b = raw("DescribeRegions")
+true_("proxy html200 (count=1): the next call is forwarded", s == 200 and b"<regionInfo>" in b, b[:80])
+fault(action="DescribeRegions", effect="html200", duration=0.5)
+got = [raw("DescribeRegions")[2][:5] for _ in range(2)]
+time.sleep(0.6)
+got.append(raw("DescribeRegions")[2][:5])
+eq("proxy html200 (duration=0.5): HTML for 0.5 s, then the real reply", got, [b"<html", b"<html", b"<?xml"])
+
+fault(action="DescribeInstances", effect="wrong-root", count=1)
+s, h, b = raw("DescribeInstances")
+root = ET.fromstring(b)
+eq("proxy wrong-root (XML): well-formed, root renamed, namespace and children kept",
+   (s, root.tag, tags(root)[1:], iid in b.decode()), (200, ns + "SomethingElseResponse", tags(real)[1:], True))
+true_("proxy wrong-root: the closing tag is renamed too", b.rstrip().endswith(b"</SomethingElseResponse>"), b[-60:])
+fault(service="sqs", action="ListQueues", effect="wrong-root", count=1)
+s, h, b = raw(None, "sqs", "AmazonSQS.ListQueues")
+eq("proxy wrong-root (JSON): the body is []", (s, b), (200, b"[]"))
+
+fault(action="DescribeInstances", effect="strip", element="reservationSet", count=1)
+s, h, b = raw("DescribeInstances")
+root = ET.fromstring(b)
+eq("proxy strip (XML): reservationSet gone, the root and requestId kept",
+   (s, tags(root), b"reservationSet" in b, iid in b.decode()), (200, tags(real, "reservationSet"), False, False))
+fault(action="DescribeInstances", effect="strip", element="groupSet", count=1)
+s, h, b = raw("DescribeInstances")
+root = ET.fromstring(b)
+eq("proxy strip (XML): every groupSet gone (nested ones too), every other element kept",
+   (s, b"groupSet" in b, tags(root), root.find(".//" + ns + "instanceId").text),
+   (200, False, tags(real, "groupSet"), iid))
+fault(action="DescribeInstances", effect="strip", element="reservationSet", count=1)
+eq("proxy strip: boto3 takes the reply as a success without Reservations",
+   "Reservations" in client("ec2", retries=NR).describe_instances(), False)
+fault(service="sqs", action="ListQueues", effect="strip", element="QueueUrls", count=1)
+s, h, b = raw(None, "sqs", "AmazonSQS.ListQueues")
+_, _, want = raw(None, "sqs", "AmazonSQS.ListQueues")
+want = json.loads(want)
+eq("proxy strip (JSON): the top-level key is gone, the rest kept",
+   (s, "QueueUrls" in want, json.loads(b)), (200, True, {k: v for k, v in want.items() if k != "QueueUrls"}))
+
+fault(action="DescribeRegions", effect="empty200", skip=1, count=1)
+r1, r2, r3 = raw("DescribeRegions"), raw("DescribeRegions"), raw("DescribeRegions")
+eq("proxy empty200 (skip=1, count=1): only the 2nd call is HTTP 200 with a 0-byte body",
+   (r1[0], len(r1[2]) > 0, r2[0], r2[1].get("content-length"), r2[2], r3[0], len(r3[2]) > 0),
+   (200, True, 200, "0", b"", 200, True))
+
+fault(action="DescribeRegions", effect="body", body="<DescribeRegionsResponse><regionInfo><item>", count=1)
+s, h, b = raw("DescribeRegions")
+eq("proxy body: HTTP 200, text/xml, the body verbatim", (s, h.get("content-type"), b),
+   (200, "text/xml", b"<DescribeRegionsResponse><regionInfo><item>"))
+fault(action="DescribeRegions", effect="body", body="{\"Regions\": 7}", status=202, content_type="application/json", count=1)
+s, h, b = raw("DescribeRegions")
+eq("proxy body: status and content_type from the rule", (s, h.get("content-type"), b), (202, "application/json", b"{\"Regions\": 7}"))
+
+c = ctl("GET", "calls")["calls"]
+eq("proxy counters: the new effects are counted (DescribeRegions: none forwarded)",
+   {k: c["ec2:DescribeRegions"][k] for k in ("total", "faulted", "forwarded", "effects", "status")},
+   {"total": 10, "faulted": 6, "forwarded": 4, "effects": {"html200": 3, "empty200": 1, "body": 2},
+    "status": {"200": 9, "202": 1}})
+eq("proxy counters: wrong-root and strip are faulted and forwarded",
+   [{k: c[n][k] for k in ("total", "faulted", "forwarded", "effects")} for n in ("ec2:DescribeInstances", "sqs:ListQueues")],
+   [{"total": 5, "faulted": 4, "forwarded": 5, "effects": {"wrong-root": 1, "strip": 3}},
+    {"total": 3, "faulted": 2, "forwarded": 3, "effects": {"wrong-root": 1, "strip": 1}}])
+
+def rule_status(rule):
+    try:
+        ctl("POST", "faults", rule)
+        return 200
+    except urllib.error.HTTPError as e:
+        return e.code
+ctl("DELETE", "faults")
+eq("proxy faults: bad rules for the new effects are rejected with 400",
+   [rule_status(r) for r in ({"effect": "strip"}, {"effect": "strip", "element": ""}, {"effect": "body"},
+                              {"effect": "body", "body": "x", "status": 1000}, {"effect": "endless", "rate": -1},
+                              {"effect": "endless", "seconds": "x"}, {"effect": "html200", "colour": "red"},
+                              {"effect": "strip", "element": "x", "action": "NoSuchAction"})],
+   [400, 400, 400, 400, 400, 400, 400, 200])
+eq("proxy faults: only the valid rule was added", [r["effect"] for r in ctl("GET", "faults")["rules"]], ["strip"])
+ctl("DELETE", "faults")
 '
+
+# endless: a body that never ends. A client reading for 1 s gets far more than 1 MB, the
+# proxy stays small and healthy, stops when the client hangs up, and logs the bytes sent.
+EC2_AUTH='Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/us-east-1/ec2/aws4_request, SignedHeaders=host, Signature=x'
+endless_get() { # MAX_TIME OUT: DescribeInstances through the proxy with curl; prints "SIZE HTTP_CODE CURL_RC"
+	curl -s -o "$2" --max-time "$1" -w '%{size_download} %{http_code}' -H "$EC2_AUTH" \
+		-d 'Action=DescribeInstances&Version=2016-11-15' "$FAULTPROXY_URL/"
+	echo " $?"
+}
+endless_log() { # the last endless log entry as "status bytes ms", once it is there (2 s at most)
+	local i
+	for ((i = 0; i < 40; i++)); do
+		tb_json "$FAULTPROXY_URL/_control/calls?log=50" | python3 -c 'import json, sys
+e = [l for l in json.load(sys.stdin)["log"] if l["effect"] == "endless"]
+if e: print(e[-1]["status"], e[-1].get("bytes"), int(e[-1]["ms"]))
+sys.exit(not e)' && return 0
+		sleep 0.05
+	done
+	echo none
+}
+rss_kb() { awk '$1 == "VmRSS:" { print $2 }' "/proc/$FAULTPROXY_PID/status"; }
+tb_post "$FAULTPROXY_URL/_control/reset" '{}' >/dev/null
+tb_post "$FAULTPROXY_URL/_control/faults" '{"service":"ec2","action":"DescribeInstances","effect":"endless","count":1}' >/dev/null
+read -r size hcode rc < <(endless_get 1 /dev/null)
+if [ "$rc" = 28 ] && [ "$hcode" = 200 ] && [ "$size" -gt 1000000 ]; then
+	ok "proxy endless: curl --max-time 1 gets HTTP 200 and more than 1 MB ($size bytes)"
+else fail "proxy endless: curl --max-time 1 gets HTTP 200 and more than 1 MB" "size=$size code=$hcode rc=$rc"; fi
+read -r lstatus lbytes lms < <(endless_log)
+if [ "$lstatus" = 200 ] && [ "${lbytes:-0}" -ge "$size" ] && [ "$lms" -lt 2000 ]; then
+	ok "proxy endless: logged when the client hung up (status 200, $lbytes bytes, $lms ms)"
+else fail "proxy endless: logged when the client hung up" "log: $lstatus $lbytes $lms, curl got $size"; fi
+counters=$(tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c 'import json, sys
+c = json.load(sys.stdin); d = c["calls"]["ec2:DescribeInstances"]
+print(d["effects"], d["faulted"], d["forwarded"], d["status"], d.get("bytes"), c.get("bytes"))')
+expect "proxy endless: counted (effects, faulted, not forwarded, status, bytes)" \
+	"{'endless': 1} 1 0 {'200': 1} $lbytes $lbytes" "$counters"
+expect "proxy endless: the proxy is healthy afterwards" 200 "$(code "$FAULTPROXY_URL/_control/health")"
+read -r size hcode rc < <(endless_get 5 "$T_TMP/after-endless.xml")
+if [ "$rc" = 0 ] && [ "$hcode" = 200 ] && grep -q '</DescribeInstancesResponse>' "$T_TMP/after-endless.xml"; then
+	ok "proxy endless (count=1): the next DescribeInstances is forwarded and complete"
+else fail "proxy endless (count=1): the next call is forwarded" "size=$size code=$hcode rc=$rc"; fi
+
+tb_post "$FAULTPROXY_URL/_control/faults" '{"action":"DescribeInstances","effect":"endless","rate":0,"count":1}' >/dev/null
+read -r size hcode rc < <(endless_get 1 /dev/null)
+rss=$(rss_kb)
+if [ "$rc" = 28 ] && [ "$size" -gt 50000000 ] && [ "$rss" -lt 100000 ]; then
+	ok "proxy endless (rate 0): $((size / 1000000)) MB in 1 s, the proxy stays at $((rss / 1000)) MB"
+else fail "proxy endless (rate 0): fast and bounded memory" "size=$size rc=$rc rss=${rss}kB"; fi
+
+tb_post "$FAULTPROXY_URL/_control/faults" '{"action":"DescribeInstances","effect":"endless","rate":200000,"count":1}' >/dev/null
+read -r size hcode rc < <(endless_get 1 "$T_TMP/endless.xml")
+if [ "$rc" = 28 ] && [ "$size" -gt 100000 ] && [ "$size" -lt 400000 ]; then
+	ok "proxy endless (rate 200000): about 200 kB in 1 s ($size bytes)"
+else fail "proxy endless (rate 200000): about 200 kB in 1 s" "size=$size rc=$rc"; fi
+head=$(head -c 106 "$T_TMP/endless.xml")
+expect "proxy endless: the body starts a DescribeInstances reply and repeats <item>s" \
+	'<DescribeInstancesResponse><reservationSet><item><instanceId>i-00000000000000000</instanceId></item><item>' "$head"
+
+tb_post "$FAULTPROXY_URL/_control/faults" '{"action":"DescribeInstances","effect":"endless","rate":100000,"seconds":0.5,"count":1}' >/dev/null
+t0=$(date +%s%N)
+read -r size hcode rc < <(endless_get 5 /dev/null)
+ms=$((($(date +%s%N) - t0) / 1000000))
+if [ "$rc" = 18 ] && [ "$hcode" = 200 ] && [ "$ms" -lt 2000 ]; then
+	ok "proxy endless (seconds 0.5): the proxy closes the unfinished body (curl: partial file, $ms ms)"
+else fail "proxy endless (seconds 0.5): the proxy closes the unfinished body" "rc=$rc code=$hcode $ms ms"; fi
+
+# a client that sends its request and never reads: the proxy gives up after seconds
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+tb_post "$FAULTPROXY_URL/_control/faults" '{"action":"DescribeInstances","effect":"endless","rate":0,"seconds":1,"count":1}' >/dev/null
+stalled=$(python3 - "$FAULTPROXY_PORT" <<'PY'
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", int(sys.argv[1])))
+body = b"Action=DescribeInstances&Version=2016-11-15"
+s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+          b"Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/us-east-1/ec2/aws4_request, "
+          b"SignedHeaders=host, Signature=x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+time.sleep(2)  # not reading: the proxy's socket buffer fills up
+s.settimeout(3)
+n, t0 = 0, time.time()
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        n += len(d)
+except OSError as e:
+    print("error", type(e).__name__)
+    sys.exit()
+print("eof", "%.1f" % (time.time() - t0), n)
+PY
+)
+read -r lstatus lbytes lms < <(endless_log)
+if [ "${stalled%% *}" = eof ] && [ "$lms" -ge 900 ] && [ "$lms" -lt 1900 ]; then
+	ok "proxy endless (seconds 1): a client that stops reading is let go after 1 s ($lms ms, $lbytes bytes)"
+else fail "proxy endless (seconds 1): a client that stops reading is let go" "client: $stalled; log: $lstatus $lbytes $lms"; fi
+expect "proxy endless: healthy after the stalled client" 200 "$(code "$FAULTPROXY_URL/_control/health")"
+tb_post "$FAULTPROXY_URL/_control/reset" '{}' >/dev/null
 
 out=$(AWS_MAX_ATTEMPTS=1 AWS_RETRY_MODE=standard bash -c 'curl -s -o /dev/null -X POST -d "{\"service\":\"ec2\",\"effect\":\"throttle\",\"count\":1}" "$1/_control/faults"; aws --endpoint-url "$1" ec2 describe-vpcs 2>&1' _ "$FAULTPROXY_URL")
 if grep -q 'RequestLimitExceeded' <<<"$out"; then ok "awscli through the proxy sees RequestLimitExceeded"; else fail "awscli through the proxy" "$out"; fi
