@@ -442,9 +442,12 @@ static void *worker_main(void *p)
 	while (kube_wq_get(q, &key) == 0) {
 		int64_t after = 0;
 		int r = q->fn(q->ud, key, &after);
-		if (r < 0)
-			kube_wq_add_rate_limited(q, key);
-		else {
+		if (r < 0) {
+			/* backoff, but a periodic key never waits longer than its period */
+			int64_t d = kube_wq_when(q, key);
+			metric_inc(m_retries, q->name);
+			kube_wq_add_after(q, key, after > 0 && after < d ? after : d);
+		} else {
 			kube_wq_forget(q, key);
 			if (after > 0)
 				kube_wq_add_after(q, key, after);

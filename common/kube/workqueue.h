@@ -11,8 +11,10 @@
  *   ...                                  // informer handlers call kube_wq_add(q, key)
  *   kube_wq_stop(q);                     // no more work; waits for running reconciles
  *
- * A reconcile returning < 0 is retried with add_rate_limited; >= 0 forgets the key's failures,
- * and a *requeue_after_ns > 0 adds it again after that long.
+ * A reconcile returning < 0 is retried with add_rate_limited's delay, or after
+ * *requeue_after_ns when that is set and shorter (a periodic loop never waits longer than its
+ * period, even while it fails); >= 0 forgets the key's failures, and a *requeue_after_ns > 0
+ * adds it again after that long.
  *
  * Metrics, with the queue's name as label "name": workqueue_depth, workqueue_adds_total,
  * workqueue_retries_total, workqueue_queue_duration_seconds, workqueue_work_duration_seconds. */

@@ -179,7 +179,8 @@ static int monitor(void *ud, const char *key, int64_t *requeue_after)
 	    (r = ccm_cloud_find_by_names(m->cloud, names, n_names, &inst, &n_inst, &err)) < 0) {
 		log_error("node lifecycle: describing instances failed", KV_S("error", err.message),
 			  KV_E(r));
-		*requeue_after = 0; /* retried with backoff; nothing deleted on a failed call */
+		/* nothing deleted on a failed call; retried with backoff, at the latest after a
+		 * monitor period, as upstream's loop runs every period whatever happened */
 		goto out;
 	}
 	for (size_t i = 0; i < n_nr && ccm_may_act(m); i++) {
@@ -206,8 +207,6 @@ static int monitor(void *ud, const char *key, int64_t *requeue_after)
 	}
 done:
 	r = failed ? -EAGAIN : 0;
-	if (failed)
-		*requeue_after = 0;
 out:
 	ccm_instances_free(inst, n_inst);
 	free(ids);

@@ -202,3 +202,43 @@ TEST(kube_wq_workers_never_overlap_a_key)
 	ASSERT_LT(s.calls, 800);
 	kube_wq_free(q);
 }
+
+struct periodic {
+	pthread_mutex_t lock;
+	int calls;
+	int64_t at[8];
+};
+
+/* Fails every time, asking to come back after 100 ms (a periodic loop). */
+static int failing_periodic(void *ud, const char *key, int64_t *requeue_after_ns)
+{
+	struct periodic *p = ud;
+	(void)key;
+	pthread_mutex_lock(&p->lock);
+	if (p->calls < 8)
+		p->at[p->calls] = now_mono_ns();
+	p->calls++;
+	pthread_mutex_unlock(&p->lock);
+	*requeue_after_ns = 100 * NSEC_PER_MSEC;
+	return -EAGAIN;
+}
+
+/* A failing periodic key backs off, but never waits longer than its period: with a 200 ms base
+ * delay (doubling), retries 2+ would wait 400 ms, 800 ms...; they come every 100 ms. */
+TEST(kube_wq_failing_periodic_key_keeps_its_period)
+{
+	struct periodic p = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct kube_wq *q;
+
+	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){.base_delay_ns = 200 * NSEC_PER_MSEC}, &q));
+	ASSERT_OK(kube_wq_run(q, 1, failing_periodic, &p));
+	ASSERT_OK(kube_wq_add(q, "monitor"));
+	sleep_ns(750 * NSEC_PER_MSEC);
+	kube_wq_stop(q);
+	ASSERT_GE(p.calls, 5);
+	for (int i = 1; i < 5; i++) {
+		int64_t gap = p.at[i] - p.at[i - 1];
+		ASSERT_LT(gap, 180 * NSEC_PER_MSEC);
+	}
+	kube_wq_free(q);
+}
