@@ -2,15 +2,14 @@
 #include "common/kube/config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/base/buf.h"
+#include "common/base/fileutil.h"
 #include "common/base/json.h"
 #include "common/kube/yaml.h"
 
@@ -45,55 +44,34 @@ void kube_config_free(struct kube_config *c)
 
 int kube_read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 {
-	_cleanup_buf_ struct buf b = BUF_INIT(max);
-	char chunk[16384];
-	struct stat st;
-	int fd, r = 0;
+	return file_read_all(path, max, ret, ret_len);
+}
 
-	/* non-blocking: a FIFO named by a broken config must not hang us; then regular files only
-	 */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		r = -errno;
-	else if (S_ISDIR(st.st_mode))
-		r = -EISDIR;
-	else if (!S_ISREG(st.st_mode))
-		r = -EINVAL;
-	while (r == 0) {
-		ssize_t n = read(fd, chunk, sizeof(chunk));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : 0;
-			break;
-		}
-		r = buf_append(&b, chunk, (size_t)n);
-	}
-	close(fd);
-	if (r < 0)
-		return r == -EMSGSIZE ? -EFBIG : r;
-	size_t len = b.len;
-	char *p = buf_steal(&b);
-	if (!p)
-		return -ENOMEM;
-	if (ret_len)
-		*ret_len = len;
-	*ret = p;
+int kube_token_check(const char *token)
+{
+	for (const unsigned char *p = (const unsigned char *)token; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return -EBADMSG;
 	return 0;
 }
 
 int kube_read_token_file(const char *path, char **ret)
 {
 	char *data = NULL;
-	int r = kube_read_file(path, KUBE_TOKEN_MAX_FILE, &data, NULL);
+	size_t len;
+	int r = kube_read_file(path, KUBE_TOKEN_MAX_FILE, &data, &len);
 	if (r < 0)
 		return r;
+	/* a NUL would cut the token short unseen */
+	r = strlen(data) != len ? -EBADMSG : 0;
 	str_strip(data);
-	if (!*data) {
-		free(data);
-		return -ENODATA;
+	if (r == 0 && !*data)
+		r = -ENODATA;
+	if (r == 0)
+		r = kube_token_check(data);
+	if (r < 0) {
+		free_secret(data);
+		return r;
 	}
 	*ret = data;
 	return 0;
@@ -348,11 +326,25 @@ static int kc_user(struct kc *k, const cJSON *u, const char *where, struct kube_
 		return kc_fail(k, -EINVAL, "%s: %s without %s", where,
 			       has_cert ? "client-certificate" : "client-key",
 			       has_cert ? "client-key" : "client-certificate");
+	/* a CR or LF would end the Authorization header early: say so here, not as an
+	 * "Invalid argument" at the first request; never show the token */
+	if (c->token && kube_token_check(c->token) < 0)
+		return kc_fail(
+		    k, -EINVAL,
+		    "%s.token holds a control character (CR, LF or another); the token is "
+		    "not shown",
+		    where);
 	if (c->token_file) {
 		char *t = NULL;
-		if ((r = kube_read_token_file(c->token_file, &t)) < 0)
+		if ((r = kube_read_token_file(c->token_file, &t)) == -EBADMSG)
+			return kc_fail(
+			    k, -EINVAL,
+			    "%s.tokenFile '%s' holds a token with a control character (CR, "
+			    "LF, NUL or another); the token is not shown",
+			    where, c->token_file);
+		if (r < 0)
 			return kc_fail(k, r == -ENOMEM ? r : -EINVAL,
-				       "%s.tokenFile: cannot read '%s': %s", where, c->token_file,
+				       "%s.tokenFile '%s' cannot be read: %s", where, c->token_file,
 				       strerror(-r));
 		free_secret(c->token);
 		c->token = t;
@@ -482,8 +474,15 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config **ret, char *e
 		return -ENOMEM;
 	}
 	if ((r = kube_read_token_file(c->token_file, &c->token)) < 0) {
-		fail(err, errlen, r, "in-cluster: cannot read the service-account token '%s': %s",
-		     c->token_file, strerror(-r));
+		if (r == -EBADMSG)
+			r = fail(err, errlen, -EINVAL,
+				 "in-cluster: the service-account token '%s' holds a control "
+				 "character (CR, LF, NUL or another); the token is not shown",
+				 c->token_file);
+		else
+			fail(err, errlen, r,
+			     "in-cluster: cannot read the service-account token '%s': %s",
+			     c->token_file, strerror(-r));
 		kube_config_free(c);
 		return r;
 	}

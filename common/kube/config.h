@@ -15,7 +15,9 @@
  * client-certificate(-data), client-key(-data), token, tokenFile, username/password. Relative
  * file names are relative to the kubeconfig's directory. exec and auth-provider plugins are not
  * supported (an error says so when the user has no other credential). Errors name the file and
- * the field: "kubeconfig '/x/config': users[0].user.client-key-data: invalid base64". */
+ * the field: "kubeconfig '/x/config': users[0].user.client-key-data: invalid base64". A token
+ * (token, tokenFile, the service account's) holding a control character such as CR or LF is
+ * refused at load time, with the file and the field named and the token not shown. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,7 +66,11 @@ int kube_config_parse(const char *data, size_t len, const char *path, const char
 int kube_config_in_cluster(const char *sa_dir, struct kube_config **ret, char *err, size_t errlen);
 void kube_config_free(struct kube_config *c);
 
-/* Reads a token file: whitespace around the token is dropped; -ENODATA when it is empty. */
+/* Whether a bearer token can go into an Authorization header: 0, or -EBADMSG when it holds a
+ * control character (any byte below 0x20, CR, LF and TAB included, or DEL). */
+int kube_token_check(const char *token);
+/* Reads a token file: whitespace around the token is dropped; -ENODATA when it is empty,
+ * -EBADMSG when what is left holds a control character or the file a NUL (kube_token_check). */
 int kube_read_token_file(const char *path, char **ret);
 /* Strict base64 (standard alphabet, padding optional, white space ignored). */
 int kube_base64_decode(const char *s, size_t len, char **ret, size_t *ret_len);

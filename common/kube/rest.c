@@ -130,7 +130,7 @@ int kube_client_new(const struct kube_config *cfg, const struct kube_client_opts
 
 	if (!o)
 		o = &def;
-	if (!cfg->server)
+	if (!cfg->server || (cfg->token && kube_token_check(cfg->token) < 0))
 		return -EINVAL;
 	pthread_once(&once, metrics_once);
 	if (!(c = calloc(1, sizeof(*c))))
@@ -230,7 +230,13 @@ static bool token_refresh(struct kube_client *c, bool force)
 	}
 	c->token_read_ns = now_mono_ns();
 	pthread_mutex_unlock(&c->lock);
-	if ((r = kube_read_token_file(c->token_file, &t)) < 0) {
+	if ((r = kube_read_token_file(c->token_file, &t)) == -EBADMSG) {
+		log_warn("the token file holds a control character (CR, LF or another), keeping "
+			 "the current token",
+			 KV_S("path", c->token_file));
+		return false;
+	}
+	if (r < 0) {
 		log_v(2, "cannot re-read the token file, keeping the current token",
 		      KV_S("path", c->token_file), KV_E(r));
 		return false;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/aws/tags.h"
 #include "common/base/buf.h"
 #include "common/kube/config.h"
 
@@ -332,6 +333,17 @@ static int set_global(struct parser *ps, const struct key_def *k, char *value, b
 	case K_STR:
 		if (blank)
 			return perr(ps, "key '%s' needs a value", k->name);
+		if ((k->off == offsetof(struct ccm_config, cluster_id) ||
+		     k->off == offsetof(struct ccm_config, cluster_tag)) &&
+		    *value) {
+			/* it becomes the tag key kubernetes.io/cluster/<ID>: at most 128 characters
+			 * AWS allows in a key */
+			char why[200];
+			if (aws_cluster_id_check(value, why, sizeof(why)) < 0) {
+				free(value);
+				return perr(ps, "%s: %s", k->name, why);
+			}
+		}
 		free(*(char **)dst);
 		*(char **)dst = value;
 		return 0;

@@ -15,7 +15,9 @@
  *
  * Section and key names are case-insensitive, subsection names are not. Every key of the
  * upstream [Global] section is known (and Deckhouse's PublicNetworkAllowList); an unknown
- * section or key, a malformed line, a bad boolean or number, a bad NodeIPFamilies value or an
+ * section or key, a malformed line, a bad boolean or number, a bad NodeIPFamilies value, a
+ * KubernetesClusterID or KubernetesClusterTag that cannot make the AWS tag key
+ * kubernetes.io/cluster/<ID> (more than 106 characters, or one AWS does not allow in a key) or an
  * incomplete or duplicate [ServiceOverride] is an error naming the file and the line. */
 #pragma once
 #include <stdbool.h>

@@ -3,10 +3,10 @@
  * https://127.0.0.1:10471/healthz). The certificate is --tls-cert-file/--tls-private-key-file,
  * else a self-signed one: read from --cert-dir when a pair is there, else made at start (and
  * written to --cert-dir when it is set), as k8s.io/apiserver's MaybeDefaultWithSelfSignedCerts
- * does. */
+ * does. Writing never follows a symbolic link and leaves the key 0600 in a 0700 folder
+ * (common/base/fileutil.h); reading follows links (a mounted Secret is made of them). */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/base/buf.h"
+#include "common/base/fileutil.h"
 #include "common/base/log.h"
 #include "common/base/signals.h"
 #include "common/http/server.h"
@@ -123,22 +123,53 @@ out:
 	return r;
 }
 
-static int write_file(const char *path, const char *data, mode_t mode)
+#define PAIR_CRT "cloud-controller-manager.crt"
+#define PAIR_KEY "cloud-controller-manager.key"
+
+/* Writes the generated pair to --cert-dir: the folder made (or tightened to) 0700, the key
+ * 0600, the certificate 0644, each replaced atomically and never through a symbolic link. The
+ * key first: a certificate on disk always has its key beside it. */
+static int write_pair(const char *dir, const char *cert, const char *key, char *err, size_t errlen)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd < 0)
-		return -errno;
-	size_t len = strlen(data), off = 0;
-	while (off < len) {
-		ssize_t w = write(fd, data + off, len - off);
-		if (w < 0) {
-			int e = -errno;
-			close(fd);
-			return e;
-		}
-		off += (size_t)w;
+	int dfd = dir_open_private(dir), r;
+
+	if (dfd == -ELOOP) {
+		snprintf(err, errlen,
+			 "--cert-dir '%s' is a symbolic link: refusing to write the private key "
+			 "through it (give the folder it points to)",
+			 dir);
+		return dfd;
 	}
-	return close(fd) < 0 ? -errno : 0;
+	if (dfd == -EPERM) {
+		snprintf(
+		    err, errlen,
+		    "--cert-dir '%s' is open to other users and cannot be made private (0700): "
+		    "a shared or sticky folder such as /tmp cannot hold the private key",
+		    dir);
+		return dfd;
+	}
+	if (dfd < 0) {
+		snprintf(err, errlen, "--cert-dir '%s': %s", dir, strerror(-dfd));
+		return dfd;
+	}
+	const char *what = "private key", *name = PAIR_KEY;
+	r = file_write_atomic_at(dfd, PAIR_KEY, key, strlen(key), FILE_MODE_SECRET);
+	if (r >= 0) {
+		what = "certificate";
+		name = PAIR_CRT;
+		r = file_write_atomic_at(dfd, PAIR_CRT, cert, strlen(cert), 0644);
+	}
+	close(dfd);
+	if (r == -ELOOP)
+		snprintf(
+		    err, errlen,
+		    "refusing to write the %s to '%s/%s': it is a symbolic link (remove it, or "
+		    "give both files with --tls-cert-file/--tls-private-key-file)",
+		    what, dir, name);
+	else if (r < 0)
+		snprintf(err, errlen, "cannot write the %s to '%s/%s': %s", what, dir, name,
+			 strerror(-r));
+	return r;
 }
 
 /* The certificate and key to serve with. */
@@ -168,8 +199,8 @@ static int load_pair(const struct ccm_serve_opts *o, char **cert, char **key, ch
 	}
 	char cp[4096] = "", kp[4096] = "";
 	if (o->cert_dir && *o->cert_dir) {
-		str_printf(cp, sizeof(cp), "%s/cloud-controller-manager.crt", o->cert_dir);
-		str_printf(kp, sizeof(kp), "%s/cloud-controller-manager.key", o->cert_dir);
+		str_printf(cp, sizeof(cp), "%s/" PAIR_CRT, o->cert_dir);
+		str_printf(kp, sizeof(kp), "%s/" PAIR_KEY, o->cert_dir);
 		if (kube_read_file(cp, PEM_MAX, cert, &len) == 0) {
 			if (kube_read_file(kp, PEM_MAX, key, &len) == 0)
 				return 0;
@@ -183,10 +214,11 @@ static int load_pair(const struct ccm_serve_opts *o, char **cert, char **key, ch
 		return r;
 	}
 	if (*cp) {
-		mkdir(o->cert_dir, 0700);
-		if ((r = write_file(cp, *cert, 0644)) < 0 || (r = write_file(kp, *key, 0600)) < 0)
-			log_warn("cannot write the self-signed certificate to --cert-dir",
-				 KV_S("dir", o->cert_dir), KV_E(r));
+		/* as upstream (MaybeDefaultWithSelfSignedCerts), a pair that cannot be written
+		 * stops the start */
+		if ((r = write_pair(o->cert_dir, *cert, *key, err, errlen)) < 0)
+			return r;
+		log_info("generated a self-signed certificate", KV_S("cert", cp), KV_S("key", kp));
 	}
 	return 0;
 }

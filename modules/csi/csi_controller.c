@@ -9,6 +9,7 @@
 #include "common/aws/batch.h"
 #include "common/aws/client.h"
 #include "common/aws/query.h"
+#include "common/aws/tags.h"
 #include "common/base/flags.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
@@ -390,7 +391,7 @@ int csi_controller_main(int argc, char **argv)
 {
 	struct csi_ctrl c = {0};
 	struct csi_identity id = {.controller = true, .probe = ctrl_probe, .probe_ud = &c};
-	char ua[160];
+	char ua[160], err[256];
 	int r, n;
 
 	n = flags_parse("csi-controller", ctrl_usage, ctrl_flags, argc, argv);
@@ -412,6 +413,12 @@ int csi_controller_main(int argc, char **argv)
 		goto out;
 	}
 	c.cluster_id = f_cluster_id && *f_cluster_id ? f_cluster_id : NULL;
+	if (c.cluster_id && aws_cluster_id_check(c.cluster_id, err, sizeof(err)) < 0) {
+		/* the tag key kubernetes.io/cluster/<ID> must be one AWS accepts */
+		fprintf(stderr, "aws-k8s csi-controller: --k8s-tag-cluster-id: %s\n", err);
+		r = 2;
+		goto out;
+	}
 	c.tag_opts.warn_on_invalid_tag = f_warn_invalid_tag;
 	c.modify_window_ns = f_modify_timeout;
 	c.batching = f_batching;

@@ -3,7 +3,7 @@
 # it has none, from the tags of the instance the ccm runs on (through the instance metadata
 # fake); the new and the legacy cluster tags; several tags or none are start-up errors
 # (unless --allow-untagged-cloud); the region from the metadata service; a [ServiceOverride]
-# section sends EC2 calls to its URL.
+# section sends EC2 calls to its URL; a cluster ID too long for an AWS tag key is refused.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 . "$(dirname "$0")/ccm_lib.sh"
@@ -96,4 +96,15 @@ n2=$(FAULTPROXY_URL=$PROXY2 calls)
 if [ "$n1" = 0 ] && [ "$n2" -gt 0 ]; then ok "EC2 calls went to the [ServiceOverride] URL ($n2), none to AWS_ENDPOINT_URL"
 else fail "EC2 calls follow the override" "override $n2, default $n1"; fi
 ccm_stop_check ov
+
+# a KubernetesClusterID that cannot make the AWS tag key kubernetes.io/cluster/<ID> (at most
+# 128 characters) is a start-up error at its line, quoted short
+python3 -c 'print("[Global]\nKubernetesClusterID = " + "x" * 1000000)' >"$T_TMP/long.ini"
+out=$("$AWS_K8S" ccm --cloud-provider=aws --cloud-config="$T_TMP/long.ini" --kubeconfig="$KC" \
+	--secure-port=0 --leader-elect=false 2>&1)
+rc=$?
+if [ "$rc" = 1 ] && grep -q "cloud config '$T_TMP/long.ini' line 2: KubernetesClusterID: cluster ID .* is too long" <<<"$out" &&
+	[ "${#out}" -lt 3000 ]; then
+	ok "a 1,000,000-character KubernetesClusterID is refused at its line"
+else fail "a too long KubernetesClusterID is refused" "rc=$rc $(tail -c 400 <<<"$out")"; fi
 t_summary

@@ -10,6 +10,15 @@
 
 expect() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "got '$3', want '$2'"; fi; }
 
+# --k8s-tag-cluster-id must make a valid AWS tag key kubernetes.io/cluster/<ID>: a usage error
+for id in "$(printf 'x%.0s' {1..107})" "a,b"; do
+	out=$("$AWS_K8S" csi-controller --endpoint="unix://$T_TMP/never.sock" --k8s-tag-cluster-id="$id" 2>&1)
+	rc=$?
+	if [ "$rc" = 2 ] && grep -q "^aws-k8s csi-controller: --k8s-tag-cluster-id: cluster ID" <<<"$out"; then
+		ok "--k8s-tag-cluster-id '${id:0:12}' (${#id} characters) is refused with exit 2"
+	else fail "--k8s-tag-cluster-id '${id:0:12}' is refused" "rc=$rc $out"; fi
+done
+
 moto_start || { fail "moto starts"; t_summary; }
 csi_ctrl_start || { fail "csi-controller starts"; t_summary; }
 ok "csi-controller serves its socket"

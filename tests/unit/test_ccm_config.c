@@ -199,3 +199,58 @@ TEST(ccm_config_apply_overrides)
 	ASSERT_STREQ(ep.signing_name, "ec2x");
 	aws_endpoints_release(&e);
 }
+
+/* KubernetesClusterID / KubernetesClusterTag become the tag key kubernetes.io/cluster/<ID>:
+ * one AWS would refuse is an error at its line. */
+TEST(ccm_config_cluster_id_must_make_a_tag_key)
+{
+	_cleanup_ccm_config_ struct ccm_config *c = NULL;
+	char err[512];
+	_cleanup_buf_ struct buf b = BUF_INIT(4 << 20);
+
+	/* 106 characters: the key has exactly 128 */
+	ASSERT_OK(buf_puts(&b, "[Global]\nKubernetesClusterID = "));
+	for (int i = 0; i < 106; i++)
+		ASSERT_OK(buf_putc(&b, 'a'));
+	ASSERT_OK(buf_puts(&b, "\n"));
+	ASSERT_OK(parse(b.data, &c, err, sizeof(err)));
+	ASSERT_EQ(strlen(ccm_config_cluster_id(c)), 106);
+	ccm_config_free(c);
+	c = NULL;
+
+	/* 107, and a million */
+	buf_reset(&b);
+	ASSERT_OK(buf_puts(&b, "[Global]\nRegion = us-east-1\nKubernetesClusterID = "));
+	for (int i = 0; i < 107; i++)
+		ASSERT_OK(buf_putc(&b, 'a'));
+	ASSERT_ERR(parse(b.data, &c, err, sizeof(err)), EINVAL);
+	ASSERT_CONTAINS(err, "cloud config 'test.ini' line 3: KubernetesClusterID: cluster ID");
+	ASSERT_CONTAINS(err, "more than 128 characters (the ID at most 106)");
+	for (int i = 0; i < 1000000 - 107; i++)
+		ASSERT_OK(buf_putc(&b, 'a'));
+	ASSERT_ERR(parse(b.data, &c, err, sizeof(err)), EINVAL);
+	ASSERT_CONTAINS(err, "line 3: KubernetesClusterID");
+	ASSERT_LT(strlen(err), 300);
+
+	/* characters AWS does not allow in a key */
+	ASSERT_ERR(parse("[Global]\nKubernetesClusterTag = a,b\n", &c, err, sizeof(err)), EINVAL);
+	ASSERT_CONTAINS(err,
+			"line 2: KubernetesClusterTag: cluster ID \"a...\": the character ','");
+	ASSERT_ERR(parse("[Global]\n\nKubernetesClusterID = \"a\\nb\"\n", &c, err, sizeof(err)),
+		   EINVAL);
+	ASSERT_CONTAINS(err,
+			"line 3: KubernetesClusterID: cluster ID \"a...\": the character \\x0a");
+	ASSERT_ERR(parse("[Global]\nKubernetesClusterID = \"a\xff\"\n", &c, err, sizeof(err)),
+		   EINVAL);
+	ASSERT_CONTAINS(err, "invalid UTF-8");
+
+	/* what AWS allows: letters, digits, spaces, + - = . _ : / @, non-ASCII letters */
+	ASSERT_OK(parse("[Global]\nKubernetesClusterID = \"my cluster+1=a.b_c:d/e@f-\xc3\xa9\"\n",
+			&c, err, sizeof(err)));
+	ASSERT_STREQ(c->cluster_id, "my cluster+1=a.b_c:d/e@f-\xc3\xa9");
+	ccm_config_free(c);
+	c = NULL;
+	/* an empty value stays "not set" */
+	ASSERT_OK(parse("[Global]\nKubernetesClusterID = \"\"\n", &c, err, sizeof(err)));
+	ASSERT_NULL(ccm_config_cluster_id(c));
+}

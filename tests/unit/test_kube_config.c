@@ -260,3 +260,92 @@ TEST(kube_yaml_refuses)
 	ASSERT_STREQ(json_str(v, "a"), "1");
 	cJSON_Delete(v);
 }
+
+/* A token that would break the Authorization header is refused when the configuration is
+ * loaded, with the file and the field named and the token not shown. */
+TEST(kube_config_token_control_characters)
+{
+	struct kube_config *c = NULL;
+	char err[512], path[600], kc[600], text[1400];
+	static const char *const bad[] = {"s3cr3t\\r\\nX-Injected: 1", "s3cr3t\\ndef",
+					  "s3cr3t\\tdef", "s3cr3t\\x7fdef", "s3cr3t\\x01"};
+
+	snprintf(kc, sizeof(kc), "%s/kubeconfig", test_tmpdir());
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		snprintf(text, sizeof(text),
+			 "current-context: x\n"
+			 "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
+			 "users: [{name: u, user: {token: \"%s\"}}]\n"
+			 "contexts: [{name: x, context: {cluster: c, user: u}}]\n",
+			 bad[i]);
+		ASSERT_OK(write_file(kc, text));
+		struct kube_config_opts o = {.kubeconfig = kc};
+		ASSERT_ERR(kube_config_load(&o, &c, err, sizeof(err)), EINVAL);
+		ASSERT_CONTAINS(err, kc);
+		ASSERT_CONTAINS(err, "users[0].user.token holds a control character");
+		ASSERT_NOT_CONTAINS(err, "s3cr3t");
+		ASSERT_NULL(c);
+		/* and the log's redaction leaves the message readable */
+		char red[600];
+		ASSERT_STREQ(log_redact(err, red, sizeof(red)), err);
+	}
+
+	/* tokenFile: the line break at the end is dropped, one inside is refused */
+	snprintf(path, sizeof(path), "%s/token", test_tmpdir());
+	snprintf(text, sizeof(text),
+		 "current-context: x\n"
+		 "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
+		 "users: [{name: u, user: {tokenFile: %s}}]\n"
+		 "contexts: [{name: x, context: {cluster: c, user: u}}]\n",
+		 path);
+	ASSERT_OK(write_file(kc, text));
+	struct kube_config_opts o = {.kubeconfig = kc};
+	ASSERT_OK(write_file(path, "good-token\r\n"));
+	ASSERT_OK(kube_config_load(&o, &c, err, sizeof(err)));
+	ASSERT_STREQ(c->token, "good-token");
+	kube_config_free(c);
+	c = NULL;
+	ASSERT_OK(write_file(path, "tok\r\nen\n"));
+	ASSERT_ERR(kube_config_load(&o, &c, err, sizeof(err)), EINVAL);
+	ASSERT_CONTAINS(err, kc);
+	ASSERT_CONTAINS(err, "users[0].user.tokenFile '");
+	ASSERT_CONTAINS(err, "' holds a token with a control character");
+	ASSERT_NOT_CONTAINS(err, "tok\r");
+	char red[600];
+	ASSERT_STREQ(log_redact(err, red, sizeof(red)), err);
+	/* a NUL would cut the token short */
+	FILE *f = fopen(path, "w");
+	ASSERT_NOT_NULL(f);
+	fwrite("tok\0en", 1, 6, f);
+	fclose(f);
+	ASSERT_ERR(kube_config_load(&o, &c, err, sizeof(err)), EINVAL);
+	ASSERT_CONTAINS(err, "holds a token with a control character");
+	ASSERT_NULL(c);
+
+	ASSERT_OK(kube_token_check("eyJhbGciOi.abc-_~+/="));
+	ASSERT_ERR(kube_token_check("a\rb"), EBADMSG);
+	ASSERT_ERR(kube_token_check("a\nb"), EBADMSG);
+}
+
+TEST(kube_config_in_cluster_token_control_characters)
+{
+	struct kube_config *c = NULL;
+	char dir[512], path[600], err[512];
+
+	snprintf(dir, sizeof(dir), "%s/sa", test_tmpdir());
+	mkdir(dir, 0700);
+	snprintf(path, sizeof(path), "%s/token", dir);
+	ASSERT_OK(write_file(path, "sa\ntoken\n"));
+	setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+	setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+	int r = kube_config_in_cluster(dir, &c, err, sizeof(err));
+	unsetenv("KUBERNETES_SERVICE_HOST");
+	unsetenv("KUBERNETES_SERVICE_PORT");
+	ASSERT_ERR(r, EINVAL);
+	ASSERT_CONTAINS(err, "in-cluster: the service-account token '");
+	ASSERT_CONTAINS(err, "holds a control character");
+	ASSERT_NOT_CONTAINS(err, "sa\n");
+	char red[600];
+	ASSERT_STREQ(log_redact(err, red, sizeof(red)), err);
+	ASSERT_NULL(c);
+}
