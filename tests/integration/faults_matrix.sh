@@ -195,6 +195,16 @@ out=$(AWS_ENDPOINT_URL="http://user:Pa55w0rd@127.0.0.1:$port" "$AWS_K8S" aws --v
 echo "$out" | grep -q Pa55w0rd && fail "aws: the endpoint password is redacted" "$(echo "$out" | grep Pa55 | head -2)" \
 	|| ok "aws: the endpoint password is redacted at -v=6"
 
+# ... nor does a password in a kubeconfig's server URL, at -v=6 (every request line)
+sed -E 's#(server"?: *"?)https://#\1https://kuser:Kpa55w0rd@#' "$KC" >"$T_TMP/kc-userinfo"
+grep -q "kuser:Kpa55w0rd@" "$T_TMP/kc-userinfo" || fail "kubeconfig with userinfo written" "$(grep server "$KC")"
+out=$("$AWS_K8S" kube-debug --kubeconfig "$T_TMP/kc-userinfo" --v=8 list nodes 2>&1)
+if echo "$out" | grep -q "kuser:<redacted>@" && ! echo "$out" | grep -q Kpa55w0rd; then
+	ok "kube: a password in the kubeconfig server URL is redacted at -v=8"
+else
+	fail "kube: a password in the kubeconfig server URL is redacted at -v=8" "$(echo "$out" | grep -m2 "kuser")"
+fi
+
 # SIGTERM while CreateVolume hangs at AWS
 kill "$CTRL_PID" 2>/dev/null
 wait "$CTRL_PID" 2>/dev/null
