@@ -9,12 +9,11 @@
 . "$(dirname "$0")/ccm_lib.sh"
 . "$(dirname "$0")/csi_controller_lib.sh"
 
-fault() { tb_post "$FAULTPROXY_URL/_control/faults" "$1" >/dev/null; }
-clear_faults() { tb_delete "$FAULTPROXY_URL/_control/faults" >/dev/null; }
-# pending ACTION: waits until the proxy holds a call of ACTION (its delay rule has seen one)
+# pending ACTION: waits (30 s at most) until the proxy holds a call of ACTION (its delay rule
+# has seen one)
 pending() {
 	local i
-	for ((i = 0; i < 100; i++)); do
+	for ((i = 0; i < 300; i++)); do
 		tb_json "$FAULTPROXY_URL/_control/faults" | python3 -c '
 import json, sys
 sys.exit(0 if any(r.get("seen", 0) > 0 and sys.argv[1] in str(r.get("action")) for r in json.load(sys.stdin)["rules"]) else 1)' "$1" && return 0
@@ -22,13 +21,17 @@ sys.exit(0 if any(r.get("seen", 0) > 0 and sys.argv[1] in str(r.get("action")) f
 	done
 	return 1
 }
-# stop_ms PID SIG: sends SIG and prints the milliseconds until the process is gone (max 10 s)
-stop_ms() {
-	local t0 i
+# signal_during ACTION PID SIG: once the proxy holds a call of ACTION, sends SIG to PID and
+# waits until it is gone; for SIGTERM, one check that it exits within 3 s
+signal_during() {
+	local t0 i ms
+	pending "$1" || fail "SIG$3 during $1: the call reached the proxy"
 	t0=$(date +%s%N)
-	kill "-$2" "$1" 2>/dev/null
-	for ((i = 0; i < 200; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.05; done
-	echo $((($(date +%s%N) - t0) / 1000000))
+	kill "-$3" "$2" 2>/dev/null
+	for ((i = 0; i < 200; i++)); do kill -0 "$2" 2>/dev/null || break; sleep 0.05; done
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	[ "$3" = TERM ] || return 0
+	[ "$ms" -lt 3000 ] && ok "SIGTERM during $1: exit in $ms ms" || fail "SIGTERM during $1: exit within 3 s" "$ms ms"
 }
 initialized() { [ "$(node_py "$1" "'node.cloudprovider.kubernetes.io/uninitialized' in taints")" = False ]; }
 
@@ -43,11 +46,8 @@ for sig in KILL TERM; do
 	fault '{"service":"ec2","action":"CreateVolume","effect":"delay","seconds":4,"count":1}'
 	cc create-volume --name "k-$sig" --size 1Gi --zone us-east-1a >/dev/null 2>&1 &
 	cpid=$!
-	pending CreateVolume || fail "$sig during CreateVolume: the call reached the proxy"
-	ms=$(stop_ms "$CTRL_PID" "$sig")
+	signal_during CreateVolume "$CTRL_PID" "$sig"
 	wait "$cpid" 2>/dev/null
-	[ "$sig" = TERM ] && { [ "$ms" -lt 3000 ] && ok "SIGTERM during CreateVolume: exit in $ms ms" \
-		|| fail "SIGTERM during CreateVolume: exit within 3 s" "$ms ms"; }
 	clear_faults
 	sleep 4.5 # the held call would have been forwarded by now if it were going to be
 	csi_ctrl_start || fail "csi-controller restarts"
@@ -62,11 +62,8 @@ for sig in KILL TERM; do
 	fault '{"service":"ec2","action":"AttachVolume","effect":"delay","seconds":4,"count":1}'
 	cc controller-publish --volume "$v" --node "$iid" >/dev/null 2>&1 &
 	cpid=$!
-	pending AttachVolume || fail "$sig during AttachVolume: the call reached the proxy"
-	ms=$(stop_ms "$CTRL_PID" "$sig")
+	signal_during AttachVolume "$CTRL_PID" "$sig"
 	wait "$cpid" 2>/dev/null
-	[ "$sig" = TERM ] && { [ "$ms" -lt 3000 ] && ok "SIGTERM during AttachVolume: exit in $ms ms" \
-		|| fail "SIGTERM during AttachVolume: exit within 3 s" "$ms ms"; }
 	clear_faults
 	sleep 4.5
 	csi_ctrl_start || fail "csi-controller restarts"
@@ -96,10 +93,7 @@ for sig in KILL TERM; do
 	ccm_start "ccm-$sig" --allocate-node-cidrs=true --configure-cloud-routes=true \
 		--cluster-cidr=10.244.0.0/16 --route-reconciliation-period=1s || fail "ccm starts"
 	pid=$(cat "$T_TMP/ccm-$sig.pid")
-	pending DescribeInstances || fail "$sig during initialisation: the call reached the proxy"
-	ms=$(stop_ms "$pid" "$sig")
-	[ "$sig" = TERM ] && { [ "$ms" -lt 3000 ] && ok "SIGTERM during initialisation: exit in $ms ms" \
-		|| fail "SIGTERM during initialisation: exit within 3 s" "$ms ms"; }
+	signal_during DescribeInstances "$pid" "$sig"
 	clear_faults
 	initialized "$dns" && fail "SIG$sig during initialisation: the Node is not initialised yet"
 	fault '{"service":"ec2","action":"CreateRoute","effect":"delay","seconds":4,"count":1}'
@@ -108,11 +102,7 @@ for sig in KILL TERM; do
 	pid=$(cat "$T_TMP/ccm2-$sig.pid")
 	wait_until 20 initialized "$dns" && ok "SIG$sig during initialisation, restart: the Node is initialised" \
 		|| fail "SIG$sig during initialisation, restart: the Node is initialised"
-	pending CreateRoute || fail "$sig during CreateRoute: the call reached the proxy" \
-		"$(grep -i "route\|leader\|lease" "$T_TMP/ccm2-$sig.log" | tail -n 8)"
-	ms=$(stop_ms "$pid" "$sig")
-	[ "$sig" = TERM ] && { [ "$ms" -lt 3000 ] && ok "SIGTERM during CreateRoute: exit in $ms ms" \
-		|| fail "SIGTERM during CreateRoute: exit within 3 s" "$ms ms"; }
+	signal_during CreateRoute "$pid" "$sig"
 	clear_faults
 	sleep 4.5
 	ccm_start "ccm3-$sig" --allocate-node-cidrs=true --configure-cloud-routes=true \

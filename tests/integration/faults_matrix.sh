@@ -15,8 +15,6 @@
 . "$(dirname "$0")/ccm_lib.sh"
 . "$(dirname "$0")/csi_controller_lib.sh"
 
-fault() { tb_post "$FAULTPROXY_URL/_control/faults" "$1" >/dev/null; }
-clear_faults() { tb_delete "$FAULTPROXY_URL/_control/faults" >/dev/null; }
 # effect_calls ACTION EFFECT: how many calls of ACTION the proxy answered with EFFECT
 effect_calls() {
 	tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c '

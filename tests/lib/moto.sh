@@ -205,6 +205,9 @@ faultproxy_start() {
 }
 
 faultproxy_stop() { _tb_kill "${FAULTPROXY_PID:-}"; }
+# fault RULE-JSON: adds a rule to the fault proxy; clear_faults: removes them all
+fault() { tb_post "$FAULTPROXY_URL/_control/faults" "$1" >/dev/null; }
+clear_faults() { tb_delete "$FAULTPROXY_URL/_control/faults" >/dev/null; }
 
 tb_json() {
 	local url=$1
