@@ -1,7 +1,6 @@
 /* Services and endpoints (see endpoints.h). */
 #include "common/aws/endpoints.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,15 +54,18 @@ const struct aws_service_info *aws_service_by_name(const char *name)
 	return NULL;
 }
 
-bool aws_region_valid(const char *region)
+/* A SigV4 signing region given in an override: any credential-scope label (a custom endpoint
+ * may sign with a name that is not an AWS region): lower-case letters, digits and inner
+ * dashes, 1-32 characters. Regions themselves are checked with aws_region_valid (ids.h). */
+static bool signing_region_valid(const char *region)
 {
-	size_t l = region ? strlen(region) : 0;
+	size_t l = strnlen(region, AWS_REGION_MAX + 1);
 
-	if (l == 0 || l > 32 || region[0] == '-' || region[l - 1] == '-')
+	if (l == 0 || l > AWS_REGION_MAX || region[0] == '-' || region[l - 1] == '-')
 		return false;
 	for (size_t i = 0; i < l; i++)
-		if (!(islower((unsigned char)region[i]) || isdigit((unsigned char)region[i]) ||
-		      region[i] == '-'))
+		if (!((region[i] >= 'a' && region[i] <= 'z') ||
+		      (region[i] >= '0' && region[i] <= '9') || region[i] == '-'))
 			return false;
 	return true;
 }
@@ -137,7 +139,7 @@ int aws_endpoints_set_override(struct aws_endpoints *e, enum aws_service s, cons
 	int r;
 
 	if (!e || (int)s < 0 || s >= AWS_SVC__MAX || (url && *url && !url_ok(url)) ||
-	    (signing_region && *signing_region && !aws_region_valid(signing_region)))
+	    (signing_region && *signing_region && !signing_region_valid(signing_region)))
 		return -EINVAL;
 	if ((r = dup_opt(&e->over[s].url, url)) < 0 ||
 	    (r = dup_opt(&e->over[s].signing_region, signing_region)) < 0 ||

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/aws/ids.h" /* aws_region_valid */
+
 enum aws_service {
 	AWS_SVC_EC2,
 	AWS_SVC_ELB,   /* classic load balancers, API 2012-06-01 */
@@ -44,8 +46,6 @@ const struct aws_service_info *aws_service_by_name(const char *name);
 const char *aws_partition(const char *region);
 /* Its DNS suffix: amazonaws.com, amazonaws.com.cn, c2s.ic.gov, sc2s.sgov.gov. */
 const char *aws_partition_dns_suffix(const char *region);
-/* Checks a region name (lower-case letters, digits, dashes; 1-32 chars). */
-bool aws_region_valid(const char *region);
 
 /* Per-service settings that replace the standard ones (all optional). */
 struct aws_endpoint_override {

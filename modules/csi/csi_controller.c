@@ -8,6 +8,7 @@
 
 #include "common/aws/batch.h"
 #include "common/aws/client.h"
+#include "common/aws/ids.h"
 #include "common/aws/query.h"
 #include "common/aws/tags.h"
 #include "common/base/flags.h"
@@ -112,16 +113,18 @@ bool ctrl_sleep(struct rpc_call *call, int64_t ns)
 	return false;
 }
 
-bool ctrl_ec2_id_valid(const char *id, const char *prefix)
+const char *ctrl_id_str(struct rpc_call *call, const char *id)
 {
-	size_t n = strlen(prefix);
+	char esc[CTRL_ID_STR_MAX];
+	const char *s = rpc_call_strdup(call, aws_value_escape(id, esc, sizeof(esc)));
 
-	if (!str_has_prefix(id, prefix) || strlen(id) < n + 1 || strlen(id) > 30)
-		return false;
-	for (const char *p = id + n; *p; p++)
-		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return false;
-	return true;
+	return s ? s : "";
+}
+
+int ctrl_bad_id(struct rpc_call *call, const char *what, const char *id)
+{
+	return rpc_call_error(call, RPC_INVALID_ARGUMENT, "%s \"%s\" is malformed", what,
+			      ctrl_id_str(call, id));
 }
 
 int ctrl_aws_fail(struct rpc_call *call, int r, const struct aws_error *e, const char *what,

@@ -186,8 +186,15 @@ bool ctrl_sleep(struct rpc_call *call, int64_t ns);
  * throttling and transport errors UNAVAILABLE, others fallback_code. Returns the code. */
 int ctrl_aws_fail(struct rpc_call *call, int r, const struct aws_error *e, const char *what,
 		  int not_found_code, int fallback_code);
-/* An EC2 id that can exist: prefix ("vol-", "snap-") then lower-case hex, 30 bytes at most. */
-bool ctrl_ec2_id_valid(const char *id, const char *prefix);
+/* Identifiers from requests are checked with common/aws/ids.h before any AWS call. A
+ * malformed one names nothing that can exist: DeleteVolume, DeleteSnapshot and
+ * ControllerUnpublishVolume answer OK and ListSnapshots an empty list (what the CSI spec asks
+ * for a missing object), every other call INVALID_ARGUMENT (ctrl_bad_id). */
+#define CTRL_ID_STR_MAX 96
+/* An id made fit for a message (escaped, cut to CTRL_ID_STR_MAX; allocated on the call). */
+const char *ctrl_id_str(struct rpc_call *call, const char *id);
+/* Sets INVALID_ARGUMENT "<what> "<id>" is malformed" on the call; returns the code. */
+int ctrl_bad_id(struct rpc_call *call, const char *what, const char *id);
 /* A copy of kv pairs of a request map (entries of protobuf-c map fields). */
 struct csi_kv *ctrl_map_kv(struct rpc_call *call, ProtobufCMessage *const *entries, size_t n);
 

@@ -12,6 +12,7 @@
 
 #include "common/aws/client.h"
 #include "common/aws/error.h"
+#include "common/aws/ids.h"
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
@@ -324,6 +325,8 @@ int csi_ctrl_expand(struct rpc_call *call, const ProtobufCMessage *in, ProtobufC
 
 	if (!*req->volume_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume id is missing");
+	if (!aws_volume_id_valid(req->volume_id))
+		return ctrl_bad_id(call, "volume id", req->volume_id);
 	if (!req->capacity_range)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "capacity range is missing");
 	long long required = req->capacity_range->required_bytes,
@@ -360,6 +363,8 @@ int csi_ctrl_modify(struct rpc_call *call, const ProtobufCMessage *in, ProtobufC
 
 	if (!*req->volume_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume id is missing");
+	if (!aws_volume_id_valid(req->volume_id))
+		return ctrl_bad_id(call, "volume id", req->volume_id);
 	if (!req->n_mutable_parameters)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "mutable parameters are missing");
 	for (size_t i = 0; i < req->n_mutable_parameters && code == RPC_OK; i++) {

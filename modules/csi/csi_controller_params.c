@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/aws/ids.h"
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "modules/csi/csi_controller.h"
@@ -341,11 +342,20 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 			r = parse_bool(k, v, &b, err, errlen);
 			break;
 		}
-		case PK_OUTPOST:
+		case PK_OUTPOST: {
+			char esc[96];
+			if (!aws_outpost_arn_valid(v)) {
+				r = bad(err, errlen,
+					"outpostArn \"%s\" is malformed (want "
+					"arn:aws:outposts:<region>:<account>:outpost/op-<id>)",
+					aws_value_escape(v, esc, sizeof(esc)));
+				break;
+			}
 			free(p.outpost_arn);
 			if (!(p.outpost_arn = strdup(v)))
 				r = -ENOMEM;
 			break;
+		}
 		case PK_PVC_NAME:
 			r = kv_add(&p.tags, &p.n_tags, "kubernetes.io/created-for/pvc/name", v);
 			break;

@@ -12,22 +12,13 @@
 
 #include "common/aws/client.h"
 #include "common/aws/error.h"
+#include "common/aws/ids.h"
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
 #include "modules/csi/csi_controller.h"
 
 #define ATTACH_TRIES 4
-
-static bool id_valid(const char *id, const char *prefix)
-{
-	if (!str_has_prefix(id, prefix) || strlen(id) <= strlen(prefix) || strlen(id) > 30)
-		return false;
-	for (const char *p = id + strlen(prefix); *p; p++)
-		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return false;
-	return true;
-}
 
 static const struct ec2_attachment *find_att(const struct ec2_volume *v, const char *node)
 {
@@ -266,13 +257,10 @@ int csi_ctrl_publish(struct rpc_call *call, const ProtobufCMessage *in, Protobuf
 	if (!csi_cap_supported(req->volume_capability, true))
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
 				      "the volume capability is not supported");
-	if (!id_valid(req->volume_id, "vol-"))
-		return rpc_call_error(call, RPC_NOT_FOUND, "volume %s does not exist",
-				      req->volume_id);
-	if (!id_valid(req->node_id, "i-"))
-		return rpc_call_error(call, RPC_NOT_FOUND,
-				      "node %s does not exist (node ids are instance ids)",
-				      req->node_id);
+	if (!aws_volume_id_valid(req->volume_id))
+		return ctrl_bad_id(call, "volume id", req->volume_id);
+	if (!aws_instance_id_valid(req->node_id))
+		return ctrl_bad_id(call, "node id (an EC2 instance id)", req->node_id);
 	snprintf(key, sizeof(key), "pub/%s/%s", req->volume_id, req->node_id);
 	if (ctrl_inflight_add(c, key) < 0)
 		return rpc_call_error(
@@ -319,8 +307,14 @@ int csi_ctrl_unpublish(struct rpc_call *call, const ProtobufCMessage *in, Protob
 
 	if (!*req->volume_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume id is missing");
-	if (!id_valid(req->volume_id, "vol-"))
-		return RPC_OK; /* no such volume can be attached anywhere */
+	/* no such volume can be attached anywhere, nothing to such a node */
+	if (!aws_volume_id_valid(req->volume_id) ||
+	    (*req->node_id && !aws_instance_id_valid(req->node_id))) {
+		log_v(2, "malformed volume or node id: nothing to detach",
+		      KV_S("volume", ctrl_id_str(call, req->volume_id)),
+		      KV_S("node", ctrl_id_str(call, req->node_id)));
+		return RPC_OK;
+	}
 	snprintf(key, sizeof(key), "pub/%s/%s", req->volume_id, req->node_id);
 	if (ctrl_inflight_add(c, key) < 0)
 		return rpc_call_error(

@@ -12,6 +12,7 @@
 
 #include "common/aws/client.h"
 #include "common/aws/error.h"
+#include "common/aws/ids.h"
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
@@ -271,6 +272,8 @@ int csi_ctrl_create_snapshot(struct rpc_call *call, const ProtobufCMessage *in,
 				      "snapshot name is longer than 255 characters");
 	if (!*req->source_volume_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "source volume id is missing");
+	if (!aws_volume_id_valid(req->source_volume_id))
+		return ctrl_bad_id(call, "source volume id", req->source_volume_id);
 	if ((code = snapshot_tags(call, c, req, tags, &nt)) != RPC_OK)
 		return code;
 	snprintf(key, sizeof(key), "snap/%s", req->name);
@@ -343,8 +346,11 @@ int csi_ctrl_delete_snapshot(struct rpc_call *call, const ProtobufCMessage *in,
 
 	if (!*req->snapshot_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "snapshot id is missing");
-	if (!ctrl_ec2_id_valid(req->snapshot_id, "snap-"))
+	if (!aws_snapshot_id_valid(req->snapshot_id)) { /* no such snapshot can exist */
+		log_v(2, "malformed snapshot id: nothing to delete",
+		      KV_S("snapshot", ctrl_id_str(call, req->snapshot_id)));
 		return RPC_OK;
+	}
 	snprintf(key, sizeof(key), "delsnap/%s", req->snapshot_id);
 	if (ctrl_inflight_add(c, key) < 0)
 		return rpc_call_error(call, RPC_ABORTED,
@@ -408,23 +414,25 @@ int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in,
 	if (req->max_entries < 0)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
 				      "max_entries must not be negative");
+	/* a malformed id names no snapshot: an empty list, as for one that does not exist */
+	if ((*req->snapshot_id && !aws_snapshot_id_valid(req->snapshot_id)) ||
+	    (*req->source_volume_id && !aws_volume_id_valid(req->source_volume_id))) {
+		*out = &rep->base;
+		return RPC_OK;
+	}
 	if (*req->snapshot_id) {
 		/* one snapshot: not found is an empty list, not an error (CSI spec) */
 		struct ec2_snapshot s = {0};
 		struct aws_error err = {0};
-		if (ctrl_ec2_id_valid(req->snapshot_id, "snap-")) {
-			r = ec2_describe_snapshot(c, req->snapshot_id, &s, &err);
-			if (r < 0 && r != -ENOENT)
-				return ctrl_aws_fail(call, r, &err, "looking up the snapshot",
-						     RPC_INTERNAL, RPC_INTERNAL);
-			if (r == 0 &&
-			    (!*req->source_volume_id ||
-			     strcmp(s.volume, req->source_volume_id) == 0) &&
-			    add_snapshot(call, &rep->base, &s, 0) < 0)
-				code =
-				    rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-			ec2_snapshot_release(&s);
-		}
+		r = ec2_describe_snapshot(c, req->snapshot_id, &s, &err);
+		if (r < 0 && r != -ENOENT)
+			return ctrl_aws_fail(call, r, &err, "looking up the snapshot", RPC_INTERNAL,
+					     RPC_INTERNAL);
+		if (r == 0 &&
+		    (!*req->source_volume_id || strcmp(s.volume, req->source_volume_id) == 0) &&
+		    add_snapshot(call, &rep->base, &s, 0) < 0)
+			code = rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
+		ec2_snapshot_release(&s);
 		if (code == RPC_OK)
 			*out = &rep->base;
 		return code;

@@ -13,6 +13,7 @@
 
 #include "common/aws/client.h"
 #include "common/aws/error.h"
+#include "common/aws/ids.h"
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
@@ -461,6 +462,21 @@ int csi_ctrl_create_volume(struct rpc_call *call, const ProtobufCMessage *in,
 					      "volume content source has no snapshot or volume id");
 			goto out;
 		}
+		if (cr.snapshot && !aws_snapshot_id_valid(cr.snapshot)) {
+			code = ctrl_bad_id(call, "source snapshot id", cr.snapshot);
+			goto out;
+		}
+		if (cr.clone_of && !aws_volume_id_valid(cr.clone_of)) {
+			code = ctrl_bad_id(call, "source volume id", cr.clone_of);
+			goto out;
+		}
+	}
+	cr.zone = csi_pick_zone(req->accessibility_requirements, &cr.zone_id);
+	if ((cr.zone && !aws_zone_valid(cr.zone)) ||
+	    (cr.zone_id && !aws_zone_id_valid(cr.zone_id))) {
+		code = ctrl_bad_id(call, cr.zone ? "topology zone" : "topology zone id",
+				   cr.zone ? cr.zone : cr.zone_id);
+		goto out;
 	}
 	if (req->capacity_range) {
 		cr.required = req->capacity_range->required_bytes;
@@ -498,7 +514,6 @@ int csi_ctrl_create_volume(struct rpc_call *call, const ProtobufCMessage *in,
 		code = rpc_call_error(call, RPC_INVALID_ARGUMENT, "%s", msg);
 		goto out;
 	}
-	cr.zone = csi_pick_zone(req->accessibility_requirements, &cr.zone_id);
 
 	/* the volume may exist already */
 	aws_error_clear(&err);
@@ -595,8 +610,11 @@ int csi_ctrl_delete_volume(struct rpc_call *call, const ProtobufCMessage *in,
 
 	if (!*req->volume_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume id is missing");
-	if (!ctrl_ec2_id_valid(req->volume_id, "vol-")) /* no such volume can exist */
+	if (!aws_volume_id_valid(req->volume_id)) { /* no such volume can exist */
+		log_v(2, "malformed volume id: nothing to delete",
+		      KV_S("volume", ctrl_id_str(call, req->volume_id)));
 		return RPC_OK;
+	}
 	snprintf(key, sizeof(key), "vol/%s", req->volume_id);
 	if (ctrl_inflight_add(c, key) < 0)
 		return rpc_call_error(call, RPC_ABORTED,
@@ -631,9 +649,8 @@ int csi_ctrl_validate(struct rpc_call *call, const ProtobufCMessage *in, Protobu
 	if (!req->n_volume_capabilities)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
 				      "volume capabilities are missing");
-	if (!ctrl_ec2_id_valid(req->volume_id, "vol-"))
-		return rpc_call_error(call, RPC_NOT_FOUND, "volume %s does not exist",
-				      req->volume_id);
+	if (!aws_volume_id_valid(req->volume_id))
+		return ctrl_bad_id(call, "volume id", req->volume_id);
 	if ((r = ec2_describe_volume(c, req->volume_id, &v, &err)) < 0)
 		return ctrl_aws_fail(call, r, &err, "looking up the volume", RPC_NOT_FOUND,
 				     RPC_INTERNAL);
@@ -751,9 +768,8 @@ int csi_ctrl_get_volume(struct rpc_call *call, const ProtobufCMessage *in, Proto
 
 	if (!*req->volume_id)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume id is missing");
-	if (!ctrl_ec2_id_valid(req->volume_id, "vol-"))
-		return rpc_call_error(call, RPC_NOT_FOUND, "volume %s does not exist",
-				      req->volume_id);
+	if (!aws_volume_id_valid(req->volume_id))
+		return ctrl_bad_id(call, "volume id", req->volume_id);
 	if ((r = ec2_describe_volume(c, req->volume_id, &v, &err)) < 0)
 		return ctrl_aws_fail(call, r, &err, "looking up the volume", RPC_NOT_FOUND,
 				     RPC_INTERNAL);

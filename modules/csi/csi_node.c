@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/aws/client.h"
+#include "common/aws/ids.h"
 #include "common/aws/imds.h"
 #include "common/base/buf.h"
 #include "common/base/flags.h"
@@ -23,7 +24,9 @@ static const char node_usage[] =
 	"upstream driver's node mode does (run it as a privileged DaemonSet with /dev, the\n"
 	"kubelet directory and the plugin socket directory mounted). The node id is the EC2\n"
 	"instance id, from the instance metadata service or from the Kubernetes Node named by\n"
-	"$CSI_NODE_NAME (--metadata-sources), or given with --node-id.\n\n"
+	"$CSI_NODE_NAME (--metadata-sources), or given with --node-id. Every value a source\n"
+	"serves is checked (instance id, zone, zone id, region, instance type, outpost ARN): a\n"
+	"source that serves a malformed one is not used, and the next one is asked.\n\n"
 	"Test mode: --device-dir DIR finds volumes through DIR instead of /dev/disk/by-id,\n"
 	"where a link nvme-Amazon_Elastic_Block_Store_vol<id without dash> -> /dev/loopN stands\n"
 	"for an attached EBS volume; with --node-id and --availability-zone the node runs with no\n"
@@ -85,9 +88,56 @@ static bool source_enabled(const char *name)
 	return strv_contains(metadata_sources, name);
 }
 
+/* Where a field of a metadata source is read from, for the error that names it. */
+static const char *field_origin(const char *source, const char *field)
+{
+	static const struct {
+		const char *source, *field, *origin;
+	} origins[] = {
+		{ "imds", "instance-id", "meta-data/instance-id" },
+		{ "imds", "instance-type", "meta-data/instance-type" },
+		{ "imds", "availability-zone", "meta-data/placement/availability-zone" },
+		{ "imds", "availability-zone-id", "meta-data/placement/availability-zone-id" },
+		{ "imds", "region", "meta-data/placement/region" },
+		{ "imds", "outpost-arn", "meta-data/outpost-arn" },
+		{ "kubernetes", "instance-id", "spec.providerID" },
+		{ "kubernetes", "availability-zone",
+		  "spec.providerID or label topology.kubernetes.io/zone" },
+		{ "kubernetes", "availability-zone-id", "label topology.k8s.aws/zone-id" },
+		{ "kubernetes", "region", "label topology.kubernetes.io/region" },
+		{ "kubernetes", "instance-type", "label node.kubernetes.io/instance-type" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(origins); i++)
+		if (strcmp(origins[i].source, source) == 0 && strcmp(origins[i].field, field) == 0)
+			return origins[i].origin;
+	return "";
+}
+
+/* Uses what a metadata source said (the values m does not have yet), unless one of its values
+ * is malformed: a source that serves one bad value is trusted for none, and the next source
+ * is asked instead (as upstream moves on when a source fails). */
+static int take_source(const char *source, struct csi_node_meta *got, struct csi_node_meta *m)
+{
+	struct csi_node_meta_fault f;
+	char esc[160];
+
+	if (csi_node_meta_check(got, &f) < 0) {
+		log_error("malformed instance metadata: not using this source",
+			  KV_S("source", source), KV_S("field", f.field),
+			  KV_S("from", field_origin(source, f.field)),
+			  KV_S("value", aws_value_escape(f.value, esc, sizeof(esc))),
+			  KV_S("problem", f.problem));
+		return -EBADMSG;
+	}
+	csi_node_meta_merge(m, got);
+	return 0;
+}
+
 static int gather_metadata(struct csi_node_meta *m, struct aws_client **ret_aws)
 {
 	struct aws_client *aws = NULL;
+	bool rejected = false;
 	int r;
 
 	if (node_id && (m->instance_id = strdup(node_id)) == NULL)
@@ -104,9 +154,12 @@ static int gather_metadata(struct csi_node_meta *m, struct aws_client **ret_aws)
 					&aws)) < 0) {
 			log_warn("cannot create the AWS client", KV_E(r));
 		} else if (!complete || !m->instance_type || m->enis < 0) {
-			r = csi_node_meta_from_imds(aws_client_imds(aws), m);
+			struct csi_node_meta got = { .enis = -1 };
+			r = csi_node_meta_from_imds(aws_client_imds(aws), &got);
 			if (r < 0 && !complete)
 				log_warn("instance metadata unavailable", KV_E(r));
+			rejected |= take_source("imds", &got, m) < 0;
+			csi_node_meta_release(&got);
 		}
 	}
 	complete = m->instance_id && m->zone;
@@ -118,14 +171,37 @@ static int gather_metadata(struct csi_node_meta *m, struct aws_client **ret_aws)
 			log_warn("cannot reach Kubernetes for the node's metadata",
 				 KV_S("error", err));
 		} else {
-			if ((r = csi_node_meta_from_kube(kc, kube_node, m)) < 0)
+			struct csi_node_meta got = { .enis = -1 };
+			if ((r = csi_node_meta_from_kube(kc, kube_node, &got)) < 0)
 				log_warn("cannot read the node's metadata from Kubernetes",
 					 KV_S("node", kube_node), KV_E(r));
+			rejected |= take_source("kubernetes", &got, m) < 0;
+			csi_node_meta_release(&got);
 			kube_client_free(kc);
 		}
 	}
 	*ret_aws = aws;
-	return m->instance_id ? 0 : -ENODATA;
+	/* a zone given on the command line wins over the region a source gave */
+	if (m->zone && m->region && !aws_zone_in_region(m->zone, m->region)) {
+		free(m->region);
+		m->region = NULL;
+	}
+	if (m->instance_id)
+		return 0;
+	return rejected ? -EBADMSG : -ENODATA;
+}
+
+/* A value given on the command line must have its format (a usage error otherwise). */
+static bool flag_value_ok(const char *flag, const char *v, bool (*valid)(const char *),
+			  const char *what)
+{
+	char esc[160];
+
+	if (!v || valid(v))
+		return true;
+	fprintf(stderr, "aws-k8s csi-node: --%s: \"%s\" is not %s\n", flag,
+		aws_value_escape(v, esc, sizeof(esc)), what);
+	return false;
 }
 
 static long long compute_limit(const struct csi_node_meta *m, struct aws_client *aws)
@@ -194,6 +270,14 @@ int csi_node_main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (!flag_value_ok("node-id", node_id, aws_instance_id_valid,
+			   "an EC2 instance id (i- and 8 or 17 hex digits)") ||
+	    !flag_value_ok("availability-zone", zone, aws_zone_valid, "an availability zone") ||
+	    !flag_value_ok("instance-type", instance_type, aws_instance_type_valid,
+			   "an EC2 instance type (family.size)")) {
+		ret = 2;
+		goto out;
+	}
 	if (windows_host_process) {
 		fprintf(stderr,
 			"aws-k8s csi-node: --windows-host-process: Windows is not supported\n");
@@ -201,9 +285,9 @@ int csi_node_main(int argc, char **argv)
 		goto out;
 	}
 	if ((r = gather_metadata(&meta, &aws)) < 0) {
-		log_error("cannot tell the node id: give --node-id, or make the instance metadata "
-			  "service "
-			  "or the Kubernetes Node ($CSI_NODE_NAME) reachable",
+		log_error("cannot tell the node id: no metadata source gave a well-formed one; give "
+			  "--node-id, or make the instance metadata service or the Kubernetes Node "
+			  "($CSI_NODE_NAME) reachable",
 			  KV_E(r));
 		goto out;
 	}
@@ -227,6 +311,7 @@ int csi_node_main(int argc, char **argv)
 	}
 	log_info("node", KV_S("node_id", meta.instance_id),
 		 KV_S("zone", meta.zone ? meta.zone : ""),
+		 KV_S("region", meta.region ? meta.region : ""),
 		 KV_S("device_dir", device_dir ? device_dir : "/dev/disk/by-id"));
 	struct csi_identity id = { .controller = false };
 	struct csi_node_untaint *untaint =

@@ -30,6 +30,7 @@ struct csi_node_meta {
 	char *instance_type;
 	char *zone;
 	char *zone_id;
+	char *region;
 	char *outpost_arn;
 	int enis;   /* attached network interfaces; -1 unknown */
 	char **bdm; /* metadata block-device-mapping as "key=device"; NULL unknown */
@@ -41,12 +42,28 @@ struct aws_imds;
 struct aws_client;
 struct kube_client;
 
-/* Fills the fields of m that are still unset from the instance metadata service. */
+/* Fills the fields of m that are still unset from the instance metadata service. The values
+ * are taken as served: check them with csi_node_meta_check. */
 int csi_node_meta_from_imds(struct aws_imds *imds, struct csi_node_meta *m);
-/* Fills the unset instance id, zone and instance type from the Kubernetes Node object of
- * node_name (spec.providerID "aws:///<zone>/<instance-id>", its zone and instance-type
- * labels). */
+/* Fills the unset instance id, zone, zone id, region and instance type from the Kubernetes
+ * Node object of node_name (spec.providerID "aws:///<zone>/<instance-id>", its zone, zone-id,
+ * region and instance-type labels). A providerID that cannot be parsed is kept whole as the
+ * instance id, so that csi_node_meta_check reports it. -ENODATA when there is no instance id. */
 int csi_node_meta_from_kube(struct kube_client *kc, const char *node_name, struct csi_node_meta *m);
+
+/* The first malformed value of a metadata source: its field ("instance-id",
+ * "availability-zone", "availability-zone-id", "region", "instance-type", "outpost-arn"), the
+ * value as given, and what is wrong with it. */
+struct csi_node_meta_fault {
+	const char *field;
+	const char *value;
+	const char *problem;
+};
+/* Checks every value m has with the formats of common/aws/ids.h, and that the zone is in the
+ * region when both are known: 0, or -EBADMSG with the first fault in *ret. */
+int csi_node_meta_check(const struct csi_node_meta *m, struct csi_node_meta_fault *ret);
+/* Moves into m the values of from that m does not have yet (from keeps the others). */
+void csi_node_meta_merge(struct csi_node_meta *m, struct csi_node_meta *from);
 /* Parses a providerID "aws:///us-east-1a/i-0abc" (or "aws:////i-0abc"). */
 int csi_node_parse_provider_id(const char *provider_id, char *zone, size_t zlen, char *id,
 			       size_t idlen);

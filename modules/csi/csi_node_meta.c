@@ -3,10 +3,12 @@
 #include "modules/csi/csi_node.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/aws/client.h"
+#include "common/aws/ids.h"
 #include "common/aws/imds.h"
 #include "common/aws/xml.h"
 #include "common/base/buf.h"
@@ -25,9 +27,57 @@ void csi_node_meta_release(struct csi_node_meta *m)
 	free(m->instance_type);
 	free(m->zone);
 	free(m->zone_id);
+	free(m->region);
 	free(m->outpost_arn);
 	strv_free(m->bdm);
 	*m = (struct csi_node_meta){ .enis = -1 };
+}
+
+/* The string fields of struct csi_node_meta, their names and formats. */
+static const struct {
+	const char *field;
+	size_t offset;
+	bool (*valid)(const char *);
+} meta_fields[] = {
+	{ "instance-id", offsetof(struct csi_node_meta, instance_id), aws_instance_id_valid },
+	{ "instance-type", offsetof(struct csi_node_meta, instance_type), aws_instance_type_valid },
+	{ "availability-zone", offsetof(struct csi_node_meta, zone), aws_zone_valid },
+	{ "availability-zone-id", offsetof(struct csi_node_meta, zone_id), aws_zone_id_valid },
+	{ "region", offsetof(struct csi_node_meta, region), aws_region_valid },
+	{ "outpost-arn", offsetof(struct csi_node_meta, outpost_arn), aws_outpost_arn_valid },
+};
+
+static char **meta_field(struct csi_node_meta *m, size_t i)
+{
+	return (char **)((char *)m + meta_fields[i].offset);
+}
+
+int csi_node_meta_check(const struct csi_node_meta *m, struct csi_node_meta_fault *ret)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(meta_fields); i++) {
+		const char *v = *meta_field((struct csi_node_meta *)m, i);
+		if (v && !meta_fields[i].valid(v)) {
+			*ret = (struct csi_node_meta_fault){ meta_fields[i].field, v, "malformed" };
+			return -EBADMSG;
+		}
+	}
+	if (m->zone && m->region && !aws_zone_in_region(m->zone, m->region)) {
+		*ret = (struct csi_node_meta_fault){ "availability-zone", m->zone,
+						     "not a zone of the region" };
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+void csi_node_meta_merge(struct csi_node_meta *m, struct csi_node_meta *from)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(meta_fields); i++)
+		if (!*meta_field(m, i))
+			*meta_field(m, i) = TAKE_PTR(*meta_field(from, i));
+	if (m->enis < 0)
+		m->enis = from->enis;
+	if (!m->bdm)
+		m->bdm = TAKE_PTR(from->bdm);
 }
 
 /* Fetches a value into *field when it is still unset; a missing path is fine. */
@@ -94,6 +144,7 @@ int csi_node_meta_from_imds(struct aws_imds *imds, struct csi_node_meta *m)
 		return r;
 	/* optional */
 	(void)fetch(imds, "meta-data/placement/availability-zone-id", &m->zone_id);
+	(void)fetch(imds, "meta-data/placement/region", &m->region);
 	(void)fetch(imds, "meta-data/outpost-arn", &m->outpost_arn);
 	if (m->enis < 0) {
 		_cleanup_strv_ char **macs = NULL;
@@ -157,15 +208,22 @@ int csi_node_meta_from_kube(struct kube_client *kc, const char *node_name, struc
 		return r;
 	const char *pid = json_str(node, "spec.providerID");
 	const cJSON *labels = json_find(node, "metadata.labels");
-	if (pid && csi_node_parse_provider_id(pid, zone, sizeof(zone), id, sizeof(id)) == 0) {
-		if ((r = set_if_unset(&m->instance_id, id)) < 0 ||
-		    (r = set_if_unset(&m->zone, zone)) < 0)
+	if (pid && *pid) {
+		if (csi_node_parse_provider_id(pid, zone, sizeof(zone), id, sizeof(id)) == 0) {
+			if ((r = set_if_unset(&m->instance_id, id)) == 0)
+				r = set_if_unset(&m->zone, zone);
+		} else { /* not an AWS provider id: kept whole for the check to report */
+			r = set_if_unset(&m->instance_id, pid);
+		}
+		if (r < 0)
 			goto out;
 	}
 	if (labels) {
 		if ((r = set_if_unset(&m->zone, json_str_key(labels, CSI_WELL_KNOWN_ZONE_KEY))) <
 			0 ||
 		    (r = set_if_unset(&m->zone_id, json_str_key(labels, CSI_ZONE_ID_KEY))) < 0 ||
+		    (r = set_if_unset(&m->region,
+				      json_str_key(labels, "topology.kubernetes.io/region"))) < 0 ||
 		    (r = set_if_unset(&m->instance_type,
 				      json_str_key(labels, "node.kubernetes.io/instance-type"))) <
 			0)

@@ -22,7 +22,7 @@ t_cleanup_add "losetup -d $L"
 t_cleanup_add "grep -o ' $T[^ ]*' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l"
 ln -s "$L" "$T/by-id/nvme-Amazon_Elastic_Block_Store_vol0bench"
 
-AWS_EC2_METADATA_DISABLED=true "$AWS_K8S" csi-node --endpoint "unix://$T/csi.sock" --node-id i-0bench \
+AWS_EC2_METADATA_DISABLED=true "$AWS_K8S" csi-node --endpoint "unix://$T/csi.sock" --node-id i-0123456789abcdef0 \
 	--availability-zone us-east-1a --volume-attach-limit 25 --device-dir "$T/by-id" 2>"$T/node.log" &
 pid=$!
 t_cleanup_add "kill $pid"

@@ -45,6 +45,7 @@ static struct sim {
 	long long mod_size, mod_iops;
 	int mod_polls;
 	int n_create, n_attach, n_modify, n_detach, n_delete, n_tags, n_describe_inst;
+	int n_requests; /* every request that reached the simulated EC2 */
 	char tokens[8][65];
 	int ntok;
 	char attach_devs[8][16];
@@ -193,6 +194,7 @@ static int sim_handler(void *ud, const struct http_server_request *req,
 	rep->status = 200;
 	rep->content_type = "text/xml;charset=UTF-8";
 	pthread_mutex_lock(&S.lock);
+	S.n_requests++;
 	if (!action) {
 		r = err_reply(rep, "MissingAction", "no action");
 	} else if (strcmp(action, "CreateVolume") == 0) {
@@ -854,4 +856,105 @@ TEST(csi_ctrl_volume_parse_needs_evidence)
 			ec2_volume_release(&v);
 		ASSERT_EQ(r, cases[i].r);
 	}
+}
+
+/* Identifiers that cannot name an EC2 object, in every field of every call that takes one: the
+ * answer comes before any AWS call, and the message carries the value escaped and cut. */
+TEST(csi_ctrl_malformed_ids_make_no_aws_call)
+{
+	enum { BIG = 100 * 1024 };
+	static const struct {
+		const char *method, *fmt;
+		int code;
+	} cases[] = {
+	    {"CreateVolume",
+	     "{\"name\":\"v1\",\"volume_capabilities\":[" CAP
+	     "],\"volume_content_source\":{\"snapshot\":{\"snapshot_id\":\"%s\"}}}",
+	     RPC_INVALID_ARGUMENT},
+	    {"CreateVolume",
+	     "{\"name\":\"v1\",\"volume_capabilities\":[" CAP
+	     "],\"volume_content_source\":{\"volume\":{\"volume_id\":\"%s\"}}}",
+	     RPC_INVALID_ARGUMENT},
+	    {"CreateVolume",
+	     "{\"name\":\"v1\",\"volume_capabilities\":[" CAP
+	     "],\"accessibility_requirements\":{\"preferred\":[{\"segments\":{"
+	     "\"topology.kubernetes.io/zone\":\"%s\"}}]}}",
+	     RPC_INVALID_ARGUMENT},
+	    {"CreateVolume",
+	     "{\"name\":\"v1\",\"volume_capabilities\":[" CAP
+	     "],\"accessibility_requirements\":{\"requisite\":[{\"segments\":{"
+	     "\"topology.k8s.aws/zone-id\":\"%s\"}}]}}",
+	     RPC_INVALID_ARGUMENT},
+	    {"CreateVolume",
+	     "{\"name\":\"v1\",\"volume_capabilities\":[" CAP
+	     "],\"parameters\":{\"outpostArn\":\"%s\"}}",
+	     RPC_INVALID_ARGUMENT},
+	    {"DeleteVolume", "{\"volume_id\":\"%s\"}", RPC_OK},
+	    {"ValidateVolumeCapabilities",
+	     "{\"volume_id\":\"%s\",\"volume_capabilities\":[" CAP "]}", RPC_INVALID_ARGUMENT},
+	    {"ControllerGetVolume", "{\"volume_id\":\"%s\"}", RPC_INVALID_ARGUMENT},
+	    {"ControllerPublishVolume",
+	     "{\"volume_id\":\"%s\",\"node_id\":\"i-0123456789abcdef0\",\"volume_capability\":" CAP
+	     "}",
+	     RPC_INVALID_ARGUMENT},
+	    {"ControllerPublishVolume",
+	     "{\"volume_id\":\"vol-0123456789abcdef0\",\"node_id\":\"%s\",\"volume_capability\":" CAP
+	     "}",
+	     RPC_INVALID_ARGUMENT},
+	    {"ControllerUnpublishVolume", "{\"volume_id\":\"%s\",\"node_id\":\"i-0123456789abcdef0\"}",
+	     RPC_OK},
+	    {"ControllerUnpublishVolume", "{\"volume_id\":\"vol-0123456789abcdef0\",\"node_id\":\"%s\"}",
+	     RPC_OK},
+	    {"ControllerExpandVolume",
+	     "{\"volume_id\":\"%s\",\"capacity_range\":{\"required_bytes\":21474836480}}",
+	     RPC_INVALID_ARGUMENT},
+	    {"ControllerModifyVolume",
+	     "{\"volume_id\":\"%s\",\"mutable_parameters\":{\"iops\":\"6000\"}}",
+	     RPC_INVALID_ARGUMENT},
+	    {"CreateSnapshot", "{\"name\":\"s1\",\"source_volume_id\":\"%s\"}",
+	     RPC_INVALID_ARGUMENT},
+	    {"DeleteSnapshot", "{\"snapshot_id\":\"%s\"}", RPC_OK},
+	    {"ListSnapshots", "{\"snapshot_id\":\"%s\"}", RPC_OK},
+	    {"ListSnapshots", "{\"source_volume_id\":\"%s\"}", RPC_OK},
+	};
+	/* JSON-escaped; none is valid as a volume, snapshot or instance id, zone, zone id or ARN */
+	static const char *const bad[] = {
+	    "i-123\\n;rm",	   "<html><body>404</body></html>", "vol-0123456789ABCDEF0",
+	    "snap-0123",	   "i-0123456789abcdef0 ",	   "vol-0123456789abcdef0\\t",
+	    "us-east-1a\\n", NULL /* 100 KB */};
+	struct env e;
+	char msg[512];
+
+	sim_reset();
+	ASSERT_OK(env_start(&e, 0));
+	_cleanup_free_ char *big = malloc(BIG + 1);
+	ASSERT_NOT_NULL(big);
+	memset(big, 'f', BIG);
+	memcpy(big, "snap-", 5);
+	big[BIG] = '\0';
+	int before = S.n_requests;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		for (size_t j = 0; j < ARRAY_SIZE(bad); j++) {
+			_cleanup_free_ char *rq = NULL;
+			ASSERT_GE(asprintf(&rq, cases[i].fmt, bad[j] ? bad[j] : big), 0);
+			msg[0] = '\0';
+			int code = call(&e, cases[i].method, rq, NULL, msg, sizeof(msg));
+			if (code != cases[i].code)
+				fprintf(stderr, "    %s with bad[%zu]: %d (%s)\n", cases[i].method, j,
+					code, msg);
+			ASSERT_EQ(code, cases[i].code);
+			if (code == RPC_INVALID_ARGUMENT) {
+				ASSERT_CONTAINS(msg, "is malformed");
+				ASSERT_NULL(strchr(msg, '\n'));
+				ASSERT_LT(strlen(msg), 200);
+			}
+		}
+	}
+	ASSERT_EQ(S.n_requests - before, 0);
+	/* the checks let well-formed ids through to EC2 */
+	ASSERT_EQ(call(&e, "ControllerGetVolume", "{\"volume_id\":\"vol-0123456789abcdef0\"}", NULL,
+		       msg, sizeof(msg)),
+		  RPC_NOT_FOUND);
+	ASSERT_GT(S.n_requests - before, 0);
+	env_stop(&e);
 }

@@ -1,6 +1,7 @@
 /* Unit tests: what csi-node reports about its instance (provider ids, topology, EC2 facts from
  * recorded replies under tests/data/csi_node/). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/aws/xml.h"
 #include "modules/csi/csi_node.h"
@@ -122,6 +123,82 @@ TEST(csi_node_meta_topology)
 	ASSERT_OK(csi_node_topology(&m, &kv, &n));
 	ASSERT_EQ(n, 3);
 	csi_node_topology_free(kv, n);
+}
+
+TEST(csi_node_meta_check_values)
+{
+	struct csi_node_meta m = {.instance_id = (char *)"i-0123456789abcdef0",
+				  .instance_type = (char *)"m7i-flex.2xlarge",
+				  .zone = (char *)"us-west-2-lax-1a",
+				  .zone_id = (char *)"usw2-lax1-az1",
+				  .region = (char *)"us-west-2",
+				  .outpost_arn =
+				      (char *)"arn:aws:outposts:us-west-2:123456789012:outpost/"
+					      "op-0123456789abcdef0",
+				  .enis = 1};
+	struct csi_node_meta_fault f = {0};
+
+	ASSERT_OK(csi_node_meta_check(&m, &f));
+	/* nothing known is fine too: missing values are not malformed */
+	ASSERT_OK(csi_node_meta_check(&(struct csi_node_meta){.enis = -1}, &f));
+
+	m.instance_id = (char *)"i-123\n;rm";
+	ASSERT_ERR(csi_node_meta_check(&m, &f), EBADMSG);
+	ASSERT_STREQ(f.field, "instance-id");
+	ASSERT_STREQ(f.value, "i-123\n;rm");
+	ASSERT_STREQ(f.problem, "malformed");
+	m.instance_id = (char *)"i-0123456789abcdef0";
+
+	m.zone = (char *)"<html><body><h1>404 - Not Found</h1></body></html>";
+	ASSERT_ERR(csi_node_meta_check(&m, &f), EBADMSG);
+	ASSERT_STREQ(f.field, "availability-zone");
+	m.zone = (char *)"us-east-1a"; /* well formed, but not in us-west-2 */
+	ASSERT_ERR(csi_node_meta_check(&m, &f), EBADMSG);
+	ASSERT_STREQ(f.field, "availability-zone");
+	ASSERT_STREQ(f.problem, "not a zone of the region");
+	m.region = NULL; /* no region: nothing to compare with */
+	ASSERT_OK(csi_node_meta_check(&m, &f));
+	m.region = (char *)"US-WEST-2";
+	ASSERT_ERR(csi_node_meta_check(&m, &f), EBADMSG);
+	ASSERT_STREQ(f.field, "region");
+	m.region = (char *)"us-east-1";
+
+	m.instance_type = (char *)"m5.large; rm -rf /";
+	ASSERT_ERR(csi_node_meta_check(&m, &f), EBADMSG);
+	ASSERT_STREQ(f.field, "instance-type");
+	m.instance_type = (char *)"m5.large";
+	m.zone_id = (char *)"use1-az1\n";
+	ASSERT_ERR(csi_node_meta_check(&m, &f), EBADMSG);
+	ASSERT_STREQ(f.field, "availability-zone-id");
+	m.zone_id = (char *)"use1-az1";
+	m.outpost_arn = (char *)"not-an-arn";
+	ASSERT_ERR(csi_node_meta_check(&m, &f), EBADMSG);
+	ASSERT_STREQ(f.field, "outpost-arn");
+	m.outpost_arn = NULL;
+	ASSERT_OK(csi_node_meta_check(&m, &f));
+	/* a providerID that is not an AWS one is kept whole as the instance id */
+	m.instance_id = (char *)"gce://project/zone/name";
+	ASSERT_ERR(csi_node_meta_check(&m, &f), EBADMSG);
+	ASSERT_STREQ(f.field, "instance-id");
+}
+
+TEST(csi_node_meta_merge_fills_only_unset)
+{
+	struct csi_node_meta m = {.enis = -1}, from = {.enis = 3};
+
+	ASSERT_NOT_NULL(m.instance_id = strdup("i-0123456789abcdef0"));
+	ASSERT_NOT_NULL(from.instance_id = strdup("i-0fedcba9876543210"));
+	ASSERT_NOT_NULL(from.zone = strdup("us-east-1a"));
+	ASSERT_NOT_NULL(from.region = strdup("us-east-1"));
+	csi_node_meta_merge(&m, &from);
+	ASSERT_STREQ(m.instance_id, "i-0123456789abcdef0");
+	ASSERT_STREQ(m.zone, "us-east-1a");
+	ASSERT_STREQ(m.region, "us-east-1");
+	ASSERT_EQ(m.enis, 3);
+	ASSERT_NULL(from.zone);				       /* moved */
+	ASSERT_STREQ(from.instance_id, "i-0fedcba9876543210"); /* kept: m had one */
+	csi_node_meta_release(&m);
+	csi_node_meta_release(&from);
 }
 
 TEST(csi_node_untaint_patch)

@@ -73,6 +73,11 @@ TEST(csi_params_rejects_bad_input)
 	    {{KV("tagSpecification_1", "aws:x=1")}, 1, "reserved"},
 	    {{KV("tagSpecification_1", "k={{ .Foo }}")}, 1, "cannot expand"},
 	    {{KV("volumeInitializationRate", "50")}, 1, "100 to 300"},
+	    {{KV("outpostArn", "arn:aws:outposts:us-west-2:123456789012:outpost/op-1\n;rm")},
+	     1,
+	     "outpostArn \"arn:aws:outposts:us-west-2:123456789012:outpost/op-1\\n;rm\" is "
+	     "malformed"},
+	    {{KV("outpostArn", "<html>")}, 1, "is malformed"},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -87,6 +92,11 @@ TEST(csi_params_rejects_bad_input)
 	struct csi_kv bad_tag[] = {KV("tagSpecification_1", "novalue")};
 	ASSERT_OK(csi_vol_params_parse(bad_tag, 1, &o, &p, err, sizeof(err)));
 	ASSERT_EQ(p.n_tags, 0);
+	csi_vol_params_release(&p);
+	struct csi_kv outpost[] = {KV(
+	    "outpostArn", "arn:aws:outposts:us-west-2:123456789012:outpost/op-0123456789abcdef0")};
+	ASSERT_OK(csi_vol_params_parse(outpost, 1, NULL, &p, err, sizeof(err)));
+	ASSERT_STREQ(p.outpost_arn, outpost[0].value);
 	csi_vol_params_release(&p);
 }
 
