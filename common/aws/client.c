@@ -449,7 +449,7 @@ static int attempt(struct aws_client *c, const struct aws_request *rq,
 	hr.body_len = body->len;
 	hr.timeout_ns = rq->timeout_ns > 0 ? rq->timeout_ns : c->timeout_ns;
 	hr.max_response = rq->max_reply ? rq->max_reply : aws_reply_max(si->id, rq->action);
-	hr.cancel_on_stop = true; /* a stop aborts the call in flight */
+	hr.cancel = cancel_root(); /* a stop aborts the call in flight */
 	http_response_init(&resp);
 	r = http_client_do(c->http, &hr, &resp);
 	explicit_bzero(sig.authorization, sizeof(sig.authorization));

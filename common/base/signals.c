@@ -3,88 +3,36 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/base/cancel.h"
 #include "common/base/log.h"
-#include "common/base/timeutil.h"
 
-static atomic_bool stopping;
-static pthread_mutex_t stop_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t stop_cond;
-static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
-static int efd = -1;
-
-static void stop_init(void)
-{
-	pthread_condattr_t a;
-
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&stop_cond, &a);
-	pthread_condattr_destroy(&a);
-	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-}
-
+/* The stop is the process's cancellation token (cancel.h): these are its old names. */
 void stop_request(void)
 {
-	pthread_once(&stop_once, stop_init);
-	pthread_mutex_lock(&stop_lock);
-	atomic_store(&stopping, true);
-	pthread_cond_broadcast(&stop_cond);
-	pthread_mutex_unlock(&stop_lock);
-	if (efd >= 0) {
-		uint64_t one = 1;
-		ssize_t w = write(efd, &one, sizeof(one));
-		(void)w;
-	}
+	cancel_cancel(cancel_root());
 }
 
 bool stop_requested(void)
 {
-	return atomic_load(&stopping);
+	return cancel_is_cancelled(cancel_root());
 }
 
 void stop_reset(void)
 {
-	pthread_once(&stop_once, stop_init);
-	pthread_mutex_lock(&stop_lock);
-	atomic_store(&stopping, false);
-	if (efd >= 0) {
-		uint64_t v;
-		ssize_t r = read(efd, &v, sizeof(v));
-		(void)r;
-	}
-	pthread_mutex_unlock(&stop_lock);
+	cancel_reset(cancel_root());
 }
 
 int stop_fd(void)
 {
-	pthread_once(&stop_once, stop_init);
-	return efd;
+	return cancel_fd(cancel_root());
 }
 
 bool stop_wait(int64_t timeout_ns)
 {
-	pthread_once(&stop_once, stop_init);
-	pthread_mutex_lock(&stop_lock);
-	if (timeout_ns < 0) {
-		while (!atomic_load(&stopping))
-			pthread_cond_wait(&stop_cond, &stop_lock);
-	} else {
-		struct timespec ts;
-		int64_t deadline = now_mono_ns() + timeout_ns;
-		ts.tv_sec = deadline / NSEC_PER_SEC;
-		ts.tv_nsec = deadline % NSEC_PER_SEC;
-		while (!atomic_load(&stopping))
-			if (pthread_cond_timedwait(&stop_cond, &stop_lock, &ts) == ETIMEDOUT)
-				break;
-	}
-	bool s = atomic_load(&stopping);
-	pthread_mutex_unlock(&stop_lock);
-	return s;
+	return cancel_wait(cancel_root(), timeout_ns);
 }
 
 static void *signal_thread(void *arg)
@@ -111,7 +59,8 @@ int signals_setup(void)
 	pthread_t t;
 	int r;
 
-	pthread_once(&stop_once, stop_init);
+	if (!cancel_root())
+		return -EMFILE;
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);

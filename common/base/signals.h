@@ -1,5 +1,6 @@
-/* Graceful stop: SIGTERM and SIGINT request a stop that every subcommand can wait on; a second
- * one exits at once. SIGPIPE is ignored. Call signals_setup() before creating any thread. */
+/* Graceful stop: SIGTERM and SIGINT cancel the process's token (cancel.h: cancel_root()), which
+ * every subcommand can wait on; a second one exits at once. SIGPIPE is ignored. Call
+ * signals_setup() before creating any thread. The stop_* names are the root token's. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>

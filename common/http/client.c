@@ -66,7 +66,7 @@ struct xfer {
 	struct buf line; /* the partial line being assembled */
 	int err;	 /* set by a callback that stopped the transfer */
 	int64_t last_rx_ns;
-	bool cancel_on_stop; /* the request's: a requested stop ends the transfer */
+	struct cancel *cancel; /* the request's: cancelling it ends the transfer */
 };
 
 static void secret_free(char *s)
@@ -615,7 +615,7 @@ static int run(struct handle *h, struct xfer *x, CURLcode *ret_res)
 	CURLMcode mc;
 	int running = 1, r = 0;
 
-	struct curl_waitfd stopfd = {.fd = x->cancel_on_stop ? stop_fd() : -1, .events = CURL_WAIT_POLLIN};
+	struct curl_waitfd stopfd = {.fd = cancel_fd(x->cancel), .events = CURL_WAIT_POLLIN};
 	unsigned n_extra = stopfd.fd >= 0 ? 1 : 0;
 
 	if (curl_multi_add_handle(h->multi, h->easy) != CURLM_OK)
@@ -624,7 +624,7 @@ static int run(struct handle *h, struct xfer *x, CURLcode *ret_res)
 		mc = curl_multi_perform(h->multi, &running);
 		if (mc != CURLM_OK || !running)
 			break;
-		if ((so && so->cancel && *so->cancel) || (x->cancel_on_stop && stop_requested())) {
+		if ((so && so->cancel && *so->cancel) || cancel_is_cancelled(x->cancel)) {
 			r = -ECANCELED;
 			break;
 		}
@@ -633,7 +633,7 @@ static int run(struct handle *h, struct xfer *x, CURLcode *ret_res)
 			r = -ETIMEDOUT;
 			break;
 		}
-		/* the stop descriptor wakes the poll at once when a stop is requested */
+		/* the token's descriptor wakes the poll at once when it is cancelled */
 		mc = curl_multi_poll(h->multi, n_extra ? &stopfd : NULL, n_extra, POLL_MS, NULL);
 		if (mc != CURLM_OK)
 			break;
@@ -673,7 +673,7 @@ static void set_error(struct http_response *resp, int r, const char *curl_msg, s
 static int perform(struct http_client *c, const struct http_request *req,
 		   const struct http_stream_opts *so, struct http_response *resp)
 {
-	struct xfer x = {.resp = resp, .so = so, .cancel_on_stop = req && req->cancel_on_stop};
+	struct xfer x = {.resp = resp, .so = so, .cancel = req ? req->cancel : NULL};
 	struct curl_slist *hdrs = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	CURLcode res = CURLE_OK;

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "common/base/buf.h"
+#include "common/base/cancel.h"
 
 struct http_client_opts {
 	int64_t connect_timeout_ns; /* 0: 10 s */
@@ -52,7 +53,7 @@ struct http_request {
 	int64_t timeout_ns; /* overrides the client's total timeout when > 0 */
 	const char *bearer_token; /* overrides the client's token when not NULL */
 	size_t max_response;	  /* a smaller cap on this reply's body than the client's; 0: its */
-	bool cancel_on_stop;	  /* -ECANCELED at once when a stop is requested (signals.h) */
+	struct cancel *cancel;	  /* -ECANCELED at once when this token is cancelled (cancel.h) */
 };
 
 #define HTTP_MAX_RESP_HEADERS 64

@@ -604,7 +604,7 @@ static void *stop_soon(void *arg)
 	return NULL;
 }
 
-/* A request marked cancel_on_stop ends at once when a stop is requested; others do not. */
+/* A request with the process's token ends at once when a stop is requested; others do not. */
 static void check_cancel_on_stop(struct tsrv *s)
 {
 	_cleanup_client_ struct http_client *c = NULL;
@@ -621,13 +621,13 @@ static void check_cancel_on_stop(struct tsrv *s)
 	ASSERT_OK(-pthread_create(&th, NULL, stop_soon, NULL));
 	t0 = now_mono_ns();
 	r = http_client_do(
-	    c, &(struct http_request){.url = u, .timeout_ns = 10 * NSEC_PER_SEC, .cancel_on_stop = true},
+	    c, &(struct http_request){.url = u, .timeout_ns = 10 * NSEC_PER_SEC, .cancel = cancel_root()},
 	    &resp);
 	pthread_join(th, NULL);
 	ASSERT_ERR(r, ECANCELED);
 	ASSERT_CONTAINS(resp.error, "stopping");
 	ASSERT_TRUE(now_mono_ns() - t0 < 2 * NSEC_PER_SEC);
-	/* without the mark, a requested stop does not cut the call short */
+	/* without a token, a requested stop does not cut the call short */
 	t0 = now_mono_ns();
 	r = http_client_do(c, &(struct http_request){.url = u, .timeout_ns = 300 * NSEC_PER_MSEC},
 			   &resp);
