@@ -20,6 +20,7 @@
 struct qitem {
 	struct qitem *next;
 	struct kube_ev *ev;
+	bool forget; /* not an event: ev names an object to forget */
 };
 
 struct kube_recorder {
@@ -32,8 +33,9 @@ struct kube_recorder {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct qitem *head, *tail;
-	size_t len;
-	bool busy; /* the thread is sending an event */
+	size_t len;	 /* events queued */
+	size_t n_forget; /* forgets queued */
+	bool busy;	 /* the thread is sending an event */
 	volatile bool stop;
 	pthread_t thread;
 	struct kube_recorder_stats stats;
@@ -99,6 +101,16 @@ static struct kube_ev *ev_new(struct kube_recorder *r, const struct kube_event_r
 	return ev;
 }
 
+static void enqueue_locked(struct kube_recorder *r, struct qitem *q)
+{
+	if (r->tail)
+		r->tail->next = q;
+	else
+		r->head = q;
+	r->tail = q;
+	pthread_cond_broadcast(&r->cond);
+}
+
 void kube_eventf(struct kube_recorder *r, const struct kube_event_ref *ref, const char *type,
 		 const char *reason, const char *fmt, ...)
 {
@@ -132,13 +144,31 @@ void kube_eventf(struct kube_recorder *r, const struct kube_event_ref *ref, cons
 		free(q);
 		return;
 	}
-	if (r->tail)
-		r->tail->next = q;
-	else
-		r->head = q;
-	r->tail = q;
+	enqueue_locked(r, q);
 	r->len++;
-	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+void kube_recorder_forget(struct kube_recorder *r, const struct kube_event_ref *ref)
+{
+	struct qitem *q;
+
+	if (!r || !ref || !ref->name)
+		return;
+	if (!(q = calloc(1, sizeof(*q))) || !(q->ev = ev_new(r, ref, NULL, NULL, NULL))) {
+		free(q);
+		return;
+	}
+	q->forget = true;
+	pthread_mutex_lock(&r->lock);
+	if (r->n_forget >= r->queue_max || r->stop) {
+		pthread_mutex_unlock(&r->lock);
+		kube_ev_free(q->ev);
+		free(q);
+		return;
+	}
+	enqueue_locked(r, q); /* behind the object's events already queued */
+	r->n_forget++;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -279,10 +309,16 @@ static void *recorder_main(void *p)
 		r->head = q->next;
 		if (!r->head)
 			r->tail = NULL;
-		r->len--;
+		if (q->forget)
+			r->n_forget--;
+		else
+			r->len--;
 		r->busy = true;
 		pthread_mutex_unlock(&r->lock);
-		send_one(r, q->ev);
+		if (q->forget)
+			kube_correlator_forget_object(r->corr, q->ev);
+		else
+			send_one(r, q->ev);
 		kube_ev_free(q->ev);
 		free(q);
 		pthread_mutex_lock(&r->lock);

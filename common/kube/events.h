@@ -10,11 +10,13 @@
  *   existing Event's count and lastTimestamp (strategic merge) instead of creating another
  *   (and creates it again if the PATCH finds it gone).
  *
- * Caches are bounded (LRU, KUBE_EVENT_CACHE entries each). Recording never blocks: events go to
- * a bounded queue (KUBE_EVENT_QUEUE; overflow is dropped and counted) that one thread sends,
- * retrying a failed write up to 12 times 10 s apart as client-go does. An Event's namespace is
- * its object's, or "default" for cluster-scoped objects; its name is
- * "<object name>.<hex nanoseconds>".
+ * Caches are bounded (LRU, KUBE_EVENT_CACHE entries each), entries unused for longer than their
+ * window are dropped, and kube_recorder_forget drops those of an object that was deleted (call
+ * it from the informer's delete handler: objects created and deleted all day would otherwise
+ * fill the caches). Recording never blocks: events go to a bounded queue (KUBE_EVENT_QUEUE;
+ * overflow is dropped and counted) that one thread sends, retrying a failed write up to 12
+ * times 10 s apart as client-go does. An Event's namespace is its object's, or "default" for
+ * cluster-scoped objects; its name is "<object name>.<hex nanoseconds>".
  *
  *   kube_eventf(rec, &ref, KUBE_EVENT_WARNING, "SyncLoadBalancerFailed", "Error: %s", msg); */
 #pragma once
@@ -71,6 +73,10 @@ int kube_recorder_flush(struct kube_recorder *r, int64_t timeout_ns);
 void kube_recorder_get_stats(struct kube_recorder *r, struct kube_recorder_stats *ret);
 void kube_eventf(struct kube_recorder *r, const struct kube_event_ref *ref, const char *type,
 		 const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The object is gone: the correlation forgets it (kind, namespace, name and uid), after the
+ * events queued before have been handled. Never blocks; with KUBE_EVENT_QUEUE forgets waiting
+ * it is dropped (the entries then go when their windows pass). */
+void kube_recorder_forget(struct kube_recorder *r, const struct kube_event_ref *ref);
 
 /* The correlation, separately (for tests): what to do with one event. */
 struct kube_ev {
@@ -93,4 +99,11 @@ void kube_correlator_free(struct kube_correlator *c);
 enum kube_ev_action kube_correlate(struct kube_correlator *c, struct kube_ev *ev, int64_t now_ns);
 /* After a PATCH found the Event gone: forget it, so that the next try creates it. */
 void kube_correlator_forget(struct kube_correlator *c, const struct kube_ev *ev);
+/* The involved object (ev's kind, ns, name and uid) was deleted: drops all its entries. */
+void kube_correlator_forget_object(struct kube_correlator *c, const struct kube_ev *ev);
+struct kube_correlator_stats {
+	size_t spam, agg, log; /* entries in each cache */
+	size_t objects;	       /* objects these entries are about */
+};
+void kube_correlator_get_stats(const struct kube_correlator *c, struct kube_correlator_stats *ret);
 void kube_ev_free(struct kube_ev *ev);

@@ -1,5 +1,10 @@
 /* client-go's EventCorrelator: spam filter, aggregation of similar events, counting of repeats
- * (see events.h). Three bounded LRU caches. */
+ * (see events.h). Three LRU caches, each bounded in entries (cache_size) and in age: an entry
+ * unused for longer than its window can change no decision (a spam bucket refills in 125
+ * minutes, aggregation and repeats look 10 minutes back), so it is dropped. The entries of one
+ * involved object are linked together, so that all of them go when the object is deleted
+ * (kube_correlator_forget_object): with Nodes or Pods created and deleted all day, the caches
+ * otherwise fill with objects that are gone. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,16 +21,24 @@
 #define WINDOW_NS (600 * NSEC_PER_SEC) /* 10 minutes */
 #define COMBINED "(combined from similar events): "
 
+struct lru;
+
 struct lru_node {
-	struct lru_node *prev, *next;
-	char *key;
+	struct lru_node *prev, *next;	/* in its cache, most recently used first */
+	struct lru_node *oprev, *onext; /* the entries of the same object, in any cache */
+	struct kmap_entry *obj;		/* in kube_correlator.objects */
+	struct lru *lru;
+	int64_t used_ns;
+	const char *key; /* the cache's map entry's key */
 	void *val;
 };
 
 struct lru {
+	struct kube_correlator *c;
 	struct kmap map; /* key -> struct lru_node * */
 	struct lru_node head;
 	size_t cap;
+	int64_t ttl_ns; /* an entry unused that long is dropped */
 	void (*free_val)(void *);
 };
 
@@ -48,12 +61,17 @@ struct log_rec {
 
 struct kube_correlator {
 	struct lru spam, agg, log;
+	/* the involved object (kind, namespace, name, uid) -> its first struct lru_node */
+	struct kmap objects;
 };
 
-static void lru_init(struct lru *l, size_t cap, void (*free_val)(void *))
+static void lru_init(struct kube_correlator *c, struct lru *l, size_t cap, int64_t ttl_ns,
+		     void (*free_val)(void *))
 {
+	l->c = c;
 	l->head.prev = l->head.next = &l->head;
 	l->cap = cap;
+	l->ttl_ns = ttl_ns;
 	l->free_val = free_val;
 }
 
@@ -71,46 +89,87 @@ static void lru_push_front(struct lru *l, struct lru_node *n)
 	l->head.next = n;
 }
 
+static int obj_link(struct kube_correlator *c, struct lru_node *n, const char *obj)
+{
+	struct kmap_entry *e = kmap_find(&c->objects, obj);
+
+	if (!e &&
+	    (kmap_put(&c->objects, obj, NULL, NULL) < 0 || !(e = kmap_find(&c->objects, obj))))
+		return -ENOMEM;
+	n->obj = e;
+	n->oprev = NULL;
+	n->onext = e->val;
+	if (n->onext)
+		n->onext->oprev = n;
+	e->val = n;
+	return 0;
+}
+
+/* The object's record goes with its last entry. */
+static void obj_unlink(struct kube_correlator *c, struct lru_node *n)
+{
+	if (!n->obj)
+		return;
+	if (n->oprev)
+		n->oprev->onext = n->onext;
+	else
+		n->obj->val = n->onext;
+	if (n->onext)
+		n->onext->oprev = n->oprev;
+	if (!n->obj->val)
+		kmap_remove(&c->objects, n->obj->key);
+	n->obj = NULL;
+}
+
 static void lru_drop(struct lru *l, struct lru_node *n)
 {
 	lru_unlink(n);
-	kmap_remove(&l->map, n->key);
+	obj_unlink(l->c, n);
 	l->free_val(n->val);
-	free(n->key);
+	kmap_remove(&l->map, n->key); /* frees the key */
 	free(n);
 }
 
-static void *lru_get(struct lru *l, const char *key)
+static void lru_touch(struct lru *l, struct lru_node *n, int64_t now)
+{
+	n->used_ns = now;
+	lru_unlink(n);
+	lru_push_front(l, n);
+}
+
+static void *lru_get(struct lru *l, const char *key, int64_t now)
 {
 	struct lru_node *n = kmap_get(&l->map, key);
 	if (!n)
 		return NULL;
-	lru_unlink(n);
-	lru_push_front(l, n);
+	lru_touch(l, n, now);
 	return n->val;
 }
 
-/* Stores val (taken, freed on failure) under key, evicting the least recently used entry. */
-static int lru_put(struct lru *l, const char *key, void *val)
+/* Stores val (taken, freed on failure) under key for object obj, evicting the least recently
+ * used entry when the cache is full. */
+static int lru_put(struct lru *l, const char *key, const char *obj, void *val, int64_t now)
 {
 	struct lru_node *n = kmap_get(&l->map, key);
 
 	if (n) {
 		l->free_val(n->val);
 		n->val = val;
-		lru_unlink(n);
-		lru_push_front(l, n);
+		lru_touch(l, n, now);
 		return 0;
 	}
-	if (!(n = calloc(1, sizeof(*n))) || !(n->key = strdup(key)) ||
+	if (!(n = calloc(1, sizeof(*n))) || obj_link(l->c, n, obj) < 0 ||
 	    kmap_put(&l->map, key, n, NULL) < 0) {
 		if (n)
-			free(n->key);
+			obj_unlink(l->c, n);
 		free(n);
 		l->free_val(val);
 		return -ENOMEM;
 	}
+	n->lru = l;
+	n->key = kmap_find(&l->map, key)->key;
 	n->val = val;
+	n->used_ns = now;
 	lru_push_front(l, n);
 	if (l->map.size > l->cap)
 		lru_drop(l, l->head.prev);
@@ -122,6 +181,14 @@ static void lru_remove(struct lru *l, const char *key)
 	struct lru_node *n = kmap_get(&l->map, key);
 	if (n)
 		lru_drop(l, n);
+}
+
+/* Drops the entries unused for longer than the cache's window (from the least recently used
+ * end; a clock that went back only keeps entries longer). */
+static void lru_expire(struct lru *l, int64_t now)
+{
+	while (l->head.prev != &l->head && now - l->head.prev->used_ns > l->ttl_ns)
+		lru_drop(l, l->head.prev);
 }
 
 static void lru_clear(struct lru *l)
@@ -154,9 +221,10 @@ int kube_correlator_new(size_t cache_size, struct kube_correlator **ret)
 		return -ENOMEM;
 	if (!cache_size)
 		cache_size = KUBE_EVENT_CACHE;
-	lru_init(&c->spam, cache_size, free);
-	lru_init(&c->agg, cache_size, free_agg);
-	lru_init(&c->log, cache_size, free_log);
+	/* a bucket unused that long is full again, as good as none */
+	lru_init(c, &c->spam, cache_size, (int64_t)SPAM_BURST * SPAM_REFILL_NS, free);
+	lru_init(c, &c->agg, cache_size, WINDOW_NS, free_agg);
+	lru_init(c, &c->log, cache_size, WINDOW_NS, free_log);
 	*ret = c;
 	return 0;
 }
@@ -168,6 +236,7 @@ void kube_correlator_free(struct kube_correlator *c)
 	lru_clear(&c->spam);
 	lru_clear(&c->agg);
 	lru_clear(&c->log);
+	kmap_clear(&c->objects, NULL); /* empty by now */
 	free(c);
 }
 
@@ -209,15 +278,22 @@ static int make_key(const struct kube_ev *ev, int level, struct buf *b)
 	return r;
 }
 
-static bool spam_allows(struct kube_correlator *c, const char *key, int64_t now)
+/* The involved object, whatever the source, field path, type, reason and message. */
+static int make_obj_key(const struct kube_ev *ev, struct buf *b)
 {
-	struct spam_rec *sp = lru_get(&c->spam, key);
+	return buf_printf(b, "%s\x1f%s\x1f%s\x1f%s", s(ev->kind), s(ev->ns), s(ev->name),
+			  s(ev->uid));
+}
+
+static bool spam_allows(struct kube_correlator *c, const char *key, const char *obj, int64_t now)
+{
+	struct spam_rec *sp = lru_get(&c->spam, key, now);
 
 	if (!sp) {
 		if (!(sp = malloc(sizeof(*sp))))
 			return true;
 		*sp = (struct spam_rec){SPAM_BURST, now};
-		if (lru_put(&c->spam, key, sp) < 0)
+		if (lru_put(&c->spam, key, obj, sp, now) < 0)
 			return true;
 	}
 	if (now > sp->last_ns)
@@ -232,12 +308,13 @@ static bool spam_allows(struct kube_correlator *c, const char *key, int64_t now)
 }
 
 /* True when the event must be combined with its similar ones. */
-static bool aggregate(struct kube_correlator *c, const char *key, const char *message, int64_t now)
+static bool aggregate(struct kube_correlator *c, const char *key, const char *obj,
+		      const char *message, int64_t now)
 {
-	struct agg_rec *a = lru_get(&c->agg, key);
+	struct agg_rec *a = lru_get(&c->agg, key, now);
 
 	if (!a || now - a->last_ns > WINDOW_NS) {
-		if (!(a = calloc(1, sizeof(*a))) || lru_put(&c->agg, key, a) < 0)
+		if (!(a = calloc(1, sizeof(*a))) || lru_put(&c->agg, key, obj, a, now) < 0)
 			return false;
 	}
 	a->last_ns = now;
@@ -251,16 +328,20 @@ static bool aggregate(struct kube_correlator *c, const char *key, const char *me
 
 enum kube_ev_action kube_correlate(struct kube_correlator *c, struct kube_ev *ev, int64_t now)
 {
-	_cleanup_buf_ struct buf key = BUF_INIT(0);
+	_cleanup_buf_ struct buf key = BUF_INIT(0), obj = BUF_INIT(0);
 	struct log_rec *g;
 	char *name;
 
-	if (make_key(ev, 0, &key) < 0 || !spam_allows(c, key.data, now))
+	lru_expire(&c->spam, now);
+	lru_expire(&c->agg, now);
+	lru_expire(&c->log, now);
+	if (make_obj_key(ev, &obj) < 0 || make_key(ev, 0, &key) < 0 ||
+	    !spam_allows(c, key.data, obj.data, now))
 		return KUBE_EV_DROP;
 	buf_reset(&key);
 	if (make_key(ev, 1, &key) < 0)
 		return KUBE_EV_DROP;
-	if (aggregate(c, key.data, s(ev->message), now)) {
+	if (aggregate(c, key.data, obj.data, s(ev->message), now)) {
 		char *m = NULL;
 		if (asprintf(&m, COMBINED "%s", s(ev->message)) < 0)
 			return KUBE_EV_DROP;
@@ -272,7 +353,7 @@ enum kube_ev_action kube_correlate(struct kube_correlator *c, struct kube_ev *ev
 		if (make_key(ev, 2, &key) < 0)
 			return KUBE_EV_DROP;
 	}
-	g = lru_get(&c->log, key.data);
+	g = lru_get(&c->log, key.data, now);
 	if (g && now - g->last_ns <= WINDOW_NS && (name = strdup(g->name))) {
 		g->count++;
 		g->last_ns = now;
@@ -291,7 +372,7 @@ enum kube_ev_action kube_correlate(struct kube_correlator *c, struct kube_ev *ev
 	ev->first_ns = ev->last_ns = now;
 	if ((g = calloc(1, sizeof(*g))) && (g->name = strdup(name))) {
 		*g = (struct log_rec){1, now, now, g->name};
-		lru_put(&c->log, key.data, g);
+		lru_put(&c->log, key.data, obj.data, g, now);
 	} else
 		free(g);
 	return KUBE_EV_CREATE;
@@ -305,4 +386,27 @@ void kube_correlator_forget(struct kube_correlator *c, const struct kube_ev *ev)
 	/* a combined event is counted under its similar events' key, without the message */
 	if (make_key(ev, combined ? 1 : 2, &key) >= 0)
 		lru_remove(&c->log, key.data);
+}
+
+void kube_correlator_forget_object(struct kube_correlator *c, const struct kube_ev *ev)
+{
+	_cleanup_buf_ struct buf obj = BUF_INIT(0);
+	struct kmap_entry *e;
+
+	if (make_obj_key(ev, &obj) < 0 || !(e = kmap_find(&c->objects, obj.data)))
+		return;
+	/* the entry e goes with the object's last cached entry */
+	for (bool last = false; !last;) {
+		struct lru_node *n = e->val;
+		last = !n->onext;
+		lru_drop(n->lru, n);
+	}
+}
+
+void kube_correlator_get_stats(const struct kube_correlator *c, struct kube_correlator_stats *ret)
+{
+	*ret = (struct kube_correlator_stats){.spam = c->spam.map.size,
+					      .agg = c->agg.map.size,
+					      .log = c->log.map.size,
+					      .objects = c->objects.size};
 }

@@ -340,8 +340,15 @@ static void on_update(void *ud, const cJSON *old, const cJSON *obj)
 static void on_delete(void *ud, const cJSON *obj)
 {
 	struct ccm *m = ud;
+	struct kube_event_ref ref;
+
 	ccm_node_deleted(m, obj);
 	ccm_route_changed(m, obj, NULL);
+	/* its Events cannot repeat: the recorder's caches let the Node go */
+	if (m->rec) {
+		kube_event_ref_from(obj, &kube_nodes, &ref);
+		kube_recorder_forget(m->rec, &ref);
+	}
 }
 
 static volatile bool lost_lease;

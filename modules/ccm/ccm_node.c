@@ -31,6 +31,9 @@
 #define DONE_TTL_NS (30 * NSEC_PER_SEC)
 #define LOOKUP_DONE 1 /* struct lookup.r: this Node was initialized at .at */
 
+/* how often results past their time are swept out of the cache */
+#define SWEEP_EVERY_NS (60 * NSEC_PER_SEC)
+
 static int64_t lookup_ttl(int r)
 {
 	return r == 0 ? LOOKUP_TTL_OK_NS : r == LOOKUP_DONE ? DONE_TTL_NS : LOOKUP_TTL_MISS_NS;
@@ -50,6 +53,7 @@ struct ccm_node_ctl {
 	struct kube_wq *sq; /* one key: the status re-sync pass */
 	pthread_mutex_t lock;
 	struct kmap cache; /* Node name -> struct lookup */
+	int64_t swept_at;
 };
 
 static void lookup_free(void *p)
@@ -66,6 +70,27 @@ static void cache_drop(struct ccm_node_ctl *ctl, const char *name)
 	pthread_mutex_lock(&ctl->lock);
 	lookup_free(kmap_remove(&ctl->cache, name));
 	pthread_mutex_unlock(&ctl->lock);
+}
+
+/* Drops the results past their time, which readers ignore anyway: a Node deleted while a
+ * lookup for it was in flight leaves its result behind, and with Nodes coming and going under
+ * new names those would pile up. Called with the lock held. */
+static void cache_sweep_locked(struct ccm_node_ctl *ctl, int64_t now)
+{
+	_cleanup_strv_ char **old = NULL;
+	size_t i;
+
+	if (now - ctl->swept_at < SWEEP_EVERY_NS)
+		return;
+	ctl->swept_at = now;
+	for (struct kmap_entry *e = kmap_first(&ctl->cache, &i); e;
+	     e = kmap_next(&ctl->cache, e, &i)) {
+		const struct lookup *l = e->val;
+		if (now - l->at >= lookup_ttl(l->r) && strv_push(&old, e->key) < 0)
+			break;
+	}
+	for (char **k = old; k && *k; k++)
+		lookup_free(kmap_remove(&ctl->cache, *k));
 }
 
 /* A fresh cached result for name, copied. 1 when found. */
@@ -98,6 +123,7 @@ static void cache_put(struct ccm_node_ctl *ctl, const char *name, int r,
 		return;
 	}
 	pthread_mutex_lock(&ctl->lock);
+	cache_sweep_locked(ctl, l->at);
 	if (kmap_put(&ctl->cache, name, l, (void **)&old) < 0)
 		lookup_free(l);
 	lookup_free(old);

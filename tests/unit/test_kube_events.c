@@ -1,5 +1,5 @@
 /* Event correlation: repeats, aggregation of similar events, spam filter, the 10-minute window,
- * the bounded cache. */
+ * the bounded cache, entries dropped when their object is deleted or their window passed. */
 #include <stdlib.h>
 
 #include "common/base/timeutil.h"
@@ -136,6 +136,118 @@ TEST(kube_events_cache_is_bounded_and_forget)
 	kube_correlator_forget(c, e);
 	kube_ev_free(e);
 	ASSERT_EQ(corr(c, "first", "R", "m", t, NULL, NULL, NULL), KUBE_EV_CREATE);
+	kube_correlator_free(c);
+}
+
+static size_t cached(struct kube_correlator *c, size_t *objects)
+{
+	struct kube_correlator_stats st;
+
+	kube_correlator_get_stats(c, &st);
+	if (objects)
+		*objects = st.objects;
+	return st.spam + st.agg + st.log;
+}
+
+/* A Node's events in one create/delete cycle: initialized, a warning repeated, ten different
+ * messages with one reason (aggregated), then the informer sees it deleted. */
+static void node_cycle(struct kube_correlator *c, const char *name, const char *uid, int64_t t)
+{
+	struct kube_ev *e = ev(name, "Synced", "Node synced successfully");
+	char msg[32];
+
+	free(e->uid);
+	e->uid = strdup(uid);
+	kube_correlate(c, e, t);
+	kube_ev_free(e);
+	for (int i = 0; i < 12; i++) {
+		snprintf(msg, sizeof(msg), "m%d", i % 11);
+		e = ev(name, i < 2 ? "FailedToInitialize" : "Similar", i < 2 ? "x" : msg);
+		free(e->uid);
+		e->uid = strdup(uid);
+		kube_correlate(c, e, t + i);
+		kube_ev_free(e);
+	}
+	e = ev(name, "", "");
+	free(e->uid);
+	e->uid = strdup(uid);
+	kube_correlator_forget_object(c, e);
+	kube_ev_free(e);
+}
+
+TEST(kube_events_deleted_objects_leave_the_caches)
+{
+	struct kube_correlator *c;
+	int64_t t = 1700000000 * NSEC_PER_SEC;
+	char name[32], uid[32];
+	size_t objects;
+
+	ASSERT_OK(kube_correlator_new(0, &c));
+	/* the same two names over and over (a new uid each time), and fresh names */
+	for (int i = 0; i < 600; i++) {
+		snprintf(name, sizeof(name), i % 3 == 2 ? "fresh-%d" : "node-%d",
+			 i % 3 == 2 ? i : i % 3);
+		snprintf(uid, sizeof(uid), "uid-%d", i);
+		node_cycle(c, name, uid, t + i * NSEC_PER_SEC);
+		ASSERT_EQ(cached(c, &objects), 0);
+		ASSERT_EQ(objects, 0);
+	}
+	kube_correlator_free(c);
+}
+
+TEST(kube_events_forgetting_one_object_keeps_the_others)
+{
+	struct kube_correlator *c;
+	int64_t t = 1700000000 * NSEC_PER_SEC;
+	size_t objects;
+
+	ASSERT_OK(kube_correlator_new(0, &c));
+	ASSERT_EQ(corr(c, "n1", "R", "m", t, NULL, NULL, NULL), KUBE_EV_CREATE);
+	ASSERT_EQ(corr(c, "n2", "R", "m", t, NULL, NULL, NULL), KUBE_EV_CREATE);
+	ASSERT_EQ(corr(c, "n2", "R2", "m", t, NULL, NULL, NULL), KUBE_EV_CREATE);
+	/* spam: one per object; aggregation and repeats: one per object and reason */
+	ASSERT_EQ(cached(c, &objects), 8);
+	ASSERT_EQ(objects, 2);
+	struct kube_ev *e = ev("n2", "", "");
+	kube_correlator_forget_object(c, e);
+	kube_correlator_forget_object(c, e); /* twice: nothing left to drop */
+	kube_ev_free(e);
+	ASSERT_EQ(cached(c, &objects), 3);
+	ASSERT_EQ(objects, 1);
+	/* n1 is still counted; n2 starts again */
+	ASSERT_EQ(corr(c, "n1", "R", "m", t + 1, NULL, NULL, NULL), KUBE_EV_PATCH);
+	ASSERT_EQ(corr(c, "n2", "R", "m", t + 1, NULL, NULL, NULL), KUBE_EV_CREATE);
+	kube_correlator_free(c);
+}
+
+TEST(kube_events_entries_go_when_their_window_passed)
+{
+	struct kube_correlator *c;
+	int64_t t = 1700000000 * NSEC_PER_SEC;
+	struct kube_correlator_stats st;
+	char obj[32];
+
+	ASSERT_OK(kube_correlator_new(0, &c));
+	for (int i = 0; i < 100; i++) {
+		snprintf(obj, sizeof(obj), "o%d", i);
+		ASSERT_EQ(corr(c, obj, "R", "m", t, NULL, NULL, NULL), KUBE_EV_CREATE);
+	}
+	ASSERT_EQ(cached(c, NULL), 300);
+	/* 11 minutes on: repeats and aggregation look 10 minutes back only */
+	ASSERT_EQ(corr(c, "o0", "R", "m", t + 11 * MIN, NULL, NULL, NULL), KUBE_EV_CREATE);
+	kube_correlator_get_stats(c, &st);
+	ASSERT_EQ(st.spam, 100);
+	ASSERT_EQ(st.agg, 1);
+	ASSERT_EQ(st.log, 1);
+	ASSERT_EQ(st.objects, 100);
+	/* a spam bucket unused for 125 minutes is full again: as good as none (o0's was used 115
+	 * minutes ago) */
+	ASSERT_EQ(corr(c, "o1", "R", "m", t + 126 * MIN, NULL, NULL, NULL), KUBE_EV_CREATE);
+	kube_correlator_get_stats(c, &st);
+	ASSERT_EQ(st.spam, 2);
+	ASSERT_EQ(st.agg, 1);
+	ASSERT_EQ(st.log, 1);
+	ASSERT_EQ(st.objects, 2);
 	kube_correlator_free(c);
 }
 
