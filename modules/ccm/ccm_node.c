@@ -44,6 +44,7 @@ struct lookup {
 	int64_t at;
 	int r; /* 0, -ENOENT, -ENOTUNIQ */
 	enum ccm_match_kind kind;
+	char uid[64]; /* LOOKUP_DONE: the uid of the Node that was initialized */
 	struct ccm_instance inst;
 };
 
@@ -101,6 +102,7 @@ static int cache_get(struct ccm_node_ctl *ctl, const char *name, struct lookup *
 	struct lookup *l = kmap_get(&ctl->cache, name);
 	if (l && now_mono_ns() - l->at < lookup_ttl(l->r)) {
 		*ret = (struct lookup){.at = l->at, .r = l->r, .kind = l->kind};
+		str_copy(ret->uid, sizeof(ret->uid), l->uid);
 		r = l->r == 0 ? ccm_instance_copy(&l->inst, &ret->inst) : 0;
 		if (r == 0)
 			r = 1;
@@ -110,11 +112,12 @@ static int cache_get(struct ccm_node_ctl *ctl, const char *name, struct lookup *
 }
 
 static void cache_put(struct ccm_node_ctl *ctl, const char *name, int r,
-		      const struct ccm_instance *inst, enum ccm_match_kind kind)
+		      const struct ccm_instance *inst, enum ccm_match_kind kind, const char *uid)
 {
 	struct lookup *l = calloc(1, sizeof(*l)), *old = NULL;
 	if (!l)
 		return;
+	str_copy(l->uid, sizeof(l->uid), uid ? uid : "");
 	l->at = now_mono_ns();
 	l->r = r;
 	l->kind = kind;
@@ -255,7 +258,8 @@ static int lookup_batch(struct ccm_node_ctl *ctl, const cJSON *self, struct aws_
 			/* a terminated instance cannot back a Node being initialized */
 			if (k >= 0 && !ccm_instance_exists(&cands[k]))
 				k = -ENOENT;
-			cache_put(ctl, ref.name, k < 0 ? k : 0, k >= 0 ? &cands[k] : NULL, kind);
+			cache_put(ctl, ref.name, k < 0 ? k : 0, k >= 0 ? &cands[k] : NULL, kind,
+				  NULL);
 		}
 	r = 0;
 out:
@@ -516,7 +520,14 @@ static int reconcile(void *ud, const char *key, int64_t *requeue_after)
 		goto out;
 	}
 	bool fetched = false;
-	if ((r = cache_get(ctl, key, &lk)) == 0) {
+	r = cache_get(ctl, key, &lk);
+	if (r == 1 && lk.r == LOOKUP_DONE &&
+	    strcmp(lk.uid, json_str(node, "metadata.uid") ? json_str(node, "metadata.uid") : "")) {
+		/* the mark of an earlier Node of that name (deleted, then created again) */
+		cache_drop(ctl, key);
+		r = 0;
+	}
+	if (r == 0) {
 		if ((r = lookup_batch(ctl, node, &err)) < 0) {
 			log_error("failed to look the node's instance up", KV_S("node", key),
 				  KV_S("error", err.message), KV_E(r));
@@ -567,7 +578,7 @@ static int reconcile(void *ud, const char *key, int64_t *requeue_after)
 	}
 	r = initialize(ctl, node, &lk);
 	if (r >= 0) /* the store may show the taint a little longer: see LOOKUP_DONE */
-		cache_put(ctl, key, LOOKUP_DONE, NULL, lk.kind);
+		cache_put(ctl, key, LOOKUP_DONE, NULL, lk.kind, json_str(node, "metadata.uid"));
 out:
 	ccm_instance_release(&lk.inst);
 	kube_obj_unref(o);
