@@ -306,7 +306,7 @@ def main():
             print(f"FAIL cycles.allow line {n}: {key[0]} {key[1]} {','.join(key[2])} "
                   "is no longer a loop: remove the line")
     if found:
-        print(f"cycles: {found} loop(s) in {graphs} graphs")
+        print(f"cycles: {found} problem(s) in {graphs} graphs")
         return 1
     print(f"cycles: no loop in {graphs} graphs (includes and calls in each of "
           f"{(graphs - 1) // 2} folders, and between folders)"
