@@ -19,7 +19,8 @@ one of modules/.
 
 Calls go one way (entry -> topic files -> common/), so each graph must be acyclic. Every loop
 found is printed as a path (ccm -> ccm_node -> ccm) with the symbols or includes of each step,
-and the exit status is 1; 0 when there is none, 2 when the objects of a folder are missing.
+and the exit status is 1; 0 when there is none, 2 when an object is missing or older than its
+source.
 Loops known and left to other work are listed in cycles.allow beside this script (a line whose
 loop is gone fails, so the list only shrinks). Standard library only.
 """
@@ -99,7 +100,8 @@ def call_graph(root, build, folder):
         if not name.endswith(".c"):
             continue
         obj = os.path.join(build, folder, name[:-2] + ".o")
-        if not os.path.exists(obj):
+        if not os.path.exists(obj) or \
+                os.path.getmtime(obj) < os.path.getmtime(os.path.join(root, folder, name)):
             return None, obj
         objs[stem(name)] = nm_symbols(obj)
     owner = {}
@@ -257,7 +259,8 @@ def main():
         ig = include_graph(root, folder)
         cg = call_graph(root, build, folder)
         if cg[0] is None:
-            print(f"cycles: {cg[1]} is missing: build first (make)", file=sys.stderr)
+            print(f"cycles: {cg[1]} is missing or older than its source: build first (make)",
+                  file=sys.stderr)
             return 2
         for kind, (g, why) in (("include", ig), ("call", cg)):
             graphs += 1
