@@ -219,6 +219,8 @@ int controllers_run(struct controllers *cs)
 		if (!wait_leading(cs, &e))
 			goto stopping;
 	}
+	if (cancel_is_cancelled(token(cs)))
+		goto stopping;
 	n_infs = informers_of(cs, infs, sizeof(infs) / sizeof(infs[0]));
 	for (; started_infs < n_infs; started_infs++)
 		if ((r = kube_informer_start(infs[started_infs])) < 0)
