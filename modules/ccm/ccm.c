@@ -8,16 +8,13 @@
 #include "modules/ccm/ccm.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "awsk8s_version.h"
 #include "common/base/flags.h"
-#include "common/base/json.h"
 #include "common/base/log.h"
-#include "common/base/signals.h"
 #include "common/base/timeutil.h"
 #include "common/http/server.h"
 #include "common/kube/events.h"

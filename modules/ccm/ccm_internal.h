@@ -1,5 +1,5 @@
-/* What ccm.c exposes besides ccm_main (for tests): the flag table and the --controllers
- * selection. */
+/* What ccm.c exposes besides ccm_main, for tests: the flag table and the --controllers
+ * selection (and, through ccm_serve.h, the serving code's certificate helper). */
 #pragma once
 #include <stddef.h>
 
