@@ -79,8 +79,13 @@ def include_graph(root, folder):
     return g, why
 
 
+NM_CACHE = {}
+
+
 def nm_symbols(obj):
     """(defined, undefined) global symbols of one object file."""
+    if obj in NM_CACHE:
+        return NM_CACHE[obj]
     res = subprocess.run(["nm", "-g", obj], capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"nm {obj}: {res.stderr.strip()}")
@@ -91,7 +96,18 @@ def nm_symbols(obj):
             undefined.add(parts[1])
         elif len(parts) == 3 and parts[1] not in ("U", "w", "v"):
             defined.add(parts[2])
+    NM_CACHE[obj] = (defined, undefined)
     return defined, undefined
+
+
+def add_call_edges(needs, owner, g, why):
+    """A -> B for each symbol A needs (needs[A]) that B defines (owner[symbol] == B)."""
+    for node, undefined in needs.items():
+        for s in sorted(undefined):
+            t = owner.get(s)
+            if t and t != node:
+                g.setdefault(node, set()).add(t)
+                why.setdefault((node, t), []).append(s)
 
 
 def call_graph(root, build, folder):
@@ -108,14 +124,8 @@ def call_graph(root, build, folder):
     for node, (defined, _) in objs.items():
         for s in defined:
             owner[s] = node
-    g = {node: set() for node in objs}
-    why = {}
-    for node, (_, undefined) in objs.items():
-        for s in sorted(undefined):
-            t = owner.get(s)
-            if t and t != node:
-                g[node].add(t)
-                why.setdefault((node, t), []).append(s)
+    g, why = {node: set() for node in objs}, {}
+    add_call_edges({node: u for node, (_, u) in objs.items()}, owner, g, why)
     return g, why
 
 
@@ -143,12 +153,7 @@ def folder_graph(root, build):
                 for s in defined:
                     owner[s] = folder
                 needs.setdefault(folder, set()).update(undefined)
-    for folder, undefined in needs.items():
-        for s in sorted(undefined):
-            t = owner.get(s)
-            if t and t != folder:
-                g[folder].add(t)
-                why.setdefault((folder, t), []).append(s)
+    add_call_edges(needs, owner, g, why)
     return g, why
 
 
@@ -233,10 +238,52 @@ def load_allowed(path):
             if not line:
                 continue
             parts = line.split()
-            if len(parts) != 3 or parts[1] not in ("include", "call"):
-                raise SystemExit(f"cycles: {path}:{n}: expected 'FOLDER include|call A,B,...'")
+            if len(parts) != 3 or parts[1] not in ("include", "call", "dependency"):
+                raise SystemExit(f"cycles: {path}:{n}: expected "
+                                 "'FOLDER include|call|dependency A,B,...'")
             allowed[(parts[0], parts[1], tuple(sorted(parts[2].split(","))))] = n
     return allowed
+
+
+def steps(path, why):
+    """The lines that show what each step of a loop is made of."""
+    out = []
+    for v, w in zip(path, path[1:]):
+        syms = why[(v, w)]
+        more = f" (+{len(syms) - 4} more)" if len(syms) > 4 else ""
+        out.append(f"    {v} -> {w}: {', '.join(syms[:4])}{more}")
+    return out
+
+
+class Report:
+    def __init__(self, allowed, verbose):
+        self.allowed, self.verbose = allowed, verbose
+        self.seen, self.found, self.tolerated, self.graphs = set(), 0, 0, 0
+
+    def check(self, where, kind, g, why):
+        """Reports the loops of one graph (known ones as such)."""
+        self.graphs += 1
+        if self.verbose:
+            for v in sorted(g):
+                for w in sorted(g[v]):
+                    print(f"{where}: {kind} {v} -> {w}: {' '.join(why[(v, w)])}")
+        for path, comp in cycles(g):
+            key = (where, kind, tuple(comp))
+            if key in self.allowed:
+                self.seen.add(key)
+                self.tolerated += 1
+                print(f"known {where}: {kind} loop: {' -> '.join(path)} "
+                      f"(cycles.allow line {self.allowed[key]})")
+                continue
+            self.found += 1
+            print(f"FAIL {where}: {kind} loop: {' -> '.join(path)}")
+            print("\n".join(steps(path, why)))
+            if len(comp) > len(path) - 1:
+                print(f"    every file in the loop: {', '.join(comp)}")
+
+    def fail(self, text):
+        self.found += 1
+        print(f"FAIL {text}")
 
 
 def main():
@@ -252,68 +299,35 @@ def main():
     root = os.path.abspath(a.root)
     build = os.path.abspath(a.build) if a.build else os.path.join(root, "build", "default")
     allowed = load_allowed(a.allow)
-    seen = set()
+    rep = Report(allowed, a.verbose)
 
-    found, tolerated, graphs = 0, 0, 0
+    n_folders = 0
     for folder in folders(root):
-        ig = include_graph(root, folder)
         cg = call_graph(root, build, folder)
         if cg[0] is None:
             print(f"cycles: {cg[1]} is missing or older than its source: build first (make)",
                   file=sys.stderr)
             return 2
-        for kind, (g, why) in (("include", ig), ("call", cg)):
-            graphs += 1
-            if a.verbose:
-                for v in sorted(g):
-                    for w in sorted(g[v]):
-                        print(f"{folder}: {kind} {v} -> {w}: {' '.join(why[(v, w)])}")
-            for path, comp in cycles(g):
-                key = (folder, kind, tuple(comp))
-                if key in allowed:
-                    seen.add(key)
-                    tolerated += 1
-                    print(f"known {folder}: {kind} loop: {' -> '.join(path)} "
-                          f"(cycles.allow line {allowed[key]})")
-                    continue
-                found += 1
-                print(f"FAIL {folder}: {kind} loop: {' -> '.join(path)}")
-                for v, w in zip(path, path[1:]):
-                    syms = why[(v, w)]
-                    more = f" (+{len(syms) - 4} more)" if len(syms) > 4 else ""
-                    print(f"    {v} -> {w}: {', '.join(syms[:4])}{more}")
-                if len(comp) > len(path) - 1:
-                    print(f"    every file in the loop: {', '.join(comp)}")
-    # between folders: common/ never needs modules/, and the folders of common/ do not loop
+        n_folders += 1
+        rep.check(folder, "include", *include_graph(root, folder))
+        rep.check(folder, "call", *cg)
+    # between folders: they do not loop, and common/ never needs modules/
     fg, fwhy = folder_graph(root, build)
-    graphs += 1
-    for path, comp in cycles(fg):
-        key = ("folders", "call", tuple(comp))
-        if key in allowed:
-            seen.add(key)
-            tolerated += 1
-            print(f"known folders: loop: {' -> '.join(path)} (cycles.allow line {allowed[key]})")
-            continue
-        found += 1
-        print(f"FAIL folders: loop: {' -> '.join(path)}")
-        for v, w in zip(path, path[1:]):
-            print(f"    {v} -> {w}: {', '.join(fwhy[(v, w)][:4])}")
+    rep.check("folders", "dependency", fg, fwhy)
     for v in sorted(fg):
         for w in sorted(fg[v]):
             if v.startswith("common/") and w.startswith("modules/"):
-                found += 1
-                print(f"FAIL {v} needs {w}: {', '.join(fwhy[(v, w)][:4])}")
+                rep.fail(f"{v} needs {w}: {', '.join(fwhy[(v, w)][:4])}")
     for key, n in sorted(allowed.items(), key=lambda kv: kv[1]):
-        if key not in seen:
-            found += 1
-            print(f"FAIL cycles.allow line {n}: {key[0]} {key[1]} {','.join(key[2])} "
-                  "is no longer a loop: remove the line")
-    if found:
-        print(f"cycles: {found} problem(s) in {graphs} graphs")
+        if key not in rep.seen:
+            rep.fail(f"cycles.allow line {n}: {key[0]} {key[1]} {','.join(key[2])} "
+                     "is no longer a loop: remove the line")
+    if rep.found:
+        print(f"cycles: {rep.found} problem(s) in {rep.graphs} graphs")
         return 1
-    print(f"cycles: no loop in {graphs} graphs (includes and calls in each of "
-          f"{(graphs - 1) // 2} folders, and between folders)"
-          f"{f'; {tolerated} known, listed in cycles.allow' if tolerated else ''}")
+    known = f"; {rep.tolerated} known, listed in cycles.allow" if rep.tolerated else ""
+    print(f"cycles: no loop in {rep.graphs} graphs (includes and calls in each of {n_folders} "
+          f"folders, and between folders){known}")
     return 0
 
 
