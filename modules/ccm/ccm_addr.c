@@ -146,6 +146,16 @@ static const char *addr_value(const cJSON *a)
 	return json_str(a, "address");
 }
 
+/* Appends a copy of address a to arr. */
+static int append_copy(cJSON *arr, const cJSON *a)
+{
+	cJSON *d = cJSON_Duplicate(a, true);
+	if (!d)
+		return -ENOMEM;
+	cJSON_AddItemToArray(arr, d);
+	return 0;
+}
+
 static bool same_ip(const char *a, const unsigned char *bin, bool v6)
 {
 	unsigned char x[16];
@@ -190,12 +200,8 @@ int ccm_addresses_prefer_node_ip(cJSON *addrs, const char *provided, cJSON **ret
 		{
 			if (!same_ip(addr_value(a), bin, v6))
 				continue;
-			cJSON *d = cJSON_Duplicate(a, true);
-			if (!d) {
-				r = -ENOMEM;
+			if ((r = append_copy(out, a)) < 0)
 				goto fail;
-			}
-			cJSON_AddItemToArray(out, d);
 			matched = true;
 			const char *t = addr_type(a);
 			if (t && nt < ARRAY_SIZE(types))
@@ -214,12 +220,8 @@ int ccm_addresses_prefer_node_ip(cJSON *addrs, const char *provided, cJSON **ret
 			seen = t && strcmp(types[k], t) == 0;
 		if (seen)
 			continue;
-		cJSON *d = cJSON_Duplicate(a, true);
-		if (!d) {
-			r = -ENOMEM;
+		if ((r = append_copy(out, a)) < 0)
 			goto fail;
-		}
-		cJSON_AddItemToArray(out, d);
 	}
 	cJSON_Delete(addrs);
 	*ret = out;
@@ -242,12 +244,8 @@ int ccm_addresses_keep_hostname(cJSON *addrs, const cJSON *old)
 	cJSON_ArrayForEach(a, old)
 	{
 		const char *t = addr_type(a);
-		if (t && strcmp(t, "Hostname") == 0) {
-			cJSON *d = cJSON_Duplicate(a, true);
-			if (!d)
-				return -ENOMEM;
-			cJSON_AddItemToArray(addrs, d);
-		}
+		if (t && strcmp(t, "Hostname") == 0 && append_copy(addrs, a) < 0)
+			return -ENOMEM;
 	}
 	return 0;
 }

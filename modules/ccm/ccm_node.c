@@ -22,7 +22,7 @@
 #include "common/kube/kmap.h"
 #include "common/kube/rest.h"
 #include "common/kube/workqueue.h"
-#include "modules/ccm/ccm_internal.h"
+#include "modules/ccm/ccm_controllers.h"
 
 /* a result waits for its Node's turn in the queue (the API's rate limit decides how long) */
 #define LOOKUP_TTL_OK_NS (10 * 60 * NSEC_PER_SEC)
@@ -38,7 +38,6 @@ static int64_t lookup_ttl(int r)
 {
 	return r == 0 ? LOOKUP_TTL_OK_NS : r == LOOKUP_DONE ? DONE_TTL_NS : LOOKUP_TTL_MISS_NS;
 }
-#define RESYNC_KEY "resync"
 
 struct lookup {
 	int64_t at;
@@ -50,8 +49,6 @@ struct lookup {
 
 struct ccm_node_ctl {
 	struct ccm *m;
-	struct kube_wq *q;  /* keys: Node names */
-	struct kube_wq *sq; /* one key: the status re-sync pass */
 	pthread_mutex_t lock;
 	struct kmap cache; /* Node name -> struct lookup */
 	int64_t swept_at;
@@ -131,14 +128,6 @@ static void cache_put(struct ccm_node_ctl *ctl, const char *name, int r,
 		lookup_free(l);
 	lookup_free(old);
 	pthread_mutex_unlock(&ctl->lock);
-}
-
-int ccm_node_instance_id(const cJSON *node, char *buf, size_t n)
-{
-	const char *pid = json_str(node, "spec.providerID");
-	if (!pid || !*pid)
-		return -ENOENT;
-	return ccm_parse_provider_id(pid, buf, n);
 }
 
 /* The batch one reconcile looks up: its own Node first, then other uninitialized Nodes that
@@ -487,7 +476,7 @@ out:
 }
 
 /* The reconcile of one Node. */
-static int reconcile(void *ud, const char *key, int64_t *requeue_after)
+int ccm_node_reconcile(void *ud, const char *key, int64_t *requeue_after)
 {
 	struct ccm_node_ctl *ctl = ud;
 	struct ccm *m = ctl->m;
@@ -646,7 +635,8 @@ out:
 	return r;
 }
 
-static int resync(void *ud, const char *key, int64_t *requeue_after)
+/* The status re-sync pass (its period is *requeue_after's default). */
+int ccm_node_resync(void *ud, const char *key, int64_t *requeue_after)
 {
 	struct ccm_node_ctl *ctl = ud;
 	struct ccm *m = ctl->m;
@@ -659,7 +649,6 @@ static int resync(void *ud, const char *key, int64_t *requeue_after)
 	unsigned failed = 0;
 	int r;
 
-	*requeue_after = m->set.node_status_update_frequency;
 	if ((r = kube_store_list(ccm_node_store(m), &objs, &n_objs)) < 0)
 		return r;
 	if (n_objs &&
@@ -711,76 +700,60 @@ out:
 	return r;
 }
 
-/* Start, stop, informer hooks ------------------------------------------------------------ */
+/* State, start, informer hooks ----------------------------------------------------------- */
 
-int ccm_node_start(struct ccm *m)
+int ccm_node_new(struct ccm *m, struct ccm_node_ctl **ret)
 {
 	struct ccm_node_ctl *ctl = calloc(1, sizeof(*ctl));
-	struct kube_store *s = ccm_node_store(m);
-	struct kube_obj **objs = NULL;
-	size_t n = 0;
-	int r;
 
 	if (!ctl)
 		return -ENOMEM;
 	ctl->m = m;
-	m->node_alloc = ctl;
 	pthread_mutex_init(&ctl->lock, NULL);
-	/* failures retry from 500 ms, doubling up to 5 minutes */
-	if ((r = kube_wq_new(&(struct kube_wq_opts){.name = "cloud-node",
-						    .base_delay_ns = 500 * NSEC_PER_MSEC,
-						    .max_delay_ns = 300 * NSEC_PER_SEC},
-			     &ctl->q)) < 0 ||
-	    (r = kube_wq_new(&(struct kube_wq_opts){.name = "cloud-node-status",
-						    .base_delay_ns = NSEC_PER_SEC,
-						    .max_delay_ns = 300 * NSEC_PER_SEC},
-			     &ctl->sq)) < 0)
-		return r;
-	__atomic_store_n(&m->node, ctl, __ATOMIC_RELEASE); /* the informer's hooks now see it */
-	if (kube_store_list(s, &objs, &n) >= 0) {
-		for (size_t i = 0; i < n; i++)
-			ccm_node_changed(m, NULL, objs[i]->json);
-		kube_objv_free(objs, n);
-	}
-	/* the first re-sync after one period, as upstream's UpdateNodeStatus loop */
-	if ((r = kube_wq_add_after(ctl->sq, RESYNC_KEY, m->set.node_status_update_frequency)) < 0 ||
-	    (r = kube_wq_run(ctl->q, m->set.node_workers, reconcile, ctl)) < 0 ||
-	    (r = kube_wq_run(ctl->sq, 1, resync, ctl)) < 0)
-		return r;
-	log_info("started the cloud-node controller", KV_I("workers", m->set.node_workers));
+	*ret = ctl;
 	return 0;
 }
 
-void ccm_node_stop(struct ccm *m)
+void ccm_node_free(struct ccm_node_ctl *ctl)
 {
-	struct ccm_node_ctl *ctl = m->node_alloc;
 	if (!ctl)
 		return;
-	__atomic_store_n(&m->node, NULL, __ATOMIC_RELEASE);
-	m->node_alloc = NULL;
-	kube_wq_free(ctl->q);
-	kube_wq_free(ctl->sq);
 	kmap_clear(&ctl->cache, lookup_free);
 	pthread_mutex_destroy(&ctl->lock);
 	free(ctl);
 }
 
-void ccm_node_changed(struct ccm *m, const cJSON *old, const cJSON *node)
+int ccm_node_start(struct controller *c)
 {
-	struct ccm_node_ctl *ctl = __atomic_load_n(&m->node, __ATOMIC_ACQUIRE);
+	struct ccm_node_ctl *ctl = c->ud;
+	struct kube_obj **objs = NULL;
+	size_t n = 0;
+
+	/* the Nodes the store already holds; the informer's hooks queue the ones that come */
+	if (kube_store_list(ccm_node_store(ctl->m), &objs, &n) >= 0) {
+		for (size_t i = 0; i < n; i++)
+			ccm_node_changed(c, NULL, objs[i]->json);
+		kube_objv_free(objs, n);
+	}
+	log_info("started the cloud-node controller", KV_I("workers", c->workers));
+	return 0;
+}
+
+void ccm_node_changed(struct controller *c, const cJSON *old, const cJSON *node)
+{
 	const char *name = json_str(node, "metadata.name");
 	(void)old;
-	if (!ctl || !name || !ccm_node_has_taint(node, CCM_TAINT_UNINITIALIZED))
+	if (!controller_running(c) || !name || !ccm_node_has_taint(node, CCM_TAINT_UNINITIALIZED))
 		return;
-	int r = kube_wq_add(ctl->q, name);
+	int r = controller_add(c, name);
 	if (r < 0 && r != -ESHUTDOWN)
 		log_error("cannot queue node", KV_S("node", name), KV_E(r));
 }
 
-void ccm_node_deleted(struct ccm *m, const cJSON *node)
+void ccm_node_deleted(struct controller *c, const cJSON *node)
 {
-	struct ccm_node_ctl *ctl = __atomic_load_n(&m->node, __ATOMIC_ACQUIRE);
+	struct ccm_node_ctl *ctl = c->ud;
 	const char *name = json_str(node, "metadata.name");
-	if (ctl && name)
+	if (ctl && name && controller_running(c))
 		cache_drop(ctl, name);
 }
