@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/csi/csi.pb-c.h"
+#include "common/csi/volume.h"
 #include "common/grpc/pbjson.h"
 #include "common/grpc/server.h"
-#include "modules/csi/csi.pb-c.h"
-#include "modules/csi/csi_common.h"
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,7 +16,7 @@
 #include "common/grpc/client.h"
 #include "common/grpc/pbjson.h"
 #include "common/http/server.h"
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 #include "tests/unit/harness.h"
 
 /* ---- the simulated EC2 ---- */

@@ -4,7 +4,7 @@
 
 #include "common/base/buf.h"
 #include "common/base/timeutil.h"
-#include "modules/csi/csi_node_exec.h"
+#include "modules/csi-node/csi_node_exec.h"
 #include "tests/unit/harness.h"
 
 TEST(csi_node_exec_status_and_output)

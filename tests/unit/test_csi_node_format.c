@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "common/base/buf.h"
-#include "modules/csi/csi_node_exec.h"
-#include "modules/csi/csi_node_format.h"
+#include "modules/csi-node/csi_node_exec.h"
+#include "modules/csi-node/csi_node_format.h"
 #include "tests/unit/harness.h"
 
 static char *joined(char **v)

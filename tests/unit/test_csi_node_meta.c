@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/aws/xml.h"
-#include "modules/csi/csi_node.h"
+#include "modules/csi-node/csi_node.h"
 #include "tests/unit/harness.h"
 
 static xmlDoc *load(const char *name)

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "common/base/buf.h"
-#include "modules/csi/csi_node_mount.h"
+#include "modules/csi-node/csi_node_mount.h"
 #include "tests/unit/harness.h"
 
 static const char mountinfo[] =

@@ -4,7 +4,7 @@
 
 #include "common/base/buf.h"
 #include "common/grpc/rpc.h"
-#include "modules/csi/csi_node_internal.h"
+#include "modules/csi-node/csi_node_internal.h"
 #include "tests/unit/harness.h"
 
 static struct csi_node *new_node(void)

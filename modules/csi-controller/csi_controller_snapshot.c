@@ -16,7 +16,7 @@
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 
 #define TAG_SNAP_NAME "CSIVolumeSnapshotName"
 #define TAG_CLUSTER "ebs.csi.aws.com/cluster"

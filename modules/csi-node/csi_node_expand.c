@@ -10,7 +10,7 @@
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/grpc/rpc.h"
-#include "modules/csi/csi_node_internal.h"
+#include "modules/csi-node/csi_node_internal.h"
 
 /* The device node of a mounted file system's major:minor. */
 static int dev_node(struct csi_node *n, dev_t dev, char *ret, size_t len)

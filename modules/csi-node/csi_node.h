@@ -16,8 +16,8 @@
 #include <stddef.h>
 
 #include "common/grpc/server.h"
-#include "modules/csi/csi_node_format.h"
-#include "modules/csi/csi_node_limits.h"
+#include "modules/csi-node/csi_node_format.h"
+#include "modules/csi-node/csi_node_limits.h"
 
 int csi_node_main(int argc, char **argv);
 

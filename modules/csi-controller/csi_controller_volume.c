@@ -17,7 +17,7 @@
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 
 #define TAG_NAME "CSIVolumeName"
 #define TAG_CLUSTER "ebs.csi.aws.com/cluster"

@@ -13,7 +13,7 @@
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
 #include "common/metrics/metrics.h"
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 
 #define MAX_LIST 100000 /* cap on items gathered from a Describe */
 

@@ -9,7 +9,7 @@
 
 #include "common/base/buf.h"
 #include "common/base/timeutil.h"
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 
 #define MAX_NODES 100000
 #define BAD_TTL_NS (3600 * NSEC_PER_SEC)

@@ -1,5 +1,5 @@
 /* Probing, formatting and superblock sizes for the node service. */
-#include "modules/csi/csi_node_format.h"
+#include "modules/csi-node/csi_node_format.h"
 
 #include <blkid.h>
 #include <ctype.h>

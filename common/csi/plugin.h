@@ -1,5 +1,7 @@
-/* What csi-controller and csi-node share: the driver name, the topology keys, the flags both
- * take (with the upstream names), the Identity service and the serving loop.
+/* What the two plugins of the EBS CSI driver (csi-controller and csi-node) share to run: the
+ * driver name, the flags both take (with the upstream names), the Identity service and the
+ * serving loop. The volume helpers are in volume.h, the error type in error.h, the gRPC glue in
+ * grpc.h.
  *
  *   static const struct flag node_flags[] = {
  *           CSI_COMMON_FLAGS,
@@ -18,20 +20,9 @@
 
 #include "common/base/flags.h"
 #include "common/grpc/server.h"
-#include "modules/csi/csi.pb-c.h"
 
 #define CSI_DRIVER_NAME_DEFAULT "ebs.csi.aws.com"
 #define CSI_ENDPOINT_DEFAULT "unix:///csi/csi.sock"
-
-/* Topology keys. The node reports all three; volumes carry only the well-known zone key. */
-#define CSI_TOPOLOGY_ZONE_KEY "topology.ebs.csi.aws.com/zone"
-#define CSI_WELL_KNOWN_ZONE_KEY "topology.kubernetes.io/zone"
-#define CSI_ZONE_ID_KEY "topology.k8s.aws/zone-id"
-#define CSI_OS_KEY "kubernetes.io/os"
-#define CSI_OUTPOST_KEY "topology.ebs.csi.aws.com/outpost-id"
-
-/* Keys of the volume context and publish context. */
-#define CSI_CTX_DEVICE_PATH "devicePath"
 
 struct csi_common_flags {
 	char *endpoint;	       /* --endpoint / $CSI_ENDPOINT */
@@ -79,12 +70,3 @@ extern const struct rpc_method csi_identity_methods[];
  * endpoints asked for, until SIGTERM/SIGINT; then stops gracefully. Returns the exit code. */
 int csi_serve(const char *component, struct csi_identity *id, const struct rpc_method *methods,
 	      void *ud);
-
-/* Helpers for handlers. */
-/* The access type of a capability: true for block. */
-bool csi_cap_is_block(const Csi__V1__VolumeCapability *cap);
-/* Access modes this driver supports (SINGLE_NODE_* and, for block only,
- * MULTI_NODE_MULTI_WRITER when multi_attach is allowed). */
-bool csi_cap_supported(const Csi__V1__VolumeCapability *cap, bool allow_multi_attach);
-/* Parses a Kubernetes quantity ("10Gi", "500M", "1073741824") into bytes. */
-int csi_parse_size(const char *s, long long *ret);

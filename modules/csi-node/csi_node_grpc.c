@@ -1,14 +1,14 @@
 /* The CSI Node service over gRPC: each handler turns the protobuf request into the plain
  * request of csi_node_service.h, calls it, and turns the result into the reply. */
-#include "modules/csi/csi_node.h"
+#include "modules/csi-node/csi_node.h"
 
 #include <errno.h>
 #include <string.h>
 
 #include "common/base/buf.h"
 #include "common/base/log.h"
-#include "modules/csi/csi_common.h"
-#include "modules/csi/csi_node_service.h"
+#include "common/csi/csi.pb-c.h"
+#include "modules/csi-node/csi_node_service.h"
 
 /* A protobuf map (an array of entries with key and value) as a csi_node_kv array. The entry
  * types of all CSI maps share this layout. */

@@ -14,9 +14,10 @@
 #include "common/base/flags.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
+#include "common/csi/plugin.h"
 #include "common/metrics/metrics.h"
-#include "modules/csi/csi.h"
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 
 static const char ctrl_usage[] =
     "Serves the CSI Identity and Controller services of the EBS CSI driver (ebs.csi.aws.com)\n"

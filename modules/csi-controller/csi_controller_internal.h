@@ -13,9 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/csi/csi.pb-c.h"
+#include "common/csi/volume.h"
 #include "common/grpc/server.h"
-#include "modules/csi/csi.pb-c.h"
-#include "modules/csi/csi_common.h"
 
 #define GIB (1LL << 30)
 

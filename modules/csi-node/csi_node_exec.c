@@ -1,7 +1,7 @@
 /* Running external programs with an argument vector, a timeout and captured output. Everything
  * the child needs is prepared before fork(); the child calls only async-signal-safe functions,
  * so this is safe in a multi-threaded server. */
-#include "modules/csi/csi_node_exec.h"
+#include "modules/csi-node/csi_node_exec.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "modules/csi/csi_node_device.h"
-#include "modules/csi/csi_node_format.h"
+#include "modules/csi-node/csi_node_device.h"
+#include "modules/csi-node/csi_node_format.h"
 
 struct csi_node_status {
 	int code;        /* enum rpc_code */

@@ -1,6 +1,6 @@
 /* What csi-node reports about its instance: ids and zone from the metadata service or the
  * Kubernetes Node object, the topology segments, and the attach-limit facts from EC2. */
-#include "modules/csi/csi_node.h"
+#include "modules/csi-node/csi_node.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -14,8 +14,8 @@
 #include "common/base/buf.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
+#include "common/csi/volume.h"
 #include "common/kube/rest.h"
-#include "modules/csi/csi_common.h"
 
 #define MAX_BDM 128
 

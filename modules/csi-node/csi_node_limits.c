@@ -1,5 +1,5 @@
 /* The attach limit the node reports (see csi_node_limits.h). */
-#include "modules/csi/csi_node_limits.h"
+#include "modules/csi-node/csi_node_limits.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* Device discovery and volume identity checks for the node service. */
-#include "modules/csi/csi_node_device.h"
+#include "modules/csi-node/csi_node_device.h"
 
 #include <ctype.h>
 #include <dirent.h>

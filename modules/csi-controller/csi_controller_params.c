@@ -10,7 +10,7 @@
 #include "common/aws/ids.h"
 #include "common/base/buf.h"
 #include "common/base/log.h"
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 
 /* AWS's documented limits (the most permissive current ones, so that nothing AWS accepts is
  * refused here): sizes in GiB, IOPS, throughput in MiB/s. */

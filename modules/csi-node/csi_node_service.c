@@ -16,8 +16,8 @@
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
 #include "common/grpc/rpc.h"
-#include "modules/csi/csi_node_exec.h"
-#include "modules/csi/csi_node_internal.h"
+#include "modules/csi-node/csi_node_exec.h"
+#include "modules/csi-node/csi_node_internal.h"
 
 int csi_node_fail(struct csi_node_status *st, int code, const char *fmt, ...)
 {

@@ -12,7 +12,7 @@
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/grpc/rpc.h"
-#include "modules/csi/csi_node_internal.h"
+#include "modules/csi-node/csi_node_internal.h"
 
 /* A mount found on the target: same source and same read-only setting is success, anything
  * else is ALREADY_EXISTS (the CSI code for "published, but incompatibly"). */

@@ -16,7 +16,7 @@
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 
 #define MAX_MOD_TAGS 50
 

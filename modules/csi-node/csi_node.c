@@ -1,6 +1,6 @@
 /* aws-k8s csi-node: the EBS CSI node plugin. Flags as the upstream driver's node mode has
  * them (aws-ebs-csi-driver `node`), plus a few of ours, marked as such in --help. */
-#include "modules/csi/csi_node.h"
+#include "modules/csi-node/csi_node.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,11 +13,10 @@
 #include "common/base/buf.h"
 #include "common/base/flags.h"
 #include "common/base/log.h"
+#include "common/csi/plugin.h"
 #include "common/kube/kubeflags.h"
 #include "common/kube/rest.h"
-#include "modules/csi/csi.h"
-#include "modules/csi/csi_common.h"
-#include "modules/csi/csi_node_service.h"
+#include "modules/csi-node/csi_node_service.h"
 
 static const char node_usage[] =
 	"Serves the CSI Identity and Node services of the EBS CSI driver on --endpoint, as the\n"

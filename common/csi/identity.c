@@ -1,9 +1,10 @@
-/* The CSI Identity service, shared by csi-controller and csi-node. */
+/* The CSI Identity service, shared by csi-controller and csi-node (see plugin.h). */
 #include <errno.h>
 #include <string.h>
 
 #include "common/base/log.h"
-#include "modules/csi/csi_common.h"
+#include "common/csi/csi.pb-c.h"
+#include "common/csi/plugin.h"
 #include "awsk8s_version.h"
 
 static int add_service_cap(struct rpc_call *call, ProtobufCMessage *rep, int type)

@@ -5,8 +5,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "modules/csi/csi_node_mount.h"
-#include "modules/csi/csi_node_service.h"
+#include "modules/csi-node/csi_node_mount.h"
+#include "modules/csi-node/csi_node_service.h"
 
 #define CSI_NODE_MAX_INFLIGHT 4096
 

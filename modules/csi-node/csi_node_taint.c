@@ -4,7 +4,7 @@
  * with an allocatable count) the plugin removes that taint from its own Node ($CSI_NODE_NAME),
  * with a JSON patch whose "test" step makes a concurrent change of the taints fail instead of
  * being overwritten; it retries with backoff (0.5 s doubling, 10 tries, about 4 minutes). */
-#include "modules/csi/csi_node.h"
+#include "modules/csi-node/csi_node.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* Mountinfo parsing and mount(2) / umount2(2) wrappers for the node service. */
-#include "modules/csi/csi_node_mount.h"
+#include "modules/csi-node/csi_node_mount.h"
 
 #include <ctype.h>
 #include <errno.h>
