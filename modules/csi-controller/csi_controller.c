@@ -12,6 +12,7 @@
 #include "common/aws/query.h"
 #include "common/aws/tags.h"
 #include "common/base/flags.h"
+#include "common/base/keylock.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
 #include "common/csi/plugin.h"
@@ -59,43 +60,12 @@ static const struct flag ctrl_flags[] = {
 
 int ctrl_inflight_add(struct csi_ctrl *c, const char *key)
 {
-	int r = 0;
-
-	pthread_mutex_lock(&c->lock);
-	for (size_t i = 0; i < c->n_inflight; i++)
-		if (strcmp(c->inflight[i], key) == 0) {
-			r = -EBUSY;
-			goto out;
-		}
-	if (c->n_inflight == c->cap_inflight) {
-		size_t nc = c->cap_inflight ? c->cap_inflight * 2 : 64;
-		char **n = realloc(c->inflight, nc * sizeof(*n));
-		if (!n) {
-			r = -ENOMEM;
-			goto out;
-		}
-		c->inflight = n;
-		c->cap_inflight = nc;
-	}
-	if (!(c->inflight[c->n_inflight] = strdup(key)))
-		r = -ENOMEM;
-	else
-		c->n_inflight++;
-out:
-	pthread_mutex_unlock(&c->lock);
-	return r;
+	return keylock_try(c->inflight, key);
 }
 
 void ctrl_inflight_del(struct csi_ctrl *c, const char *key)
 {
-	pthread_mutex_lock(&c->lock);
-	for (size_t i = 0; i < c->n_inflight; i++)
-		if (strcmp(c->inflight[i], key) == 0) {
-			free(c->inflight[i]);
-			c->inflight[i] = c->inflight[--c->n_inflight];
-			break;
-		}
-	pthread_mutex_unlock(&c->lock);
+	keylock_release(c->inflight, key);
 }
 
 bool ctrl_sleep(struct rpc_call *call, int64_t ns)
@@ -342,9 +312,7 @@ void csi_ctrl_release(struct csi_ctrl *c)
 		free(c->extra_tags[i].value);
 	}
 	free(c->extra_tags);
-	for (size_t i = 0; i < c->n_inflight; i++)
-		free(c->inflight[i]);
-	free(c->inflight);
+	keylock_free(c->inflight);
 	strv_free(c->zones);
 	pthread_mutex_destroy(&c->lock);
 }
@@ -377,7 +345,8 @@ int csi_ctrl_setup(struct csi_ctrl *c, const struct aws_client_opts *ao)
 	const char *ep = getenv("AWS_EC2_ENDPOINT");
 	if (ep && *ep && (r = aws_client_set_override(c->aws, AWS_SVC_EC2, ep, NULL, NULL)) < 0)
 		return r;
-	if ((r = csi_devices_new(&c->devices)) < 0 || (r = csi_coalescer_new(&c->coalescer)) < 0 ||
+	if ((r = keylock_new(CSI_CTRL_MAX_INFLIGHT, &c->inflight)) < 0 ||
+	    (r = csi_devices_new(&c->devices)) < 0 || (r = csi_coalescer_new(&c->coalescer)) < 0 ||
 	    (r = make_batcher(c, 0, &aws_batch_volumes, &c->b_volumes)) < 0 ||
 	    (r = make_batcher(c, 1, &aws_batch_instances, &c->b_instances)) < 0 ||
 	    (r = make_batcher(c, 2, &aws_batch_snapshots, &c->b_snapshots)) < 0 ||

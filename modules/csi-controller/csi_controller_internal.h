@@ -129,6 +129,7 @@ struct aws_batcher;
 struct aws_error;
 struct metric;
 struct coalescer;
+struct keylock;
 
 struct aws_batch_kind;
 struct aws_client_opts;
@@ -156,9 +157,9 @@ struct csi_ctrl {
 	int64_t create_timeout_ns;  /* bound on waiting for available */
 	int64_t poll_scale;	    /* tests: divides the waits between polls (1 normally) */
 
+	struct keylock *inflight; /* keys of operations in progress */
+
 	pthread_mutex_t lock; /* guards what follows */
-	char **inflight;      /* keys of operations in progress */
-	size_t n_inflight, cap_inflight;
 	char **zones; /* DescribeAvailabilityZones, cached */
 	size_t n_zones;
 	int64_t probe_at; /* last successful probe (monotonic) */
@@ -176,7 +177,9 @@ extern const struct rpc_method csi_ctrl_methods[];
 /* The Identity Probe of the controller: an EC2 DryRun call, cached for 10 s. */
 int csi_ctrl_probe(void *ud, char *why, size_t n);
 
-/* The in-flight set: -EBUSY when key is already there (ABORTED for the caller). */
+/* The in-flight set (common/base/keylock.h): -EBUSY when key is already there, -ENOSPC when
+ * CSI_CTRL_MAX_INFLIGHT keys are (ABORTED for the caller). */
+#define CSI_CTRL_MAX_INFLIGHT 4096
 int ctrl_inflight_add(struct csi_ctrl *c, const char *key);
 void ctrl_inflight_del(struct csi_ctrl *c, const char *key);
 /* Sleeps ns (at most what is left before the call's deadline); false when the call is

@@ -1,7 +1,6 @@
 /* Shared internals of the node service files (csi_node_service.c, csi_node_publish.c,
  * csi_node_expand.c). Not for other modules. */
 #pragma once
-#include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -10,13 +9,13 @@
 
 #define CSI_NODE_MAX_INFLIGHT 4096
 
+struct keylock;
+
 struct csi_node {
 	struct csi_node_config cfg; /* strings below are owned copies */
 	char *by_id_dir, *sysfs, *node_id;
 	struct csi_node_kv *topology;
-	pthread_mutex_t lock;
-	char **inflight; /* volume ids with a call in flight */
-	size_t n_inflight;
+	struct keylock *inflight; /* volume ids with a call in flight (common/base/keylock.h) */
 };
 
 /* Sets code and message; returns code. */

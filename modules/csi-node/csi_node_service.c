@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/base/buf.h"
+#include "common/base/keylock.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
 #include "common/grpc/rpc.h"
@@ -49,7 +50,10 @@ int csi_node_new(const struct csi_node_config *cfg, struct csi_node **ret)
 	if (!n)
 		return -ENOMEM;
 	n->cfg = *cfg;
-	pthread_mutex_init(&n->lock, NULL);
+	if (keylock_new(CSI_NODE_MAX_INFLIGHT, &n->inflight) < 0) {
+		free(n);
+		return -ENOMEM;
+	}
 	n->by_id_dir = dup_or_null(cfg->devices.by_id_dir);
 	n->sysfs = dup_or_null(cfg->devices.sysfs);
 	n->node_id = dup_or_null(cfg->node_id);
@@ -92,13 +96,10 @@ void csi_node_free(struct csi_node *n)
 		free((char *)n->topology[i].value);
 	}
 	free(n->topology);
-	for (size_t i = 0; i < n->n_inflight; i++)
-		free(n->inflight[i]);
-	free(n->inflight);
+	keylock_free(n->inflight);
 	free(n->by_id_dir);
 	free(n->sysfs);
 	free(n->node_id);
-	pthread_mutex_destroy(&n->lock);
 	free(n);
 }
 
@@ -109,38 +110,12 @@ const struct csi_node_config *csi_node_get_config(const struct csi_node *n)
 
 bool csi_node_inflight_begin(struct csi_node *n, const char *volume_id)
 {
-	bool ok = false;
-
-	pthread_mutex_lock(&n->lock);
-	for (size_t i = 0; i < n->n_inflight; i++)
-		if (strcmp(n->inflight[i], volume_id) == 0)
-			goto out;
-	if (n->n_inflight >= CSI_NODE_MAX_INFLIGHT)
-		goto out;
-	char **v = realloc(n->inflight, (n->n_inflight + 1) * sizeof(*v));
-	if (!v)
-		goto out;
-	n->inflight = v;
-	if (!(v[n->n_inflight] = strdup(volume_id)))
-		goto out;
-	n->n_inflight++;
-	ok = true;
-out:
-	pthread_mutex_unlock(&n->lock);
-	return ok;
+	return keylock_try(n->inflight, volume_id) == 0;
 }
 
 void csi_node_inflight_end(struct csi_node *n, const char *volume_id)
 {
-	pthread_mutex_lock(&n->lock);
-	for (size_t i = 0; i < n->n_inflight; i++) {
-		if (strcmp(n->inflight[i], volume_id) == 0) {
-			free(n->inflight[i]);
-			n->inflight[i] = n->inflight[--n->n_inflight];
-			break;
-		}
-	}
-	pthread_mutex_unlock(&n->lock);
+	keylock_release(n->inflight, volume_id);
 }
 
 int csi_node_check_id(const char *volume_id, struct csi_node_status *st)
