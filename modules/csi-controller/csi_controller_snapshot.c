@@ -13,6 +13,7 @@
 #include "common/aws/client.h"
 #include "common/aws/error.h"
 #include "common/aws/ids.h"
+#include "common/base/base64.h"
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
@@ -23,75 +24,40 @@
 #define MAX_TAGS 50
 #define MAX_TOKEN 4096
 
-static const char b64u[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
+/* Our token: "1:<skip>:<EC2 token>" in URL-safe base64 (common/base/base64.h). */
 int csi_token_encode(const char *aws_token, size_t skip, char **ret)
 {
-	struct buf in = BUF_INIT(MAX_TOKEN), out = BUF_INIT(2 * MAX_TOKEN);
+	_cleanup_buf_ struct buf in = BUF_INIT(MAX_TOKEN);
 	int r;
 
 	if ((r = buf_printf(&in, "1:%zu:%s", skip, aws_token ? aws_token : "")) < 0)
-		goto out;
-	for (size_t i = 0; i < in.len; i += 3) {
-		uint32_t v = (uint32_t)(unsigned char)in.data[i] << 16;
-		size_t n = in.len - i < 3 ? in.len - i : 3;
-		if (n > 1)
-			v |= (uint32_t)(unsigned char)in.data[i + 1] << 8;
-		if (n > 2)
-			v |= (unsigned char)in.data[i + 2];
-		char q[4] = {b64u[(v >> 18) & 63], b64u[(v >> 12) & 63], b64u[(v >> 6) & 63],
-			     b64u[v & 63]};
-		if ((r = buf_append(&out, q, n + 1)) < 0)
-			goto out;
-	}
-	*ret = buf_steal(&out);
-	r = *ret ? 0 : -ENOMEM;
-out:
-	buf_release(&in);
-	buf_release(&out);
-	return r;
+		return r;
+	return base64_encode(in.data, in.len, BASE64_URL, ret);
 }
 
 int csi_token_decode(const char *token, char **ret_aws_token, size_t *ret_skip)
 {
-	struct buf out = BUF_INIT(MAX_TOKEN);
-	uint32_t acc = 0;
-	int bits = 0, r = -EINVAL;
+	_cleanup_free_ char *out = NULL;
+	size_t len;
 	long long skip;
 
 	if (!token || strlen(token) > 2 * MAX_TOKEN)
 		return -EINVAL;
-	for (const char *p = token; *p; p++) {
-		const char *c = strchr(b64u, *p);
-		if (!c || !*c)
-			goto out;
-		acc = acc << 6 | (uint32_t)(c - b64u);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (buf_putc(&out, (char)(acc >> bits)) < 0)
-				goto out;
-		}
-	}
-	if (!out.data || !str_has_prefix(out.data, "1:") || memchr(out.data, 0, out.len))
-		goto out;
-	char *colon = strchr(out.data + 2, ':');
+	if (base64_decode(token, strlen(token), BASE64_URL, (void **)&out, &len) < 0 ||
+	    !str_has_prefix(out, "1:") || memchr(out, 0, len))
+		return -EINVAL;
+	char *colon = strchr(out + 2, ':');
 	if (!colon)
-		goto out;
+		return -EINVAL;
 	*colon = 0;
-	if (str_to_ll(out.data + 2, 0, 1000000, &skip) < 0)
-		goto out;
+	if (str_to_ll(out + 2, 0, 1000000, &skip) < 0)
+		return -EINVAL;
 	char *aws = *(colon + 1) ? strdup(colon + 1) : NULL;
-	if (*(colon + 1) && !aws) {
-		r = -ENOMEM;
-		goto out;
-	}
+	if (*(colon + 1) && !aws)
+		return -ENOMEM;
 	*ret_aws_token = aws;
 	*ret_skip = (size_t)skip;
-	r = 0;
-out:
-	buf_release(&out);
-	return r;
+	return 0;
 }
 
 int ctrl_list_pages(struct rpc_call *call, const struct ctrl_pager *pg, const void *arg,

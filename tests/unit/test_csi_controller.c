@@ -797,6 +797,11 @@ TEST(csi_ctrl_token_roundtrip)
 	free(t);
 	ASSERT_ERR(csi_token_decode("!!", &aws, &skip), EINVAL);
 	ASSERT_ERR(csi_token_decode("aGVsbG8", &aws, &skip), EINVAL); /* "hello": not ours */
+	/* the same tokens as before the encoding went through OpenSSL: URL-safe, unpadded */
+	ASSERT_OK(csi_token_encode("x", 3, &t));
+	ASSERT_STREQ(t, "MTozOng");
+	free(t);
+	ASSERT_ERR(csi_token_decode("MTozOng=", &aws, &skip), EINVAL);
 }
 
 TEST(csi_ctrl_publish_stuck_attaching_is_undone)
