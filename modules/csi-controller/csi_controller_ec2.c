@@ -1,5 +1,5 @@
-/* The EC2 calls of csi-controller, and their replies as structs. Describe-by-ID goes through
- * the batching helper (common/aws/batch.h) unless --batching=false. */
+/* The EC2 calls of csi-controller; their replies are parsed by common/aws/ec2.h. Describe-by-ID
+ * goes through the batching helper (common/aws/batch.h) unless --batching=false. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 
 #include "common/aws/batch.h"
 #include "common/aws/client.h"
+#include "common/aws/ec2.h"
 #include "common/aws/query.h"
 #include "common/aws/xml.h"
 #include "common/base/buf.h"
@@ -15,171 +16,10 @@
 #include "common/metrics/metrics.h"
 #include "modules/csi-controller/csi_controller_internal.h"
 
-#define MAX_LIST 100000 /* cap on items gathered from a Describe */
-
-static void kv_free(struct csi_kv *kv, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(kv[i].key);
-		free(kv[i].value);
-	}
-	free(kv);
-}
-
-void ec2_volume_release(struct ec2_volume *v)
-{
-	if (!v)
-		return;
-	kv_free(v->tags, v->n_tags);
-	free(v->att);
-	memset(v, 0, sizeof(*v));
-}
-
-void ec2_volumes_free(struct ec2_volume *v, size_t n)
-{
-	for (size_t i = 0; v && i < n; i++)
-		ec2_volume_release(&v[i]);
-	free(v);
-}
-
-void ec2_snapshot_release(struct ec2_snapshot *s)
-{
-	if (!s)
-		return;
-	kv_free(s->tags, s->n_tags);
-	memset(s, 0, sizeof(*s));
-}
-
-void ec2_snapshots_free(struct ec2_snapshot *s, size_t n)
-{
-	for (size_t i = 0; s && i < n; i++)
-		ec2_snapshot_release(&s[i]);
-	free(s);
-}
-
-const char *ec2_tag(const struct csi_kv *tags, size_t n, const char *key)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(tags[i].key, key) == 0)
-			return tags[i].value;
-	return NULL;
-}
-
 static void copy_text(char *dst, size_t n, const xmlNode *item, const char *path)
 {
 	const char *t = aws_xml_text(item, path);
 	str_copy(dst, n, t ? t : "");
-}
-
-static long long xml_ll(const xmlNode *item, const char *path)
-{
-	long long v = 0;
-	if (aws_xml_int(item, path, &v) < 0)
-		return 0;
-	return v;
-}
-
-static bool xml_bool(const xmlNode *item, const char *path)
-{
-	bool b = false;
-	if (aws_xml_bool(item, path, &b) < 0)
-		return false;
-	return b;
-}
-
-static int parse_tags(const xmlNode *item, struct csi_kv **ret, size_t *ret_n)
-{
-	size_t n = aws_xml_count(item, "tagSet"), k = 0;
-	struct csi_kv *t;
-
-	*ret = NULL;
-	*ret_n = 0;
-	if (!n)
-		return 0;
-	if (!(t = calloc(n, sizeof(*t))))
-		return -ENOMEM;
-	for (xmlNode *it = aws_xml_list(item, "tagSet"); it && k < n; it = aws_xml_next(it)) {
-		const char *key = aws_xml_text(it, "key"), *val = aws_xml_text(it, "value");
-		if (!key)
-			continue;
-		t[k].key = strdup(key);
-		t[k].value = strdup(val ? val : "");
-		if (!t[k].key || !t[k].value) {
-			kv_free(t, k + 1);
-			return -ENOMEM;
-		}
-		k++;
-	}
-	*ret = t;
-	*ret_n = k;
-	return 0;
-}
-
-int ec2_volume_parse(const struct _xmlNode *item, struct ec2_volume *ret)
-{
-	struct ec2_volume v = {0};
-	size_t n;
-	int r;
-
-	copy_text(v.id, sizeof(v.id), item, "volumeId");
-	if (!*v.id)
-		return -EBADMSG;
-	copy_text(v.az, sizeof(v.az), item, "availabilityZone");
-	copy_text(v.state, sizeof(v.state), item, "status");
-	if (!*v.state)
-		return -EBADMSG; /* a volume of unknown state proves nothing */
-	copy_text(v.type, sizeof(v.type), item, "volumeType");
-	copy_text(v.snapshot, sizeof(v.snapshot), item, "snapshotId");
-	copy_text(v.kms, sizeof(v.kms), item, "kmsKeyId");
-	copy_text(v.outpost, sizeof(v.outpost), item, "outpostArn");
-	v.size_gib = xml_ll(item, "size");
-	v.iops = xml_ll(item, "iops");
-	v.throughput = xml_ll(item, "throughput");
-	v.encrypted = xml_bool(item, "encrypted");
-	v.multi_attach = xml_bool(item, "multiAttachEnabled");
-	if ((r = parse_tags(item, &v.tags, &v.n_tags)) < 0)
-		return r;
-	if ((n = aws_xml_count(item, "attachmentSet")) > 0) {
-		if (!(v.att = calloc(n, sizeof(*v.att)))) {
-			ec2_volume_release(&v);
-			return -ENOMEM;
-		}
-		for (xmlNode *a = aws_xml_list(item, "attachmentSet"); a && v.n_att < n;
-		     a = aws_xml_next(a)) {
-			struct ec2_attachment *at = &v.att[v.n_att++];
-			copy_text(at->instance, sizeof(at->instance), a, "instanceId");
-			copy_text(at->device, sizeof(at->device), a, "device");
-			copy_text(at->state, sizeof(at->state), a, "status");
-			/* an attachment without its instance or state could hide the one asked
-			 * about: never read it as "not attached" */
-			if (!*at->instance || !*at->state) {
-				ec2_volume_release(&v);
-				return -EBADMSG;
-			}
-		}
-	}
-	*ret = v;
-	return 0;
-}
-
-int ec2_snapshot_parse(const struct _xmlNode *item, struct ec2_snapshot *ret)
-{
-	struct ec2_snapshot s = {0};
-	const char *t;
-	int r;
-
-	copy_text(s.id, sizeof(s.id), item, "snapshotId");
-	if (!*s.id)
-		return -EBADMSG;
-	copy_text(s.volume, sizeof(s.volume), item, "volumeId");
-	copy_text(s.state, sizeof(s.state), item, "status");
-	s.size_gib = xml_ll(item, "volumeSize");
-	if ((t = aws_xml_text(item, "startTime")) && rfc3339_parse(t, &s.start_ns) < 0)
-		s.start_ns = 0;
-	if ((r = parse_tags(item, &s.tags, &s.n_tags)) < 0)
-		return r;
-	*ret = s;
-	return 0;
 }
 
 /* A call, counted in the upstream driver's metrics. */
@@ -268,34 +108,6 @@ int ec2_describe_volume(struct csi_ctrl *c, const char *id, struct ec2_volume *r
 	return r;
 }
 
-static int volumes_from(const xmlNode *result, struct ec2_volume **ret, size_t *ret_n,
-			bool skip_deleted)
-{
-	size_t n = aws_xml_count(result, "volumeSet"), k = 0;
-	struct ec2_volume *v;
-	int r;
-
-	if (n > MAX_LIST)
-		return -E2BIG;
-	if (!(v = calloc(n ? n : 1, sizeof(*v))))
-		return -ENOMEM;
-	for (xmlNode *it = aws_xml_list(result, "volumeSet"); it && k < n; it = aws_xml_next(it)) {
-		if ((r = ec2_volume_parse(it, &v[k])) < 0) {
-			ec2_volumes_free(v, k);
-			return r;
-		}
-		if (skip_deleted &&
-		    (strcmp(v[k].state, "deleted") == 0 || strcmp(v[k].state, "deleting") == 0)) {
-			ec2_volume_release(&v[k]);
-			continue;
-		}
-		k++;
-	}
-	*ret = v;
-	*ret_n = k;
-	return 0;
-}
-
 int ec2_find_volumes(struct csi_ctrl *c, const char *key, const char *value,
 		     struct ec2_volume **ret, size_t *ret_n, struct aws_error *err)
 {
@@ -309,7 +121,7 @@ int ec2_find_volumes(struct csi_ctrl *c, const char *key, const char *value,
 		goto out;
 	if ((r = ec2_call(c, "DescribeVolumes", &q, &rep, err)) < 0)
 		goto out;
-	r = volumes_from(rep.result, ret, ret_n, true);
+	r = ec2_volumes_parse(rep.result, true, ret, ret_n);
 out:
 	aws_reply_release(&rep);
 	aws_query_release(&q);
@@ -344,7 +156,7 @@ int ec2_list_volumes(struct csi_ctrl *c, const char *token, int max, struct ec2_
 		goto out;
 	if ((r = ec2_call(c, "DescribeVolumes", &q, &rep, err)) < 0)
 		goto out;
-	if ((r = volumes_from(rep.result, ret, ret_n, false)) < 0)
+	if ((r = ec2_volumes_parse(rep.result, false, ret, ret_n)) < 0)
 		goto out;
 	*ret_next = next_token(rep.result);
 out:
@@ -524,13 +336,7 @@ int ec2_describe_modification(struct csi_ctrl *c, const char *id, struct ec2_mod
 	if ((r = batch_get(c, c->b_mods, &aws_batch_volume_modifications, id, &doc, &item, err)) <
 	    0)
 		return r;
-	memset(ret, 0, sizeof(*ret));
-	copy_text(ret->state, sizeof(ret->state), item, "modificationState");
-	copy_text(ret->message, sizeof(ret->message), item, "statusMessage");
-	copy_text(ret->target_type, sizeof(ret->target_type), item, "targetVolumeType");
-	ret->target_size = xml_ll(item, "targetSize");
-	ret->target_iops = xml_ll(item, "targetIops");
-	ret->target_throughput = xml_ll(item, "targetThroughput");
+	ec2_modification_parse(item, ret);
 	xmlFreeDoc(doc);
 	return 0;
 }
@@ -593,29 +399,6 @@ int ec2_describe_snapshot(struct csi_ctrl *c, const char *id, struct ec2_snapsho
 	return r;
 }
 
-static int snapshots_from(const xmlNode *result, struct ec2_snapshot **ret, size_t *ret_n)
-{
-	size_t n = aws_xml_count(result, "snapshotSet"), k = 0;
-	struct ec2_snapshot *s;
-	int r;
-
-	if (n > MAX_LIST)
-		return -E2BIG;
-	if (!(s = calloc(n ? n : 1, sizeof(*s))))
-		return -ENOMEM;
-	for (xmlNode *it = aws_xml_list(result, "snapshotSet"); it && k < n;
-	     it = aws_xml_next(it)) {
-		if ((r = ec2_snapshot_parse(it, &s[k])) < 0) {
-			ec2_snapshots_free(s, k);
-			return r;
-		}
-		k++;
-	}
-	*ret = s;
-	*ret_n = k;
-	return 0;
-}
-
 int ec2_find_snapshots(struct csi_ctrl *c, const char *key, const char *value,
 		       struct ec2_snapshot **ret, size_t *ret_n, struct aws_error *err)
 {
@@ -630,7 +413,7 @@ int ec2_find_snapshots(struct csi_ctrl *c, const char *key, const char *value,
 		goto out;
 	if ((r = ec2_call(c, "DescribeSnapshots", &q, &rep, err)) < 0)
 		goto out;
-	r = snapshots_from(rep.result, ret, ret_n);
+	r = ec2_snapshots_parse(rep.result, ret, ret_n);
 out:
 	aws_reply_release(&rep);
 	aws_query_release(&q);
@@ -661,7 +444,7 @@ int ec2_list_snapshots(struct csi_ctrl *c, const char *source_volume, const char
 		goto out;
 	if ((r = ec2_call(c, "DescribeSnapshots", &q, &rep, err)) < 0)
 		goto out;
-	if ((r = snapshots_from(rep.result, ret, ret_n)) < 0)
+	if ((r = ec2_snapshots_parse(rep.result, ret, ret_n)) < 0)
 		goto out;
 	*ret_next = next_token(rep.result);
 out:

@@ -2,7 +2,7 @@
  *   csi_controller.c          main, flags, setup, in-flight set, capabilities, probe, methods
  *   csi_controller_params.c   CreateVolume parameters, sizes, IOPS, tags, tokens (pure)
  *   csi_controller_devices.c  device-name allocation per node (pure)
- *   csi_controller_ec2.c      EC2 calls and their replies as structs
+ *   csi_controller_ec2.c      EC2 calls (replies parsed by common/aws/ec2.h)
  *   csi_controller_volume.c   Create/Delete/Validate/List/Get volume
  *   csi_controller_publish.c  ControllerPublish/Unpublish
  *   csi_controller_modify.c   ControllerExpand/Modify through the per-volume coalescer
@@ -15,6 +15,7 @@
 
 #include "common/csi/csi.pb-c.h"
 #include "common/csi/volume.h"
+#include "common/aws/ec2.h"
 #include "common/grpc/server.h"
 
 #define GIB (1LL << 30)
@@ -202,55 +203,6 @@ int ctrl_bad_id(struct rpc_call *call, const char *what, const char *id);
 struct csi_kv *ctrl_map_kv(struct rpc_call *call, ProtobufCMessage *const *entries, size_t n);
 
 /* ---- EC2 (csi_controller_ec2.c) ---- */
-
-struct ec2_attachment {
-	char instance[32];
-	char device[32];
-	char state[16]; /* attaching, attached, detaching, detached, busy */
-};
-
-struct ec2_volume {
-	char id[32];
-	char az[48];
-	char state[16]; /* creating, available, in-use, deleting, deleted, error */
-	char type[16];
-	char snapshot[32];
-	char kms[256];
-	char outpost[256];
-	long long size_gib, iops, throughput;
-	bool encrypted, multi_attach;
-	struct csi_kv *tags;
-	size_t n_tags;
-	struct ec2_attachment *att;
-	size_t n_att;
-};
-
-struct ec2_snapshot {
-	char id[32];
-	char volume[32];
-	char state[16]; /* pending, completed, error */
-	long long size_gib;
-	int64_t start_ns; /* wall clock */
-	struct csi_kv *tags;
-	size_t n_tags;
-};
-
-struct ec2_modification {
-	char state[16]; /* modifying, optimizing, completed, failed */
-	char message[256];
-	long long target_size, target_iops, target_throughput;
-	char target_type[16];
-};
-
-void ec2_volume_release(struct ec2_volume *v);
-void ec2_volumes_free(struct ec2_volume *v, size_t n);
-void ec2_snapshot_release(struct ec2_snapshot *s);
-void ec2_snapshots_free(struct ec2_snapshot *s, size_t n);
-const char *ec2_tag(const struct csi_kv *tags, size_t n, const char *key);
-
-struct _xmlNode;
-int ec2_volume_parse(const struct _xmlNode *item, struct ec2_volume *ret);
-int ec2_snapshot_parse(const struct _xmlNode *item, struct ec2_snapshot *ret);
 
 /* All return 0 or a negative errno (aws_error_errno of the reply) with err filled. */
 int ec2_describe_volume(struct csi_ctrl *c, const char *id, struct ec2_volume *ret,

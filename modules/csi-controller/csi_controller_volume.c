@@ -95,7 +95,7 @@ static const char *mismatch(const struct create *cr, const Csi__V1__CreateVolume
 	if (cr->multi != v->multi_attach)
 		return "multi-attach";
 	if (cr->clone_of) {
-		const char *src = ec2_tag(v->tags, v->n_tags, TAG_CLONE_SOURCE);
+		const char *src = ec2_tags_get(v->tags, v->n_tags, TAG_CLONE_SOURCE);
 		if (!src || strcmp(src, cr->clone_of) != 0)
 			return "source volume";
 	} else if (cr->snapshot ? strcmp(v->snapshot, cr->snapshot) != 0 : *v->snapshot != 0) {
