@@ -7,12 +7,15 @@
 #include <string.h>
 
 #include "common/base/buf.h"
+#include "common/base/fileutil.h"
 #include "common/base/log.h"
 #include "common/base/signals.h"
 #include "common/http/server.h"
 #include "awsk8s_version.h"
 
 struct csi_common_flags csi_flags;
+
+#define CSI_TLS_FILE_MAX ((size_t)1 << 20)
 
 static int health_check(void *ud, char *why, size_t n)
 {
@@ -32,24 +35,15 @@ static int start_http(const char *addr, bool metrics, struct csi_identity *id,
 	int r;
 
 	if (metrics && *csi_flags.metrics_cert && *csi_flags.metrics_key) {
-		FILE *f;
-		struct buf b = BUF_INIT(1 << 20);
 		const char *files[2] = {csi_flags.metrics_cert, csi_flags.metrics_key};
 		char **dst[2] = {&cert, &key};
 		for (int i = 0; i < 2; i++) {
-			char chunk[4096];
-			size_t got;
-			if (!(f = fopen(files[i], "re"))) {
-				int e = -errno;
+			/* a PEM file past the cap fails: never a truncated key or chain */
+			if ((r = file_read_all(files[i], CSI_TLS_FILE_MAX, dst[i], NULL)) < 0) {
 				log_error("cannot read the metrics TLS file",
-					  KV_S("path", files[i]), KV_E(e));
-				return e;
+					  KV_S("path", files[i]), KV_E(r));
+				return r;
 			}
-			while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)
-				if ((r = buf_append(&b, chunk, got)) < 0)
-					break;
-			fclose(f);
-			*dst[i] = buf_steal(&b);
 		}
 		o.tls_cert_pem = cert;
 		o.tls_key_pem = key;
