@@ -1,4 +1,5 @@
-/* Mountinfo parsing and mount(2) / umount2(2) wrappers for the node service. */
+/* The mount table (read through libmount) and mount(2) / umount2(2) wrappers for the node
+ * service. */
 #include "modules/csi-node/csi_node_mount.h"
 
 #include <ctype.h>
@@ -6,16 +7,20 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <libmount.h>
 #include <linux/fs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/base/buf.h"
+#include "common/base/fileutil.h"
 #include "common/base/log.h"
 
 void csi_mount_table_release(struct csi_mount_table *t)
@@ -23,159 +28,114 @@ void csi_mount_table_release(struct csi_mount_table *t)
 	if (!t)
 		return;
 	free(t->mounts);
-	free(t->text);
+	mnt_unref_table(t->tb);
 	*t = (struct csi_mount_table){ 0 };
 }
 
-/* Decodes the kernel's \ooo escapes in place. */
-static void unescape(char *s)
+/* A malformed line fails the whole parse (libmount would skip it). */
+static int parse_error(struct libmnt_table *tb, const char *filename, int line)
 {
-	char *w = s;
-
-	for (char *r = s; *r;) {
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-		    r[3] >= '0' && r[3] <= '7') {
-			*w++ = (char)(((r[1] - '0') << 6) | ((r[2] - '0') << 3) | (r[3] - '0'));
-			r += 4;
-		} else {
-			*w++ = *r++;
-		}
-	}
-	*w = '\0';
+	return -EBADMSG;
 }
 
-/* Splits the next space-separated field off *p (NUL-terminating it); NULL at the end. */
-static char *field(char **p)
+/* True when the first non-empty line starts with the two ids of a mountinfo line: libmount
+ * guesses the format from the first line and must not read the text as fstab. */
+static bool looks_like_mountinfo(const char *text)
 {
-	char *s = *p;
+	unsigned a, b;
 
-	while (*s == ' ')
-		s++;
-	if (!*s)
-		return NULL;
-	char *e = strchr(s, ' ');
-	if (e) {
-		*e = '\0';
-		*p = e + 1;
-	} else {
-		*p = s + strlen(s);
-	}
-	return s;
+	text += strspn(text, "\n");
+	return !*text || sscanf(text, "%u %u", &a, &b) == 2;
 }
 
-static int parse_line(char *line, struct csi_mount *m)
+/* The mounts of a parsed table as csi_mount entries (strings owned by the table). */
+static int fill(struct csi_mount_table *t)
 {
-	char *p = line, *f[6], *sep;
-	long long v;
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+	int r = 0;
 
-	for (int i = 0; i < 6; i++)
-		if (!(f[i] = field(&p)))
-			return -EBADMSG;
-	/* optional fields up to the lone "-" */
-	while ((sep = field(&p)) && strcmp(sep, "-") != 0)
-		;
-	if (!sep)
-		return -EBADMSG;
-	char *fstype = field(&p), *source = field(&p), *super = field(&p);
-	if (!fstype || !source || !super)
-		return -EBADMSG;
-	if (str_to_ll(f[0], 0, INT_MAX, &v) < 0)
-		return -EBADMSG;
-	m->id = (int)v;
-	if (str_to_ll(f[1], 0, INT_MAX, &v) < 0)
-		return -EBADMSG;
-	m->parent_id = (int)v;
-	char *colon = strchr(f[2], ':');
-	if (!colon)
-		return -EBADMSG;
-	*colon = '\0';
-	if (str_to_ll(f[2], 0, UINT_MAX, &v) < 0)
-		return -EBADMSG;
-	m->major = (unsigned)v;
-	if (str_to_ll(colon + 1, 0, UINT_MAX, &v) < 0)
-		return -EBADMSG;
-	m->minor = (unsigned)v;
-	unescape(f[3]);
-	unescape(f[4]);
-	unescape(source);
-	m->root = f[3];
-	m->target = f[4];
-	m->options = f[5];
-	m->fstype = fstype;
-	m->source = source;
-	m->super_options = super;
-	return 0;
+	if (!it || !(t->mounts = calloc((size_t)mnt_table_get_nents(t->tb) + 1,
+					sizeof(*t->mounts)))) {
+		mnt_free_iter(it);
+		return -ENOMEM;
+	}
+	while (r == 0 && mnt_table_next_fs(t->tb, it, &fs) == 0) {
+		struct csi_mount *m = &t->mounts[t->n++];
+		dev_t dev = mnt_fs_get_devno(fs);
+		const char *src = mnt_fs_get_source(fs), *opts = mnt_fs_get_vfs_options(fs),
+			   *super = mnt_fs_get_fs_options(fs);
+		m->id = mnt_fs_get_id(fs);
+		m->parent_id = mnt_fs_get_parent_id(fs);
+		m->major = major(dev);
+		m->minor = minor(dev);
+		m->root = mnt_fs_get_root(fs);
+		m->target = mnt_fs_get_target(fs);
+		m->fstype = mnt_fs_get_fstype(fs);
+		m->options = opts ? opts : "";
+		m->source = src ? src : "";
+		m->super_options = super ? super : "";
+		if (!m->root || !m->target || !m->fstype)
+			r = -EBADMSG;
+	}
+	mnt_free_iter(it);
+	return r;
 }
 
 int csi_mount_table_parse(const char *text, size_t len, struct csi_mount_table *ret)
 {
 	struct csi_mount_table t = { 0 };
-	size_t lines = 0, cap;
+	_cleanup_free_ char *copy = NULL;
+	size_t lines = 0;
+	FILE *f;
 	int r;
 
 	if (len > CSI_MOUNTINFO_MAX_BYTES)
 		return -E2BIG;
-	if (!(t.text = malloc(len + 1)))
-		return -ENOMEM;
-	memcpy(t.text, text, len);
-	t.text[len] = '\0';
 	for (size_t i = 0; i < len; i++)
-		if (t.text[i] == '\n')
+		if (text[i] == '\n')
 			lines++;
-	if (lines + 1 > CSI_MOUNTINFO_MAX_LINES) {
-		free(t.text);
+	if (lines + 1 > CSI_MOUNTINFO_MAX_LINES)
 		return -E2BIG;
-	}
-	cap = lines + 1;
-	if (!(t.mounts = calloc(cap, sizeof(*t.mounts)))) {
-		free(t.text);
+	if (!(copy = strndup(text, len)))
 		return -ENOMEM;
-	}
-	for (char *line = t.text; line && *line;) {
-		char *nl = strchr(line, '\n');
-		if (nl)
-			*nl = '\0';
-		if (*line) {
-			if ((r = parse_line(line, &t.mounts[t.n])) < 0) {
-				csi_mount_table_release(&t);
-				return r;
-			}
-			t.n++;
+	if (strlen(copy) != len || !looks_like_mountinfo(copy))
+		return -EBADMSG;
+	if (!(t.tb = mnt_new_table()))
+		return -ENOMEM;
+	mnt_table_set_parser_errcb(t.tb, parse_error);
+	if (strspn(copy, "\n") < len) { /* fmemopen refuses an empty buffer */
+		if (!(f = fmemopen(copy, len, "r"))) {
+			r = -errno;
+			goto out;
 		}
-		line = nl ? nl + 1 : NULL;
+		r = mnt_table_parse_stream(t.tb, f, "mountinfo");
+		fclose(f);
+		if (r < 0) {
+			r = r == -ENOMEM ? -ENOMEM : -EBADMSG;
+			goto out;
+		}
 	}
+	if ((r = fill(&t)) < 0)
+		goto out;
 	*ret = t;
 	return 0;
+out:
+	csi_mount_table_release(&t);
+	return r;
 }
 
 int csi_mount_table_load(const char *path, struct csi_mount_table *ret)
 {
-	_cleanup_buf_ struct buf b = BUF_INIT(CSI_MOUNTINFO_MAX_BYTES);
-	char chunk[16384];
-	ssize_t n;
-	int fd = open(path ? path : "/proc/self/mountinfo", O_RDONLY | O_CLOEXEC), r = 0;
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	int r;
 
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		n = read(fd, chunk, sizeof(chunk));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			break;
-		}
-		if (n == 0)
-			break;
-		if ((r = buf_append(&b, chunk, (size_t)n)) < 0) {
-			r = r == -EMSGSIZE ? -E2BIG : r;
-			break;
-		}
-	}
-	close(fd);
+	r = file_read_all(path ? path : "/proc/self/mountinfo", CSI_MOUNTINFO_MAX_BYTES, &text,
+			  &len);
 	if (r < 0)
-		return r;
-	return csi_mount_table_parse(b.data ? b.data : "", b.len, ret);
+		return r == -EFBIG ? -E2BIG : r;
+	return csi_mount_table_parse(text, len, ret);
 }
 
 const struct csi_mount *csi_mount_table_find(const struct csi_mount_table *t, const char *target)

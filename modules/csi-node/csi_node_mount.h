@@ -1,15 +1,15 @@
-/* Mount state and mount operations of the node service: a careful parser of
- * /proc/self/mountinfo (never /etc/mtab), mount options turned into mount(2) flags and data,
- * file-system and bind mounts through the syscall (read-only bind mounts done as the kernel
- * requires: bind, then remount), unmounting, and telling a healthy mount point from a stale or
- * corrupted one. */
+/* Mount state and mount operations of the node service: /proc/self/mountinfo (never
+ * /etc/mtab) read through libmount, with caps, a malformed line failing the whole read; mount
+ * options turned into mount(2) flags and data; file-system and bind mounts through the syscall
+ * (read-only bind mounts done as the kernel requires: bind, then remount); unmounting; telling
+ * a healthy mount point from a stale or corrupted one. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
-/* One line of mountinfo. The strings point into the table's own copy of the text, with the
- * kernel's octal escapes (\040 ...) decoded. */
+/* One line of mountinfo. The strings belong to the table (libmount's), with the kernel's
+ * octal escapes (\040 ...) decoded. */
 struct csi_mount {
 	int id, parent_id;
 	unsigned major, minor;
@@ -21,10 +21,12 @@ struct csi_mount {
 	const char *super_options; /* per-superblock options: "rw,errors=remount-ro" */
 };
 
+struct libmnt_table;
+
 struct csi_mount_table {
 	struct csi_mount *mounts;
 	size_t n;
-	char *text;
+	struct libmnt_table *tb; /* owns the strings */
 };
 
 /* Caps on what we accept from the kernel (or a test file). */
