@@ -1,4 +1,5 @@
-/* Running external programs with an argument vector, a timeout and captured output. Everything
+/* Running external programs with an argument vector, a timeout, a cancellation token and
+ * captured output. Everything
  * the child needs is prepared before fork(); the child calls only async-signal-safe functions,
  * so this is safe in a multi-threaded server. */
 #include "modules/csi-node/csi_node_exec.h"
@@ -9,9 +10,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/base/cancel.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
 
@@ -83,15 +86,108 @@ static int wait_status(int status)
 	return -EINTR;
 }
 
-int csi_exec(const char *const *argv, int64_t timeout_ns, struct buf *output)
+/* Reaps pid when it has exited: 1 with *status, 0 while it runs, -errno. */
+static int try_reap(pid_t pid, int *status)
+{
+	pid_t w;
+
+	while ((w = waitpid(pid, status, WNOHANG)) < 0 && errno == EINTR)
+		;
+	if (w < 0)
+		return -errno;
+	return w == pid;
+}
+
+/* Waits up to ns for pid to exit, ending early when ct is cancelled (NULL: never): 1 with
+ * *status once it has exited, 0 otherwise, -errno. Without a pidfd (an old kernel) the wait
+ * polls every 10 ms. */
+static int wait_exit(pid_t pid, int pidfd, int64_t ns, struct cancel *ct, int *status)
+{
+	int64_t deadline = now_mono_ns() + ns;
+
+	for (;;) {
+		int r = try_reap(pid, status);
+		if (r != 0)
+			return r;
+		int64_t left = deadline - now_mono_ns();
+		if (left <= 0 || cancel_is_cancelled(ct))
+			return 0;
+		struct pollfd p[2] = { { .fd = pidfd, .events = POLLIN },
+				       { .fd = cancel_fd(ct), .events = POLLIN } };
+		int ms = pidfd >= 0 ? (int)(left / NSEC_PER_MSEC) + 1 : 10;
+		(void)poll(p, 2, ms > 1000 ? 1000 : ms);
+	}
+}
+
+/* Collects the child's output until it closes it, then waits for its exit: its exit status,
+ * or -ETIMEDOUT at the deadline, -ECANCELED once ct is cancelled, -errno. *ret_reaped tells
+ * whether the child is gone (else the caller stops it). */
+static int supervise(pid_t pid, int pidfd, int out, int64_t deadline, struct cancel *ct,
+		     struct buf *output, bool *ret_reaped)
+{
+	char chunk[4096];
+	bool eof = false;
+	int status, r;
+
+	*ret_reaped = false;
+	for (;;) {
+		int64_t left = deadline - now_mono_ns();
+		if (cancel_is_cancelled(ct))
+			return -ECANCELED;
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (eof) {
+			if ((r = wait_exit(pid, pidfd, left, ct, &status)) == 0)
+				continue;
+			*ret_reaped = true; /* or waitpid failed: nothing left to reap */
+			return r < 0 ? r : wait_status(status);
+		}
+		struct pollfd p[2] = { { .fd = out, .events = POLLIN },
+				       { .fd = cancel_fd(ct), .events = POLLIN } };
+		int ms = (int)(left / NSEC_PER_MSEC) + 1;
+		int pr = poll(p, 2, ms > 1000 ? 1000 : ms);
+		if (pr < 0 && errno != EINTR)
+			return -errno;
+		if (pr <= 0 || !p[0].revents)
+			continue;
+		ssize_t n = read(out, chunk, sizeof(chunk));
+		if (n > 0)
+			collect(output, chunk, (size_t)n);
+		else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+			eof = true;
+	}
+}
+
+/* Ends a child that is still running: SIGTERM to its process group first when the call was
+ * cancelled (mkfs and fsck end cleanly on it), SIGKILL after CSI_EXEC_KILL_GRACE_NS or right
+ * away on a timeout; then reaps it. */
+static void stop_child(pid_t pid, int pidfd, bool gently)
+{
+	int status;
+
+	if (gently) {
+		kill(-pid, SIGTERM);
+		kill(pid, SIGTERM);
+		if (wait_exit(pid, pidfd, CSI_EXEC_KILL_GRACE_NS, NULL, &status) > 0) {
+			kill(-pid, SIGKILL); /* whatever of its group outlives it */
+			return;
+		}
+	}
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+}
+
+int csi_exec(const char *const *argv, int64_t timeout_ns, struct cancel *ct, struct buf *output)
 {
 	static char *const envp[] = {
 		(char *)"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		(char *)"LC_ALL=C",
 		NULL,
 	};
-	char path[PATH_MAX], chunk[4096];
-	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, devnull = -1, status, e, r;
+	char path[PATH_MAX];
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, devnull = -1, pidfd = -1, status, e, r;
 	pid_t pid;
 
 	if (!argv || !argv[0])
@@ -100,6 +196,10 @@ int csi_exec(const char *const *argv, int64_t timeout_ns, struct buf *output)
 		return r;
 	if (timeout_ns <= 0)
 		timeout_ns = DEFAULT_TIMEOUT_NS;
+	if (!ct)
+		ct = cancel_root();
+	if (cancel_is_cancelled(ct))
+		return -ECANCELED;
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
 	    (devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
 		r = -errno;
@@ -127,48 +227,15 @@ int csi_exec(const char *const *argv, int64_t timeout_ns, struct buf *output)
 		r = e == ENOENT ? -ENOENT : -e;
 		goto out;
 	}
-
-	int64_t deadline = now_mono_ns() + timeout_ns;
-	bool eof = false;
-	for (;;) {
-		int64_t left = deadline - now_mono_ns();
-		if (left <= 0)
-			break;
-		if (eof) {
-			pid_t w = waitpid(pid, &status, WNOHANG);
-			if (w == pid) {
-				r = wait_status(status);
-				goto out;
-			}
-			if (w < 0 && errno != EINTR) {
-				r = -errno;
-				goto out;
-			}
-			sleep_ns(left < 10 * NSEC_PER_MSEC ? left : 10 * NSEC_PER_MSEC);
-			continue;
-		}
-		struct pollfd p = { .fd = out[0], .events = POLLIN };
-		int ms = (int)(left / NSEC_PER_MSEC) + 1;
-		int pr = poll(&p, 1, ms > 1000 ? 1000 : ms);
-		if (pr < 0 && errno != EINTR) {
-			r = -errno;
-			break;
-		}
-		if (pr <= 0)
-			continue;
-		n = read(out[0], chunk, sizeof(chunk));
-		if (n > 0)
-			collect(output, chunk, (size_t)n);
-		else if (n == 0 || (errno != EINTR && errno != EAGAIN))
-			eof = true;
+	pidfd = (int)pidfd_open(pid, 0); /* -1 on an old kernel: the waits poll instead */
+	bool reaped;
+	r = supervise(pid, pidfd, out[0], now_mono_ns() + timeout_ns, ct, output, &reaped);
+	if (!reaped) {
+		if (r == -ECANCELED)
+			log_info("stopping a program: the call is cancelled",
+				 KV_S("program", path));
+		stop_child(pid, pidfd, r == -ECANCELED);
 	}
-	/* Timed out (or poll failed): kill the whole process group. */
-	kill(-pid, SIGKILL);
-	kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (r >= 0)
-		r = -ETIMEDOUT;
 out:
 	if (out[0] >= 0)
 		close(out[0]);
@@ -180,6 +247,8 @@ out:
 		close(err[1]);
 	if (devnull >= 0)
 		close(devnull);
+	if (pidfd >= 0)
+		close(pidfd);
 	return r;
 }
 
@@ -211,6 +280,9 @@ void csi_exec_describe(const char *const *argv, int r, const struct buf *output,
 	tail[k] = '\0';
 	if (r == -ENOENT)
 		(void)str_printf(msg, n, "%s is not installed", name);
+	else if (r == -ECANCELED)
+		(void)str_printf(msg, n, "%s was stopped: the call was cancelled%s%s", name,
+				 k ? ": " : "", tail);
 	else if (r == -ETIMEDOUT)
 		(void)str_printf(msg, n, "%s timed out%s%s", name, k ? ": " : "", tail);
 	else if (r < 0)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/base/buf.h"
+#include "common/base/cancel.h"
 #include "common/base/keylock.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
@@ -80,6 +81,8 @@ int csi_node_new(const struct csi_node_config *cfg, struct csi_node **ret)
 	}
 	if (n->cfg.mkfs_timeout_ns <= 0)
 		n->cfg.mkfs_timeout_ns = 600 * NSEC_PER_SEC;
+	if (!n->cfg.cancel)
+		n->cfg.cancel = cancel_root();
 	*ret = n;
 	return 0;
 oom:
@@ -260,7 +263,7 @@ int csi_node_run(struct csi_node *n, const char *const *argv, const char *volume
 {
 	_cleanup_buf_ struct buf out = BUF_INIT(CSI_EXEC_MAX_OUTPUT + 1);
 	int64_t t0 = now_mono_ns();
-	int r = csi_exec(argv, n->cfg.mkfs_timeout_ns, &out);
+	int r = csi_exec(argv, n->cfg.mkfs_timeout_ns, n->cfg.cancel, &out);
 
 	log_v(4, "ran program", KV_S("program", argv[0]), KV_S("volume", volume_id),
 	      KV_I("result", r), KV_D("seconds", (double)(now_mono_ns() - t0) / 1e9));

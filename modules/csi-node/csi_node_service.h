@@ -22,6 +22,9 @@ struct csi_node_config {
 	struct csi_node_devices devices; /* where volumes are found (see csi_node_device.h) */
 	bool legacy_xfs;                 /* --legacy-xfs */
 	int64_t mkfs_timeout_ns;         /* 0: 10 minutes (also fsck and resize) */
+	/* Cancelling it stops the programs running (mkfs, fsck, resize2fs...: SIGTERM, then
+	 * SIGKILL); NULL: the process token, cancel_root(), which SIGTERM cancels. */
+	struct cancel *cancel;
 	/* NodeGetInfo */
 	const char *node_id;
 	long long max_volumes;           /* 0: not reported */
@@ -30,6 +33,7 @@ struct csi_node_config {
 };
 
 struct csi_node;
+struct cancel;
 
 int csi_node_new(const struct csi_node_config *cfg, struct csi_node **ret);
 void csi_node_free(struct csi_node *n);

@@ -193,7 +193,7 @@ TEST(csi_node_probe_and_size_real_mkfs)
 	ASSERT_ERR(csi_fs_size(img, &bytes, &bs), EMEDIUMTYPE);
 
 	const char *ext4[] = { "mkfs.ext4", "-q", "-F", "-m0", "-b", "4096", img, NULL };
-	ASSERT_EQ(csi_exec(ext4, 0, NULL), 0);
+	ASSERT_EQ(csi_exec(ext4, 0, NULL, NULL), 0);
 	ASSERT_EQ(csi_fs_probe(img, &p), 1);
 	ASSERT_STREQ(p.type, "ext4");
 	ASSERT_OK(csi_fs_size(img, &bytes, &bs));
@@ -202,7 +202,7 @@ TEST(csi_node_probe_and_size_real_mkfs)
 
 	ASSERT_OK(make_image("xfs.img", 320 << 20, img, sizeof(img)));
 	const char *xfs[] = { "mkfs.xfs", "-q", "-f", img, NULL };
-	ASSERT_EQ(csi_exec(xfs, 0, NULL), 0);
+	ASSERT_EQ(csi_exec(xfs, 0, NULL, NULL), 0);
 	ASSERT_EQ(csi_fs_probe(img, &p), 1);
 	ASSERT_STREQ(p.type, "xfs");
 	ASSERT_OK(csi_fs_size(img, &bytes, &bs));
