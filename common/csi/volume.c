@@ -4,30 +4,70 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/base/buf.h"
 
-bool csi_cap_is_block(const Csi__V1__VolumeCapability *cap)
+const char *csi_kv_get(const struct csi_kv *kv, size_t n, const char *key)
 {
-	return cap && cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
+	for (size_t i = 0; kv && i < n; i++)
+		if (kv[i].key && strcasecmp(kv[i].key, key) == 0)
+			return kv[i].value ? kv[i].value : "";
+	return NULL;
 }
 
-bool csi_cap_supported(const Csi__V1__VolumeCapability *cap, bool allow_multi_attach)
+void csi_kv_free(struct csi_kv *kv, size_t n)
 {
-	if (!cap || !cap->access_mode)
+	for (size_t i = 0; kv && i < n; i++) {
+		free((char *)kv[i].key);
+		free((char *)kv[i].value);
+	}
+	free(kv);
+}
+
+int csi_kv_set(struct csi_kv **kv, size_t *n, size_t max, const char *key, const char *value)
+{
+	struct csi_kv *nv;
+	char *k, *v;
+
+	if (!(v = strdup(value)))
+		return -ENOMEM;
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp((*kv)[i].key, key) == 0) {
+			free((char *)(*kv)[i].value);
+			(*kv)[i].value = v;
+			return 0;
+		}
+	if (*n >= max) {
+		free(v);
+		return -E2BIG;
+	}
+	if (!(k = strdup(key)) || !(nv = realloc(*kv, (*n + 1) * sizeof(*nv)))) {
+		free(k);
+		free(v);
+		return -ENOMEM;
+	}
+	*kv = nv;
+	nv[*n].key = k;
+	nv[*n].value = v;
+	(*n)++;
+	return 0;
+}
+
+bool csi_cap_supported(const struct csi_cap *cap, bool allow_multi_attach)
+{
+	if (!cap || !cap->present || cap->no_access_type)
 		return false;
-	if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK &&
-	    cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT)
-		return false;
-	switch (cap->access_mode->mode) {
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER:
+	switch (cap->access_mode) {
+	case CSI_MODE_SINGLE_NODE_WRITER:
+	case CSI_MODE_SINGLE_NODE_READER_ONLY:
+	case CSI_MODE_SINGLE_NODE_SINGLE_WRITER:
+	case CSI_MODE_SINGLE_NODE_MULTI_WRITER:
 		return true;
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER:
-		return allow_multi_attach && csi_cap_is_block(cap);
+	case CSI_MODE_MULTI_NODE_MULTI_WRITER:
+		return allow_multi_attach && cap->block;
 	default:
 		return false;
 	}

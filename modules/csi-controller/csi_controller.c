@@ -307,11 +307,7 @@ void csi_ctrl_release(struct csi_ctrl *c)
 	aws_client_free(c->aws);
 	csi_devices_free(c->devices);
 	csi_coalescer_free(c->coalescer);
-	for (size_t i = 0; i < c->n_extra_tags; i++) {
-		free(c->extra_tags[i].key);
-		free(c->extra_tags[i].value);
-	}
-	free(c->extra_tags);
+	csi_kv_free(c->extra_tags, c->n_extra_tags);
 	keylock_free(c->inflight);
 	strv_free(c->zones);
 	pthread_mutex_destroy(&c->lock);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "common/csi/csi.pb-c.h"
+#include "common/csi/grpc.h"
 #include "common/csi/volume.h"
 #include "common/aws/ec2.h"
 #include "common/grpc/server.h"
@@ -21,11 +22,6 @@
 #define GIB (1LL << 30)
 
 /* ---- parameters (csi_controller_params.c) ---- */
-
-struct csi_kv {
-	char *key;
-	char *value;
-};
 
 /* What AWS allows per volume type (the documented limits; checked before calling AWS). */
 struct csi_vol_type {
@@ -98,6 +94,15 @@ void csi_client_token(const char *name, const char *canonical, unsigned attempt,
 int csi_tag_template(const char *in, const char *pvc, const char *ns, const char *pv, char **ret);
 /* Checks a tag as EC2 would (key 1-128, value 0-256 characters, no "aws:" prefix). */
 int csi_tag_check(const char *key, const char *value, char *err, size_t errlen);
+
+/* A capability of a request, supported as csi_cap_supported() says. */
+static inline bool ctrl_cap_supported(const Csi__V1__VolumeCapability *pb, bool multi_attach)
+{
+	struct csi_cap cap;
+
+	csi_cap_of_pb(pb, &cap);
+	return csi_cap_supported(&cap, multi_attach);
+}
 
 /* ---- device names (csi_controller_devices.c) ---- */
 

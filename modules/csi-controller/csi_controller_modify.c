@@ -58,8 +58,8 @@ int csi_coalescer_new(struct coalescer **ret)
 static void pending_free(struct pending *p)
 {
 	for (size_t i = 0; i < p->m.n_tags; i++) {
-		free(p->m.tags[i].key);
-		free(p->m.tags[i].value);
+		free((char *)p->m.tags[i].key);
+		free((char *)p->m.tags[i].value);
 	}
 	pthread_cond_destroy(&p->cond);
 	free(p);
@@ -347,7 +347,8 @@ int csi_ctrl_expand(struct rpc_call *call, const ProtobufCMessage *in, ProtobufC
 	if (!rep)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 	rep->capacity_bytes = gib * GIB;
-	rep->node_expansion_required = !csi_cap_is_block(req->volume_capability);
+	rep->node_expansion_required = !(req->volume_capability && req->volume_capability->access_type_case ==
+						 CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK);
 	*out = &rep->base;
 	return RPC_OK;
 }

@@ -12,6 +12,8 @@
 #include "common/base/log.h"
 #include "modules/csi-controller/csi_controller_internal.h"
 
+#define MAX_PARAM_KV 256 /* tags or context entries the parameters may give */
+
 /* AWS's documented limits (the most permissive current ones, so that nothing AWS accepts is
  * refused here): sizes in GiB, IOPS, throughput in MiB/s. */
 static const struct csi_vol_type vol_types[] = {
@@ -32,15 +34,6 @@ const struct csi_vol_type *csi_vol_type_find(const char *name)
 	return NULL;
 }
 
-static void kv_free(struct csi_kv *kv, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(kv[i].key);
-		free(kv[i].value);
-	}
-	free(kv);
-}
-
 void csi_vol_params_release(struct csi_vol_params *p)
 {
 	if (!p)
@@ -48,38 +41,9 @@ void csi_vol_params_release(struct csi_vol_params *p)
 	free(p->kms_key);
 	free(p->fstype);
 	free(p->outpost_arn);
-	kv_free(p->ctx, p->n_ctx);
-	kv_free(p->tags, p->n_tags);
+	csi_kv_free(p->ctx, p->n_ctx);
+	csi_kv_free(p->tags, p->n_tags);
 	memset(p, 0, sizeof(*p));
-}
-
-static int kv_add(struct csi_kv **v, size_t *n, const char *key, const char *value)
-{
-	struct csi_kv *nv;
-
-	for (size_t i = 0; i < *n; i++)
-		if (strcmp((*v)[i].key, key) == 0) {
-			char *s = strdup(value);
-			if (!s)
-				return -ENOMEM;
-			free((*v)[i].value);
-			(*v)[i].value = s;
-			return 0;
-		}
-	if (*n >= 256)
-		return -E2BIG;
-	if (!(nv = realloc(*v, (*n + 1) * sizeof(*nv))))
-		return -ENOMEM;
-	*v = nv;
-	nv[*n].key = strdup(key);
-	nv[*n].value = strdup(value);
-	if (!nv[*n].key || !nv[*n].value) {
-		free(nv[*n].key);
-		free(nv[*n].value);
-		return -ENOMEM;
-	}
-	(*n)++;
-	return 0;
 }
 
 static int bad(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -240,21 +204,13 @@ fail:
 	return -EINVAL;
 }
 
-static const char *kv_get_ci(const struct csi_kv *params, size_t n, const char *key)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcasecmp(params[i].key, key) == 0)
-			return params[i].value;
-	return NULL;
-}
-
 int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi_tag_opts *o,
 			 struct csi_vol_params *ret, char *err, size_t errlen)
 {
 	struct csi_vol_params p = {0};
-	const char *pvc = kv_get_ci(params, n, pkeys[PK_PVC_NAME]);
-	const char *ns = kv_get_ci(params, n, pkeys[PK_PVC_NS]);
-	const char *pv = kv_get_ci(params, n, pkeys[PK_PV_NAME]);
+	const char *pvc = csi_kv_get(params, n, pkeys[PK_PVC_NAME]);
+	const char *ns = csi_kv_get(params, n, pkeys[PK_PVC_NS]);
+	const char *pv = csi_kv_get(params, n, pkeys[PK_PV_NAME]);
 	int r = 0;
 
 	str_copy(p.type, sizeof(p.type), "gp3");
@@ -357,21 +313,21 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 			break;
 		}
 		case PK_PVC_NAME:
-			r = kv_add(&p.tags, &p.n_tags, "kubernetes.io/created-for/pvc/name", v);
+			r = csi_kv_set(&p.tags, &p.n_tags, MAX_PARAM_KV, "kubernetes.io/created-for/pvc/name", v);
 			break;
 		case PK_PVC_NS:
-			r = kv_add(&p.tags, &p.n_tags, "kubernetes.io/created-for/pvc/namespace",
+			r = csi_kv_set(&p.tags, &p.n_tags, MAX_PARAM_KV, "kubernetes.io/created-for/pvc/namespace",
 				   v);
 			break;
 		case PK_PV_NAME:
-			r = kv_add(&p.tags, &p.n_tags, "kubernetes.io/created-for/pv/name", v);
+			r = csi_kv_set(&p.tags, &p.n_tags, MAX_PARAM_KV, "kubernetes.io/created-for/pv/name", v);
 			break;
 		default: {
 			bool fmt = false;
 			for (size_t f = 0; f < ARRAY_SIZE(fmt_opts); f++)
 				if (strcasecmp(k, fmt_opts[f].key) == 0) {
 					fmt = true;
-					r = kv_add(&p.ctx, &p.n_ctx, fmt_opts[f].key, v);
+					r = csi_kv_set(&p.ctx, &p.n_ctx, MAX_PARAM_KV, fmt_opts[f].key, v);
 				}
 			if (fmt)
 				break;
@@ -390,7 +346,7 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 					*(char *)eq = 0;
 					if (csi_tag_check(val, eq + 1, tagerr, sizeof(tagerr)) ==
 					    0) {
-						r = kv_add(&p.tags, &p.n_tags, val, eq + 1);
+						r = csi_kv_set(&p.tags, &p.n_tags, MAX_PARAM_KV, val, eq + 1);
 						free(val);
 						break;
 					}
@@ -455,7 +411,7 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 		r = bad(err, errlen, "ext4ClusterSize needs ext4BigAlloc=true");
 		goto fail;
 	}
-	if (p.fstype && (r = kv_add(&p.ctx, &p.n_ctx, "csi.storage.k8s.io/fstype", p.fstype)) < 0)
+	if (p.fstype && (r = csi_kv_set(&p.ctx, &p.n_ctx, MAX_PARAM_KV, "csi.storage.k8s.io/fstype", p.fstype)) < 0)
 		goto fail;
 	*ret = p;
 	return 0;

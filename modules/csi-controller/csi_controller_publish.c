@@ -139,7 +139,7 @@ static int do_publish(struct rpc_call *call, struct csi_ctrl *c,
 	if ((r = ec2_describe_volume(c, vol, &v, &err)) < 0)
 		return ctrl_aws_fail(call, r, &err, "looking up the volume", RPC_NOT_FOUND,
 				     RPC_INTERNAL);
-	if (!csi_cap_supported(req->volume_capability, v.multi_attach)) {
+	if (!ctrl_cap_supported(req->volume_capability, v.multi_attach)) {
 		ec2_volume_release(&v);
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
 				      "the volume capability is not supported for %s", vol);
@@ -254,7 +254,7 @@ int csi_ctrl_publish(struct rpc_call *call, const ProtobufCMessage *in, Protobuf
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "node id is missing");
 	if (!req->volume_capability)
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume capability is missing");
-	if (!csi_cap_supported(req->volume_capability, true))
+	if (!ctrl_cap_supported(req->volume_capability, true))
 		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
 				      "the volume capability is not supported");
 	if (!aws_volume_id_valid(req->volume_id))

@@ -402,7 +402,7 @@ int csi_ctrl_create_volume(struct rpc_call *call, const ProtobufCMessage *in,
 				      "volume capabilities are missing");
 	for (size_t i = 0; i < req->n_volume_capabilities; i++) {
 		const Csi__V1__VolumeCapability *cap = req->volume_capabilities[i];
-		if (!csi_cap_supported(cap, true))
+		if (!ctrl_cap_supported(cap, true))
 			return rpc_call_error(
 			    call, RPC_INVALID_ARGUMENT,
 			    "volume capability %zu is not supported (access mode %d%s)", i,
@@ -656,7 +656,7 @@ int csi_ctrl_validate(struct rpc_call *call, const ProtobufCMessage *in, Protobu
 				     RPC_INTERNAL);
 	for (size_t i = 0; i < req->n_volume_capabilities && !why; i++) {
 		const Csi__V1__VolumeCapability *cap = req->volume_capabilities[i];
-		if (!csi_cap_supported(cap, v.multi_attach))
+		if (!ctrl_cap_supported(cap, v.multi_attach))
 			why =
 			    cap && cap->access_mode &&
 				    cap->access_mode->mode ==

@@ -241,7 +241,7 @@ int csi_node_main(int argc, char **argv)
 	struct csi_node_meta meta = { .enis = -1 };
 	struct aws_client *aws = NULL;
 	struct csi_node *node = NULL;
-	struct csi_node_kv *topo = NULL;
+	struct csi_kv *topo = NULL;
 	size_t ntopo = 0;
 	int r, ret = 1, n = flags_parse("csi-node", node_usage, node_flags, argc, argv);
 

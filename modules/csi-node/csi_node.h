@@ -71,8 +71,8 @@ int csi_node_parse_provider_id(const char *provider_id, char *zone, size_t zlen,
 /* The NodeGetInfo topology of m: the two zone keys, kubernetes.io/os, the zone id when known,
  * and the outpost keys. Keys and values are malloc'd into ret (free with
  * csi_node_topology_free). */
-int csi_node_topology(const struct csi_node_meta *m, struct csi_node_kv **ret, size_t *ret_n);
-void csi_node_topology_free(struct csi_node_kv *kv, size_t n);
+int csi_node_topology(const struct csi_node_meta *m, struct csi_kv **ret, size_t *ret_n);
+void csi_node_topology_free(struct csi_kv *kv, size_t n);
 
 /* EC2: the attach-limit facts of an instance type (DescribeInstanceTypes), and how many volumes
  * attached to an instance are not CSI volumes (DescribeVolumes filtered by attachment): a CSI

@@ -9,7 +9,6 @@
 
 #include "common/base/buf.h"
 #include "common/base/log.h"
-#include "common/grpc/rpc.h"
 #include "modules/csi-node/csi_node_internal.h"
 
 /* The device node of a mounted file system's major:minor. */
@@ -28,23 +27,23 @@ static int dev_node(struct csi_node *n, dev_t dev, char *ret, size_t len)
 	return S_ISBLK(sb.st_mode) && sb.st_rdev == dev ? 0 : -ENODEV;
 }
 
-static int expand_block(struct csi_node *n, const struct csi_node_expand_req *req, dev_t dev,
-			int64_t *ret_bytes, struct csi_node_status *st)
+static enum csi_code expand_block(struct csi_node *n, const struct csi_node_expand_req *req,
+				  dev_t dev, int64_t *ret_bytes, struct csi_error *st)
 {
 	unsigned long long size;
 	int r;
 
-	if ((r = csi_node_check_owner(n, dev, req->volume_id, req->volume_path, st)) != RPC_OK)
+	if ((r = csi_node_check_owner(n, dev, req->volume_id, req->volume_path, st)) != CSI_OK)
 		return r;
 	if ((r = csi_block_size(req->volume_path, &size)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "reading the size of %s: %s",
+		return csi_error_set(st, CSI_INTERNAL, "reading the size of %s: %s",
 				     req->volume_path, strerror(-r));
 	*ret_bytes = (int64_t)size;
-	return csi_node_ok(st);
+	return csi_error_ok(st);
 }
 
-static int expand_locked(struct csi_node *n, const struct csi_node_expand_req *req,
-			 int64_t *ret_bytes, struct csi_node_status *st)
+static enum csi_code expand_locked(struct csi_node *n, const struct csi_node_expand_req *req,
+				   int64_t *ret_bytes, struct csi_error *st)
 {
 	struct csi_mount_table t = { 0 };
 	enum csi_mount_state state;
@@ -56,85 +55,83 @@ static int expand_locked(struct csi_node *n, const struct csi_node_expand_req *r
 
 	if (stat(req->volume_path, &sb) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
-			return csi_node_fail(st, RPC_NOT_FOUND, "volume path %s does not exist",
+			return csi_error_set(st, CSI_NOT_FOUND, "volume path %s does not exist",
 					     req->volume_path);
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "volume path %s: %s",
+		return csi_error_set(st, CSI_FAILED_PRECONDITION, "volume path %s: %s",
 				     req->volume_path, strerror(errno));
 	}
 	if (S_ISBLK(sb.st_mode))
 		return expand_block(n, req, sb.st_rdev, ret_bytes, st);
 	if (req->cap.present && req->cap.block)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT,
+		return csi_error_set(st, CSI_INVALID_ARGUMENT,
 				     "volume path %s of a block volume is not a device",
 				     req->volume_path);
 	if ((r = csi_mount_table_load(NULL, &t)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "reading mountinfo: %s", strerror(-r));
+		return csi_error_set(st, CSI_INTERNAL, "reading mountinfo: %s", strerror(-r));
 	r = csi_mount_state(req->volume_path, &t, &state, &m);
 	if (r == 0 && state == CSI_MOUNT_MOUNTED)
 		(void)str_copy(fstype, sizeof(fstype), m.fstype);
 	csi_mount_table_release(&t);
 	if (r < 0)
-		return csi_node_fail(st, r == -ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL,
+		return csi_error_set(st, r == -ENOENT ? CSI_NOT_FOUND : CSI_INTERNAL,
 				     "checking %s: %s", req->volume_path, strerror(-r));
 	if (state != CSI_MOUNT_MOUNTED)
-		return csi_node_fail(
-		    st, RPC_FAILED_PRECONDITION, "volume path %s is %s", req->volume_path,
+		return csi_error_set(
+		    st, CSI_FAILED_PRECONDITION, "volume path %s is %s", req->volume_path,
 		    state == CSI_MOUNT_CORRUPT ? "a corrupted mount" : "not mounted");
 	dev_t d = makedev(m.major, m.minor);
-	if ((r = csi_node_check_owner(n, d, req->volume_id, req->volume_path, st)) != RPC_OK)
+	if ((r = csi_node_check_owner(n, d, req->volume_id, req->volume_path, st)) != CSI_OK)
 		return r;
 	if ((r = dev_node(n, d, dev, sizeof(dev))) < 0)
-		return csi_node_fail(st, RPC_INTERNAL,
+		return csi_error_set(st, CSI_INTERNAL,
 				     "finding the device node of %u:%u mounted at %s: %s", m.major,
 				     m.minor, req->volume_path, strerror(-r));
 	if (!csi_fs_type_supported(fstype))
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "cannot grow a %s file system",
+		return csi_error_set(st, CSI_FAILED_PRECONDITION, "cannot grow a %s file system",
 				     fstype);
 	if ((r = csi_block_size(dev, &size)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "reading the size of %s: %s", dev,
+		return csi_error_set(st, CSI_INTERNAL, "reading the size of %s: %s", dev,
 				     strerror(-r));
 	if (req->required_bytes > 0 && size < (unsigned long long)req->required_bytes)
-		return csi_node_fail(
-		    st, RPC_FAILED_PRECONDITION,
+		return csi_error_set(
+		    st, CSI_FAILED_PRECONDITION,
 		    "device %s has %llu bytes, less than the %lld required: the new size has "
 		    "not reached the node yet",
 		    dev, size, (long long)req->required_bytes);
 
 	_cleanup_strv_ char **argv = NULL;
 	if ((r = csi_resize_argv(fstype, dev, req->volume_path, &argv)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "building the resize command: %s",
+		return csi_error_set(st, CSI_INTERNAL, "building the resize command: %s",
 				     strerror(-r));
 	if ((r = csi_node_run(n, (const char *const *)argv, req->volume_id, msg, sizeof(msg))) !=
 	    0) {
 		log_error("growing the file system failed", KV_S("volume", req->volume_id),
 			  KV_S("device", dev), KV_S("error", msg));
-		return csi_node_fail(st, RPC_INTERNAL, "growing %s on %s: %s", fstype, dev, msg);
+		return csi_error_set(st, CSI_INTERNAL, "growing %s on %s: %s", fstype, dev, msg);
 	}
 	log_info("file system grown", KV_S("volume", req->volume_id), KV_S("device", dev),
 		 KV_S("fstype", fstype), KV_U("bytes", size));
 	*ret_bytes = (int64_t)size;
-	return csi_node_ok(st);
+	return csi_error_ok(st);
 }
 
-int csi_node_expand(struct csi_node *n, const struct csi_node_expand_req *req, int64_t *ret_bytes,
-		    struct csi_node_status *st)
+enum csi_code csi_node_expand(struct csi_node *n, const struct csi_node_expand_req *req,
+			      int64_t *ret_bytes, struct csi_error *st)
 {
 	const char *fstype;
 	int r;
 
-	if ((r = csi_node_check_id(req->volume_id, st)) != RPC_OK ||
-	    (r = csi_node_check_path("volume path", req->volume_path, st)) != RPC_OK)
+	if ((r = csi_node_check_id(req->volume_id, st)) != CSI_OK ||
+	    (r = csi_node_check_path("volume path", req->volume_path, st)) != CSI_OK)
 		return r;
-	if (req->cap.present && (r = csi_node_check_cap(&req->cap, &fstype, st)) != RPC_OK)
+	if (req->cap.present && (r = csi_node_check_cap(&req->cap, &fstype, st)) != CSI_OK)
 		return r;
 	if (req->required_bytes < 0)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "negative required bytes");
-	if (!csi_node_inflight_begin(n, req->volume_id))
-		return csi_node_fail(st, RPC_ABORTED,
-				     "an operation on volume %s is already in progress",
-				     req->volume_id);
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "negative required bytes");
+	if ((r = csi_node_lock(n, req->volume_id, st)) != CSI_OK)
+		return r;
 	r = expand_locked(n, req, ret_bytes, st);
-	csi_node_inflight_end(n, req->volume_id);
+	csi_node_unlock(n, req->volume_id);
 	return r;
 }
 
@@ -146,8 +143,8 @@ static void abnormal(struct csi_node_stats *s, const char *fmt, const char *a, c
 	(void)str_printf(s->message, sizeof(s->message), fmt, a, b);
 }
 
-int csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *volume_path,
-		       struct csi_node_stats *ret, struct csi_node_status *st)
+enum csi_code csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *volume_path,
+				 struct csi_node_stats *ret, struct csi_error *st)
 {
 	struct csi_node_stats s = { 0 };
 	struct csi_mount_table t = { 0 };
@@ -159,16 +156,16 @@ int csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *vo
 	int r;
 
 	if (!volume_id || !*volume_id)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "volume id is missing");
-	if ((r = csi_node_check_path("volume path", volume_path, st)) != RPC_OK)
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "volume id is missing");
+	if ((r = csi_node_check_path("volume path", volume_path, st)) != CSI_OK)
 		return r;
 	if (stat(volume_path, &sb) < 0) {
 		int e = errno;
 		if (e == ENOENT || e == ENOTDIR)
-			return csi_node_fail(st, RPC_NOT_FOUND, "volume path %s does not exist",
+			return csi_error_set(st, CSI_NOT_FOUND, "volume path %s does not exist",
 					     volume_path);
 		if (!csi_mount_error_is_corrupted(e))
-			return csi_node_fail(st, RPC_INTERNAL, "volume path %s: %s", volume_path,
+			return csi_error_set(st, CSI_INTERNAL, "volume path %s: %s", volume_path,
 					     strerror(e));
 		abnormal(&s, "the mount at %s is corrupted: %s", volume_path, strerror(e));
 		goto done;
@@ -185,11 +182,11 @@ int csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *vo
 		goto done;
 	}
 	if ((r = csi_mount_table_load(NULL, &t)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "reading mountinfo: %s", strerror(-r));
+		return csi_error_set(st, CSI_INTERNAL, "reading mountinfo: %s", strerror(-r));
 	r = csi_mount_state(volume_path, &t, &state, &m);
 	if (r < 0) {
 		csi_mount_table_release(&t);
-		return csi_node_fail(st, r == -ENOENT ? RPC_NOT_FOUND : RPC_INTERNAL,
+		return csi_error_set(st, r == -ENOENT ? CSI_NOT_FOUND : CSI_INTERNAL,
 				     "checking %s: %s", volume_path, strerror(-r));
 	}
 	if (state != CSI_MOUNT_MOUNTED) {
@@ -225,5 +222,5 @@ done:
 	if (!s.abnormal)
 		(void)str_copy(s.message, sizeof(s.message), "volume is healthy");
 	*ret = s;
-	return csi_node_ok(st);
+	return csi_error_ok(st);
 }

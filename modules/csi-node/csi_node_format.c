@@ -13,14 +13,6 @@
 #include "common/base/buf.h"
 #include "common/base/log.h"
 
-const char *csi_node_kv_get(const struct csi_node_kv *kv, size_t n, const char *key)
-{
-	for (size_t i = 0; i < n; i++)
-		if (kv[i].key && strcasecmp(kv[i].key, key) == 0)
-			return kv[i].value ? kv[i].value : "";
-	return NULL;
-}
-
 bool csi_fs_is_ext(const char *fstype)
 {
 	return fstype && (strcmp(fstype, "ext2") == 0 || strcmp(fstype, "ext3") == 0 ||
@@ -105,10 +97,10 @@ static const struct fmt_key fmt_keys[] = {
 	FK("ext4ClusterSize", true, true, false, cluster_size),
 };
 
-static int parse_bool_key(const char *fstype, const struct csi_node_kv *ctx, size_t n,
-			  const char *key, bool *ret, char *msg, size_t msglen)
+static int parse_bool_key(const char *fstype, const struct csi_kv *ctx, size_t n, const char *key,
+			  bool *ret, char *msg, size_t msglen)
 {
-	const char *v = csi_node_kv_get(ctx, n, key);
+	const char *v = csi_kv_get(ctx, n, key);
 
 	*ret = false;
 	if (!v)
@@ -124,7 +116,7 @@ static int parse_bool_key(const char *fstype, const struct csi_node_kv *ctx, siz
 	return 0;
 }
 
-int csi_format_opts_parse(const char *fstype, const struct csi_node_kv *ctx, size_t n,
+int csi_format_opts_parse(const char *fstype, const struct csi_kv *ctx, size_t n,
 			  struct csi_format_opts *ret, char *msg, size_t msglen)
 {
 	struct csi_format_opts o = { 0 };
@@ -133,7 +125,7 @@ int csi_format_opts_parse(const char *fstype, const struct csi_node_kv *ctx, siz
 
 	for (size_t i = 0; i < ARRAY_SIZE(fmt_keys); i++) {
 		const struct fmt_key *k = &fmt_keys[i];
-		const char *v = csi_node_kv_get(ctx, n, k->key);
+		const char *v = csi_kv_get(ctx, n, k->key);
 		if (!v)
 			continue;
 		if (!(ext && k->ext && (!k->ext4_only || strcmp(fstype, "ext4") == 0)) &&

@@ -20,13 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct csi_node_kv {
-	const char *key;
-	const char *value;
-};
-
-/* A case-insensitive lookup in a key/value list; NULL when absent. */
-const char *csi_node_kv_get(const struct csi_node_kv *kv, size_t n, const char *key);
+#include "common/csi/volume.h"
 
 /* File-system types the node service formats and mounts. */
 bool csi_fs_type_supported(const char *fstype);
@@ -57,7 +51,7 @@ struct csi_format_opts {
 
 /* Reads and checks the format options of a volume context for fstype. -EINVAL with msg set on a
  * bad value or an option that fstype does not take. */
-int csi_format_opts_parse(const char *fstype, const struct csi_node_kv *ctx, size_t n,
+int csi_format_opts_parse(const char *fstype, const struct csi_kv *ctx, size_t n,
 			  struct csi_format_opts *ret, char *msg, size_t msglen);
 
 /* The mkfs argument vector (a strv to free with strv_free): mkfs.ext4 -F -m0 [opts] DEV,

@@ -1,5 +1,6 @@
 /* The CSI Node service over gRPC: each handler turns the protobuf request into the plain
- * request of csi_node_service.h, calls it, and turns the result into the reply. */
+ * request of csi_node_service.h, calls it, and turns the result into the reply or, through
+ * common/csi/grpc.h, the csi_error into a gRPC status. */
 #include "modules/csi-node/csi_node.h"
 
 #include <errno.h>
@@ -7,67 +8,8 @@
 
 #include "common/base/buf.h"
 #include "common/base/log.h"
-#include "common/csi/csi.pb-c.h"
+#include "common/csi/grpc.h"
 #include "modules/csi-node/csi_node_service.h"
-
-/* A protobuf map (an array of entries with key and value) as a csi_node_kv array. The entry
- * types of all CSI maps share this layout. */
-struct pb_entry {
-	ProtobufCMessage base;
-	char *key;
-	char *value;
-};
-
-static struct csi_node_kv *kv_of(struct rpc_call *call, void *const *entries, size_t n)
-{
-	struct csi_node_kv *kv;
-
-	if (n == 0)
-		return NULL;
-	if (!(kv = rpc_call_alloc(call, n * sizeof(*kv))))
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		const struct pb_entry *e = entries[i];
-		kv[i].key = e->key;
-		kv[i].value = e->value;
-	}
-	return kv;
-}
-
-static void cap_of(const Csi__V1__VolumeCapability *c, struct csi_node_cap *ret)
-{
-	*ret = (struct csi_node_cap){ 0 };
-	if (!c)
-		return;
-	ret->present = true;
-	ret->access_mode = c->access_mode ? (int)c->access_mode->mode : 0;
-	if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
-		ret->block = true;
-	} else if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT &&
-		   c->mount) {
-		ret->fs_type = c->mount->fs_type;
-		ret->mount_flags = (const char *const *)c->mount->mount_flags;
-		ret->n_mount_flags = c->mount->n_mount_flags;
-	} else {
-		ret->access_mode = -1; /* no access type: refused as an unsupported capability */
-	}
-}
-
-static int finish(struct rpc_call *call, const struct csi_node_status *st,
-		  const ProtobufCMessageDescriptor *d, ProtobufCMessage **out)
-{
-	if (st->code != RPC_OK)
-		return rpc_call_error(call, st->code, "%s", st->msg);
-	if (d) {
-		ProtobufCMessage *rep = rpc_call_new(call, d);
-		if (!rep)
-			return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-		*out = rep;
-	}
-	return RPC_OK;
-}
-
-#define OOM(call) rpc_call_error((call), RPC_RESOURCE_EXHAUSTED, "out of memory")
 
 /* The maps and the capability NodeStage and NodePublish share; false when out of memory. */
 static bool volume_req_of(struct rpc_call *call, struct csi_node_volume_req *req,
@@ -76,12 +18,26 @@ static bool volume_req_of(struct rpc_call *call, struct csi_node_volume_req *req
 {
 	req->n_publish_context = n_pctx;
 	req->n_volume_context = n_vctx;
-	req->publish_context = kv_of(call, pctx, n_pctx);
-	req->volume_context = kv_of(call, vctx, n_vctx);
-	if ((n_pctx && !req->publish_context) || (n_vctx && !req->volume_context))
+	req->publish_context = csi_kv_of_pb(call, pctx, n_pctx);
+	req->volume_context = csi_kv_of_pb(call, vctx, n_vctx);
+	if (!req->publish_context || !req->volume_context)
 		return false;
-	cap_of(cap, &req->cap);
+	csi_cap_of_pb(cap, &req->cap);
 	return true;
+}
+
+/* The reply of a call whose reply has no fields, or its error status. */
+static int finish(struct rpc_call *call, const struct csi_error *err,
+		  const ProtobufCMessageDescriptor *d, ProtobufCMessage **out)
+{
+	ProtobufCMessage *rep;
+
+	if (err->code != CSI_OK)
+		return csi_rpc_error(call, err);
+	if (!(rep = rpc_call_new(call, d)))
+		return csi_rpc_oom(call);
+	*out = rep;
+	return RPC_OK;
 }
 
 static int node_stage(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
@@ -91,12 +47,12 @@ static int node_stage(struct rpc_call *call, const ProtobufCMessage *in, Protobu
 		.volume_id = q->volume_id,
 		.staging_path = q->staging_target_path,
 	};
-	struct csi_node_status st;
+	struct csi_error st;
 
 	if (!volume_req_of(call, &req, (void *const *)q->publish_context, q->n_publish_context,
 			   (void *const *)q->volume_context, q->n_volume_context,
 			   q->volume_capability))
-		return OOM(call);
+		return csi_rpc_oom(call);
 	csi_node_stage(rpc_call_userdata(call), &req, &st);
 	return finish(call, &st, &csi__v1__node_stage_volume_response__descriptor, out);
 }
@@ -104,7 +60,7 @@ static int node_stage(struct rpc_call *call, const ProtobufCMessage *in, Protobu
 static int node_unstage(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
 	const Csi__V1__NodeUnstageVolumeRequest *q = (const void *)in;
-	struct csi_node_status st;
+	struct csi_error st;
 
 	csi_node_unstage(rpc_call_userdata(call), q->volume_id, q->staging_target_path, &st);
 	return finish(call, &st, &csi__v1__node_unstage_volume_response__descriptor, out);
@@ -119,12 +75,12 @@ static int node_publish(struct rpc_call *call, const ProtobufCMessage *in, Proto
 		.target_path = q->target_path,
 		.readonly = q->readonly,
 	};
-	struct csi_node_status st;
+	struct csi_error st;
 
 	if (!volume_req_of(call, &req, (void *const *)q->publish_context, q->n_publish_context,
 			   (void *const *)q->volume_context, q->n_volume_context,
 			   q->volume_capability))
-		return OOM(call);
+		return csi_rpc_oom(call);
 	csi_node_publish(rpc_call_userdata(call), &req, &st);
 	return finish(call, &st, &csi__v1__node_publish_volume_response__descriptor, out);
 }
@@ -132,7 +88,7 @@ static int node_publish(struct rpc_call *call, const ProtobufCMessage *in, Proto
 static int node_unpublish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
 	const Csi__V1__NodeUnpublishVolumeRequest *q = (const void *)in;
-	struct csi_node_status st;
+	struct csi_error st;
 
 	csi_node_unpublish(rpc_call_userdata(call), q->volume_id, q->target_path, &st);
 	return finish(call, &st, &csi__v1__node_unpublish_volume_response__descriptor, out);
@@ -147,16 +103,16 @@ static int node_expand(struct rpc_call *call, const ProtobufCMessage *in, Protob
 		.staging_path = q->staging_target_path,
 		.required_bytes = q->capacity_range ? q->capacity_range->required_bytes : 0,
 	};
-	struct csi_node_status st;
+	struct csi_error st;
 	int64_t bytes = 0;
 
-	cap_of(q->volume_capability, &req.cap);
-	if (csi_node_expand(rpc_call_userdata(call), &req, &bytes, &st) != RPC_OK)
-		return finish(call, &st, NULL, out);
+	csi_cap_of_pb(q->volume_capability, &req.cap);
+	if (csi_node_expand(rpc_call_userdata(call), &req, &bytes, &st) != CSI_OK)
+		return csi_rpc_error(call, &st);
 	Csi__V1__NodeExpandVolumeResponse *rep =
 	    rpc_call_new(call, &csi__v1__node_expand_volume_response__descriptor);
 	if (!rep)
-		return OOM(call);
+		return csi_rpc_oom(call);
 	rep->capacity_bytes = bytes;
 	*out = &rep->base;
 	return RPC_OK;
@@ -180,25 +136,25 @@ static int node_stats(struct rpc_call *call, const ProtobufCMessage *in, Protobu
 {
 	const Csi__V1__NodeGetVolumeStatsRequest *q = (const void *)in;
 	struct csi_node_stats s;
-	struct csi_node_status st;
+	struct csi_error st;
 
 	if (csi_node_get_stats(rpc_call_userdata(call), q->volume_id, q->volume_path, &s, &st) !=
-	    RPC_OK)
-		return finish(call, &st, NULL, out);
+	    CSI_OK)
+		return csi_rpc_error(call, &st);
 	Csi__V1__NodeGetVolumeStatsResponse *rep =
 		rpc_call_new(call, &csi__v1__node_get_volume_stats_response__descriptor);
 	Csi__V1__VolumeCondition *cond = rpc_call_new(call, &csi__v1__volume_condition__descriptor);
 	if (!rep || !cond)
-		return OOM(call);
+		return csi_rpc_oom(call);
 	if (s.has_bytes && add_usage(call, &rep->base, CSI__V1__VOLUME_USAGE__UNIT__BYTES,
 				     s.bytes_total, s.bytes_available, s.bytes_used) < 0)
-		return OOM(call);
+		return csi_rpc_oom(call);
 	if (s.has_inodes && add_usage(call, &rep->base, CSI__V1__VOLUME_USAGE__UNIT__INODES,
 				      s.inodes_total, s.inodes_free, s.inodes_used) < 0)
-		return OOM(call);
+		return csi_rpc_oom(call);
 	cond->abnormal = s.abnormal;
 	if (!(cond->message = rpc_call_strdup(call, s.message)))
-		return OOM(call);
+		return csi_rpc_oom(call);
 	rep->volume_condition = cond;
 	*out = &rep->base;
 	return RPC_OK;
@@ -216,19 +172,19 @@ static int node_caps(struct rpc_call *call, const ProtobufCMessage *in, Protobuf
 		rpc_call_new(call, &csi__v1__node_get_capabilities_response__descriptor);
 
 	if (!rep)
-		return OOM(call);
+		return csi_rpc_oom(call);
 	for (size_t i = 0; i < ARRAY_SIZE(types); i++) {
 		Csi__V1__NodeServiceCapability *c =
 		    rpc_call_new(call, &csi__v1__node_service_capability__descriptor);
 		Csi__V1__NodeServiceCapability__RPC *r =
 			rpc_call_new(call, &csi__v1__node_service_capability__rpc__descriptor);
 		if (!c || !r)
-			return OOM(call);
+			return csi_rpc_oom(call);
 		r->type = types[i];
 		c->type_case = CSI__V1__NODE_SERVICE_CAPABILITY__TYPE_RPC;
 		c->rpc = r;
 		if (rpc_call_array_add(call, &rep->base, "capabilities", c) < 0)
-			return OOM(call);
+			return csi_rpc_oom(call);
 	}
 	*out = &rep->base;
 	return RPC_OK;
@@ -243,12 +199,12 @@ static int node_info(struct rpc_call *call, const ProtobufCMessage *in, Protobuf
 
 	if (!rep || !topo ||
 	    !(rep->node_id = rpc_call_strdup(call, cfg->node_id ? cfg->node_id : "")))
-		return OOM(call);
+		return csi_rpc_oom(call);
 	rep->max_volumes_per_node = cfg->max_volumes;
 	for (size_t i = 0; i < cfg->n_topology; i++)
 		if (rpc_call_map_add(call, &topo->base, "segments", cfg->topology[i].key,
 				     cfg->topology[i].value) < 0)
-			return OOM(call);
+			return csi_rpc_oom(call);
 	rep->accessible_topology = topo;
 	*out = &rep->base;
 	return RPC_OK;

@@ -235,7 +235,7 @@ out:
 	return r;
 }
 
-void csi_node_topology_free(struct csi_node_kv *kv, size_t n)
+void csi_node_topology_free(struct csi_kv *kv, size_t n)
 {
 	for (size_t i = 0; kv && i < n; i++) {
 		free((char *)kv[i].key);
@@ -244,7 +244,7 @@ void csi_node_topology_free(struct csi_node_kv *kv, size_t n)
 	free(kv);
 }
 
-static int topo_add(struct csi_node_kv *kv, size_t *n, const char *key, const char *value)
+static int topo_add(struct csi_kv *kv, size_t *n, const char *key, const char *value)
 {
 	if (!value || !*value)
 		return 0;
@@ -254,9 +254,9 @@ static int topo_add(struct csi_node_kv *kv, size_t *n, const char *key, const ch
 	return kv[*n - 1].key && kv[*n - 1].value ? 0 : -ENOMEM;
 }
 
-int csi_node_topology(const struct csi_node_meta *m, struct csi_node_kv **ret, size_t *ret_n)
+int csi_node_topology(const struct csi_node_meta *m, struct csi_kv **ret, size_t *ret_n)
 {
-	struct csi_node_kv *kv = calloc(10, sizeof(*kv));
+	struct csi_kv *kv = calloc(10, sizeof(*kv));
 	size_t n = 0;
 	int r;
 

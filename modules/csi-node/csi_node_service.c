@@ -17,27 +17,8 @@
 #include "common/base/keylock.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
-#include "common/grpc/rpc.h"
 #include "modules/csi-node/csi_node_exec.h"
 #include "modules/csi-node/csi_node_internal.h"
-
-int csi_node_fail(struct csi_node_status *st, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	st->code = code;
-	va_start(ap, fmt);
-	vsnprintf(st->msg, sizeof(st->msg), fmt, ap);
-	va_end(ap);
-	return code;
-}
-
-int csi_node_ok(struct csi_node_status *st)
-{
-	st->code = RPC_OK;
-	st->msg[0] = '\0';
-	return RPC_OK;
-}
 
 static char *dup_or_null(const char *s)
 {
@@ -111,38 +92,66 @@ const struct csi_node_config *csi_node_get_config(const struct csi_node *n)
 	return &n->cfg;
 }
 
-bool csi_node_inflight_begin(struct csi_node *n, const char *volume_id)
+enum csi_code csi_node_lock(struct csi_node *n, const char *volume_id, struct csi_error *st)
 {
-	return keylock_try(n->inflight, volume_id) == 0;
+	int r = keylock_try(n->inflight, volume_id);
+
+	if (r == -ENOSPC)
+		return csi_error_set(
+		    st, CSI_ABORTED,
+		    "too many operations in flight (%d): try volume %s again later",
+		    CSI_NODE_MAX_INFLIGHT, volume_id);
+	if (r < 0)
+		return csi_error_set(st, CSI_ABORTED,
+				     "an operation on volume %s is already in progress", volume_id);
+	return csi_error_ok(st);
 }
 
-void csi_node_inflight_end(struct csi_node *n, const char *volume_id)
+void csi_node_unlock(struct csi_node *n, const char *volume_id)
 {
 	keylock_release(n->inflight, volume_id);
 }
 
-int csi_node_check_id(const char *volume_id, struct csi_node_status *st)
+enum csi_code csi_node_release_path(struct csi_node *n, const char *volume_id, const char *what,
+				    const char *path, struct csi_error *st)
 {
-	if (!volume_id || !*volume_id)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "volume id is missing");
-	if (!csi_volume_id_valid(volume_id))
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "invalid volume id \"%.80s\"",
-				     volume_id);
-	return RPC_OK;
+	bool staging = strcmp(what, "staging target path") == 0;
+	enum csi_code code;
+
+	if ((code = csi_node_check_id(volume_id, st)) != CSI_OK ||
+	    (code = csi_node_check_path(what, path, st)) != CSI_OK ||
+	    (code = csi_node_lock(n, volume_id, st)) != CSI_OK)
+		return code;
+	code = csi_node_cleanup_path(n, volume_id, path, true, st);
+	if (code == CSI_OK)
+		log_info(staging ? "volume unstaged" : "volume unpublished",
+			 KV_S("volume", volume_id), KV_S(staging ? "path" : "target", path));
+	csi_node_unlock(n, volume_id);
+	return code;
 }
 
-int csi_node_check_path(const char *what, const char *path, struct csi_node_status *st)
+enum csi_code csi_node_check_id(const char *volume_id, struct csi_error *st)
+{
+	if (!volume_id || !*volume_id)
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "volume id is missing");
+	if (!csi_volume_id_valid(volume_id))
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "invalid volume id \"%.80s\"",
+				     volume_id);
+	return CSI_OK;
+}
+
+enum csi_code csi_node_check_path(const char *what, const char *path, struct csi_error *st)
 {
 	if (!path || !*path)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "%s is missing", what);
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "%s is missing", what);
 	if (path[0] != '/' || strlen(path) >= PATH_MAX - 16)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT,
+		return csi_error_set(st, CSI_INVALID_ARGUMENT,
 				     "%s \"%.200s\" is not an absolute path", what, path);
 	for (const char *p = path; *p; p++)
 		if (p[0] == '/' && p[1] == '.' && p[2] == '.' && (p[3] == '/' || p[3] == '\0'))
-			return csi_node_fail(st, RPC_INVALID_ARGUMENT,
+			return csi_error_set(st, CSI_INVALID_ARGUMENT,
 					     "%s \"%.200s\" contains \"..\"", what, path);
-	return RPC_OK;
+	return CSI_OK;
 }
 
 bool csi_node_access_mode_valid(int mode, bool block)
@@ -160,31 +169,32 @@ bool csi_node_access_mode_valid(int mode, bool block)
 	}
 }
 
-int csi_node_check_cap(const struct csi_node_cap *cap, const char **ret_fstype,
-		       struct csi_node_status *st)
+enum csi_code csi_node_check_cap(const struct csi_cap *cap, const char **ret_fstype,
+				 struct csi_error *st)
 {
 	if (!cap->present)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "volume capability is missing");
-	if (!csi_node_access_mode_valid(cap->access_mode, cap->block))
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "access mode %d is not supported%s",
-				     cap->access_mode,
-				     cap->access_mode == 5 ? " for a file system volume" : "");
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "volume capability is missing");
+	int mode = cap->no_access_type ? -1 : cap->access_mode;
+
+	if (!csi_node_access_mode_valid(mode, cap->block))
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "access mode %d is not supported%s",
+				     mode, mode == 5 ? " for a file system volume" : "");
 	if (cap->block) {
 		*ret_fstype = NULL;
-		return RPC_OK;
+		return CSI_OK;
 	}
 	const char *fs = cap->fs_type && *cap->fs_type ? cap->fs_type : "ext4";
 	static const char *const known[] = { "ext2", "ext3", "ext4", "xfs" };
 	for (size_t i = 0; i < ARRAY_SIZE(known); i++) {
 		if (strcasecmp(fs, known[i]) == 0) {
 			*ret_fstype = known[i];
-			return RPC_OK;
+			return CSI_OK;
 		}
 	}
 	if (strcasecmp(fs, "ntfs") == 0)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT,
+		return csi_error_set(st, CSI_INVALID_ARGUMENT,
 				     "fstype ntfs is supported on Windows nodes only");
-	return csi_node_fail(st, RPC_INVALID_ARGUMENT,
+	return csi_error_set(st, CSI_INVALID_ARGUMENT,
 			     "fstype \"%.40s\" is not supported (ext2, ext3, ext4, xfs)", fs);
 }
 
@@ -212,50 +222,51 @@ int csi_node_mkdir_p(const char *path, mode_t mode)
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-int csi_node_device_for(struct csi_node *n, const char *volume_id, const struct csi_node_kv *pctx,
-			size_t npctx, const struct csi_node_kv *vctx, size_t nvctx, char *dev,
-			size_t devlen, struct csi_node_status *st)
+enum csi_code csi_node_device_for(struct csi_node *n, const char *volume_id,
+				  const struct csi_kv *pctx, size_t npctx,
+				  const struct csi_kv *vctx, size_t nvctx, char *dev, size_t devlen,
+				  struct csi_error *st)
 {
 	char msg[768];
-	const char *dp = csi_node_kv_get(pctx, npctx, "devicePath");
-	const char *part = csi_node_kv_get(vctx, nvctx, "partition");
+	const char *dp = csi_kv_get(pctx, npctx, "devicePath");
+	const char *part = csi_kv_get(vctx, nvctx, "partition");
 	int r = csi_node_find_device(&n->cfg.devices, volume_id, dp, part, dev, devlen, msg,
 				     sizeof(msg));
 
 	switch (r) {
 	case 0:
-		return RPC_OK;
+		return CSI_OK;
 	case -EINVAL:
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "%s", msg);
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "%s", msg);
 	case -ENOENT:
-		return csi_node_fail(st, RPC_NOT_FOUND, "%s", msg);
+		return csi_error_set(st, CSI_NOT_FOUND, "%s", msg);
 	case -EMEDIUMTYPE:
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "refusing to use the device: %s",
+		return csi_error_set(st, CSI_FAILED_PRECONDITION, "refusing to use the device: %s",
 				     msg);
 	case -ENOTBLK:
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION, "%s", msg);
+		return csi_error_set(st, CSI_FAILED_PRECONDITION, "%s", msg);
 	default:
-		return csi_node_fail(st, RPC_INTERNAL, "finding the device of volume %s: %s",
+		return csi_error_set(st, CSI_INTERNAL, "finding the device of volume %s: %s",
 				     volume_id, strerror(-r));
 	}
 }
 
-int csi_node_check_owner(struct csi_node *n, dev_t dev, const char *volume_id, const char *path,
-			 struct csi_node_status *st)
+enum csi_code csi_node_check_owner(struct csi_node *n, dev_t dev, const char *volume_id,
+				   const char *path, struct csi_error *st)
 {
 	char msg[512];
 	int r;
 
 	if (major(dev) == 0)
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION,
+		return csi_error_set(st, CSI_FAILED_PRECONDITION,
 				     "%s is not a block device mount, not touching it", path);
 	r = csi_node_device_check(&n->cfg.devices, dev, volume_id, msg, sizeof(msg));
 	if (r == -EMEDIUMTYPE)
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION,
+		return csi_error_set(st, CSI_FAILED_PRECONDITION,
 				     "%s is not volume %s, not touching it: %s", path, volume_id,
 				     msg);
 	/* a device that has gone away, or one we cannot identify, is accepted */
-	return RPC_OK;
+	return CSI_OK;
 }
 
 int csi_node_run(struct csi_node *n, const char *const *argv, const char *volume_id, char *msg,
@@ -290,8 +301,8 @@ static void remove_path(const char *path)
 	}
 }
 
-int csi_node_cleanup_path(struct csi_node *n, const char *volume_id, const char *path, bool remove,
-			  struct csi_node_status *st)
+enum csi_code csi_node_cleanup_path(struct csi_node *n, const char *volume_id, const char *path,
+				    bool remove, struct csi_error *st)
 {
 	struct csi_mount_table t = { 0 };
 	enum csi_mount_state state;
@@ -302,16 +313,16 @@ int csi_node_cleanup_path(struct csi_node *n, const char *volume_id, const char 
 	for (int round = 0; round < 4; round++) {
 		csi_mount_table_release(&t);
 		if ((r = csi_mount_table_load(NULL, &t)) < 0) {
-			csi_node_fail(st, RPC_INTERNAL, "reading mountinfo: %s", strerror(-r));
+			csi_error_set(st, CSI_INTERNAL, "reading mountinfo: %s", strerror(-r));
 			goto out;
 		}
 		r = csi_mount_state(path, &t, &state, &m);
 		if (r == -ENOENT) {
-			r = csi_node_ok(st);
+			r = csi_error_ok(st);
 			goto out;
 		}
 		if (r < 0) {
-			csi_node_fail(st, RPC_INTERNAL, "checking %s: %s", path, strerror(-r));
+			csi_error_set(st, CSI_INTERNAL, "checking %s: %s", path, strerror(-r));
 			goto out;
 		}
 		if (state == CSI_MOUNT_NONE)
@@ -321,21 +332,21 @@ int csi_node_cleanup_path(struct csi_node *n, const char *volume_id, const char 
 			/* a block volume's target: the device node bound onto a file */
 			if (stat(path, &sb) == 0 && S_ISBLK(sb.st_mode))
 				dev = sb.st_rdev;
-			if ((r = csi_node_check_owner(n, dev, volume_id, path, st)) != RPC_OK)
+			if ((r = csi_node_check_owner(n, dev, volume_id, path, st)) != CSI_OK)
 				goto out;
 		} else {
 			log_warn("unmounting a corrupted mount point", KV_S("volume", volume_id),
 				 KV_S("path", path));
 		}
 		if ((r = csi_umount(path)) < 0 && r != -EINVAL) {
-			csi_node_fail(st, RPC_INTERNAL, "unmounting %s: %s", path, strerror(-r));
+			csi_error_set(st, CSI_INTERNAL, "unmounting %s: %s", path, strerror(-r));
 			goto out;
 		}
 		log_v(2, "unmounted", KV_S("volume", volume_id), KV_S("path", path));
 	}
 	if (remove)
 		remove_path(path);
-	r = csi_node_ok(st);
+	r = csi_error_ok(st);
 out:
 	csi_mount_table_release(&t);
 	return r;
@@ -355,47 +366,47 @@ struct stage_ctx {
 };
 
 /* The staging path is already mounted: fine when it is this device with compatible settings. */
-static int stage_existing(struct csi_node *n, struct stage_ctx *c, const struct csi_mount *m,
-			  struct csi_node_status *st)
+static enum csi_code stage_existing(struct csi_node *n, struct stage_ctx *c,
+				    const struct csi_mount *m, struct csi_error *st)
 {
 	const char *vol = c->req->volume_id, *path = c->req->staging_path;
 
 	if (makedev(m->major, m->minor) != c->dev_st.st_rdev) {
-		return csi_node_fail(
-		    st, RPC_FAILED_PRECONDITION,
+		return csi_error_set(
+		    st, CSI_FAILED_PRECONDITION,
 		    "staging path %s already holds another device (%u:%u, %s), not %s", path,
 		    m->major, m->minor, m->source, c->dev);
 	}
 	if (!csi_fs_compatible(c->fstype, m->fstype))
-		return csi_node_fail(st, RPC_ALREADY_EXISTS,
+		return csi_error_set(st, CSI_ALREADY_EXISTS,
 				     "volume %s is staged at %s as %s, not %s", vol, path,
 				     m->fstype, c->fstype);
 	if (!c->readonly && csi_mount_has_option(m->options, "ro"))
-		return csi_node_fail(st, RPC_ALREADY_EXISTS, "volume %s is staged read-only at %s",
+		return csi_error_set(st, CSI_ALREADY_EXISTS, "volume %s is staged read-only at %s",
 				     vol, path);
 	log_v(2, "volume already staged", KV_S("volume", vol), KV_S("path", path),
 	      KV_S("device", c->dev));
-	return csi_node_ok(st);
+	return csi_error_ok(st);
 }
 
 /* Formats a blank device, or checks the file system already on it. */
-static int stage_prepare_fs(struct csi_node *n, struct stage_ctx *c, struct csi_node_status *st)
+static enum csi_code stage_prepare_fs(struct csi_node *n, struct stage_ctx *c, struct csi_error *st)
 {
 	const char *vol = c->req->volume_id;
 	struct csi_probe p;
 	int r = csi_fs_probe(c->dev, &p);
 
 	if (r < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "probing %s: %s", c->dev, strerror(-r));
+		return csi_error_set(st, CSI_INTERNAL, "probing %s: %s", c->dev, strerror(-r));
 	if (r == 0) {
 		_cleanup_strv_ char **argv = NULL;
 		if (c->readonly)
-			return csi_node_fail(st, RPC_FAILED_PRECONDITION,
+			return csi_error_set(st, CSI_FAILED_PRECONDITION,
 					     "%s is blank and the volume is to be mounted "
 					     "read-only: not formatting it",
 					     c->dev);
 		if ((r = csi_mkfs_argv(c->fstype, c->dev, &c->fmt, n->cfg.legacy_xfs, &argv)) < 0)
-			return csi_node_fail(st, RPC_INTERNAL, "building the mkfs command: %s",
+			return csi_error_set(st, CSI_INTERNAL, "building the mkfs command: %s",
 					     strerror(-r));
 		log_info("formatting a blank volume", KV_S("volume", vol), KV_S("device", c->dev),
 			 KV_S("fstype", c->fstype));
@@ -403,22 +414,22 @@ static int stage_prepare_fs(struct csi_node *n, struct stage_ctx *c, struct csi_
 		if ((r = csi_node_run(n, (const char *const *)argv, vol, msg, sizeof(msg))) != 0) {
 			log_error("formatting failed", KV_S("volume", vol), KV_S("device", c->dev),
 				  KV_S("error", msg));
-			return csi_node_fail(st, RPC_INTERNAL, "formatting %s: %s", c->dev, msg);
+			return csi_error_set(st, CSI_INTERNAL, "formatting %s: %s", c->dev, msg);
 		}
-		return csi_node_ok(st);
+		return csi_error_ok(st);
 	}
 	if (p.ambiguous)
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION,
+		return csi_error_set(st, CSI_FAILED_PRECONDITION,
 				     "%s holds several signatures: not formatting or mounting it",
 				     c->dev);
 	if (p.pttype[0] && !p.type[0])
-		return csi_node_fail(
-		    st, RPC_FAILED_PRECONDITION,
+		return csi_error_set(
+		    st, CSI_FAILED_PRECONDITION,
 		    "%s holds a %s partition table: not formatting it (set the volume attribute "
 		    "\"partition\" to mount one of its partitions)",
 		    c->dev, p.pttype);
 	if (!csi_fs_compatible(c->fstype, p.type))
-		return csi_node_fail(st, RPC_FAILED_PRECONDITION,
+		return csi_error_set(st, CSI_FAILED_PRECONDITION,
 				     "%s already holds %s, not %s: not formatting it", c->dev,
 				     p.type, c->fstype);
 	if (csi_fs_is_ext(p.type) && !c->readonly) {
@@ -428,19 +439,19 @@ static int stage_prepare_fs(struct csi_node *n, struct stage_ctx *c, struct csi_
 		if (r < 0) {
 			log_error("fsck failed", KV_S("volume", vol), KV_S("device", c->dev),
 				  KV_S("error", msg));
-			return csi_node_fail(st, RPC_INTERNAL, "checking %s: %s", c->dev, msg);
+			return csi_error_set(st, CSI_INTERNAL, "checking %s: %s", c->dev, msg);
 		}
 		if (r == 1 || r == 2)
 			log_info("fsck corrected errors", KV_S("volume", vol),
 				 KV_S("device", c->dev), KV_I("status", r));
 		else if (r >= 4)
-			return csi_node_fail(
-			    st, RPC_INTERNAL,
+			return csi_error_set(
+			    st, CSI_INTERNAL,
 			    "e2fsck found errors on %s that it could not correct (status %d); "
 			    "repair the file system by hand: %s",
 			    c->dev, r, msg);
 	}
-	return csi_node_ok(st);
+	return csi_error_ok(st);
 }
 
 static void stage_grow(struct csi_node *n, struct stage_ctx *c)
@@ -465,7 +476,7 @@ static void stage_grow(struct csi_node *n, struct stage_ctx *c)
 			 KV_S("volume", vol), KV_S("error", msg));
 }
 
-static int stage_locked(struct csi_node *n, struct stage_ctx *c, struct csi_node_status *st)
+static enum csi_code stage_locked(struct csi_node *n, struct stage_ctx *c, struct csi_error *st)
 {
 	const struct csi_node_volume_req *req = c->req;
 	struct csi_mount_table t = { 0 };
@@ -475,19 +486,19 @@ static int stage_locked(struct csi_node *n, struct stage_ctx *c, struct csi_node
 
 	if ((r = csi_node_device_for(n, req->volume_id, req->publish_context,
 				     req->n_publish_context, req->volume_context,
-				     req->n_volume_context, c->dev, sizeof(c->dev), st)) != RPC_OK)
+				     req->n_volume_context, c->dev, sizeof(c->dev), st)) != CSI_OK)
 		return r;
 	if (stat(c->dev, &c->dev_st) < 0)
-		return csi_node_fail(st, RPC_NOT_FOUND, "%s: %s", c->dev, strerror(errno));
+		return csi_error_set(st, CSI_NOT_FOUND, "%s: %s", c->dev, strerror(errno));
 	if ((r = csi_node_mkdir_p(req->staging_path, 0750)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "creating the staging path %s: %s",
+		return csi_error_set(st, CSI_INTERNAL, "creating the staging path %s: %s",
 				     req->staging_path, strerror(-r));
 	if ((r = csi_mount_table_load(NULL, &t)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "reading mountinfo: %s", strerror(-r));
+		return csi_error_set(st, CSI_INTERNAL, "reading mountinfo: %s", strerror(-r));
 	r = csi_mount_state(req->staging_path, &t, &state, &m);
 	if (r < 0) {
 		csi_mount_table_release(&t);
-		return csi_node_fail(st, RPC_INTERNAL, "checking %s: %s", req->staging_path,
+		return csi_error_set(st, CSI_INTERNAL, "checking %s: %s", req->staging_path,
 				     strerror(-r));
 	}
 	if (state == CSI_MOUNT_MOUNTED) {
@@ -500,80 +511,66 @@ static int stage_locked(struct csi_node *n, struct stage_ctx *c, struct csi_node
 		log_warn("unmounting a corrupted staging mount", KV_S("volume", req->volume_id),
 			 KV_S("path", req->staging_path));
 		if ((r = csi_umount(req->staging_path)) < 0 && r != -EINVAL)
-			return csi_node_fail(st, RPC_INTERNAL, "unmounting the corrupted %s: %s",
+			return csi_error_set(st, CSI_INTERNAL, "unmounting the corrupted %s: %s",
 					     req->staging_path, strerror(-r));
 	}
-	if ((r = stage_prepare_fs(n, c, st)) != RPC_OK)
+	if ((r = stage_prepare_fs(n, c, st)) != CSI_OK)
 		return r;
 	if ((r = csi_mount_fs(c->dev, req->staging_path, c->fstype, c->flags, c->data)) < 0)
-		return csi_node_fail(st, RPC_INTERNAL, "mounting %s (%s) at %s: %s", c->dev,
+		return csi_error_set(st, CSI_INTERNAL, "mounting %s (%s) at %s: %s", c->dev,
 				     c->fstype, req->staging_path, strerror(-r));
 	log_info("volume staged", KV_S("volume", req->volume_id), KV_S("device", c->dev),
 		 KV_S("path", req->staging_path), KV_S("fstype", c->fstype));
 	stage_grow(n, c);
-	return csi_node_ok(st);
+	return csi_error_ok(st);
 }
 
-int csi_node_stage(struct csi_node *n, const struct csi_node_volume_req *req,
-		   struct csi_node_status *st)
+enum csi_code csi_node_stage(struct csi_node *n, const struct csi_node_volume_req *req,
+			     struct csi_error *st)
 {
 	struct stage_ctx c = { .req = req };
 	char msg[512];
 	const char *const *flags = req->cap.mount_flags;
 	int r;
 
-	if ((r = csi_node_check_id(req->volume_id, st)) != RPC_OK ||
-	    (r = csi_node_check_path("staging target path", req->staging_path, st)) != RPC_OK ||
-	    (r = csi_node_check_cap(&req->cap, &c.fstype, st)) != RPC_OK)
+	if ((r = csi_node_check_id(req->volume_id, st)) != CSI_OK ||
+	    (r = csi_node_check_path("staging target path", req->staging_path, st)) != CSI_OK ||
+	    (r = csi_node_check_cap(&req->cap, &c.fstype, st)) != CSI_OK)
 		return r;
 	if (req->cap.block)
-		return csi_node_ok(st); /* a block volume is bound to its target at publish */
+		return csi_error_ok(st); /* a block volume is bound to its target at publish */
 	if (csi_format_opts_parse(c.fstype, req->volume_context, req->n_volume_context, &c.fmt, msg,
 				  sizeof(msg)) < 0)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "%s", msg);
-	const char *part = csi_node_kv_get(req->volume_context, req->n_volume_context, "partition");
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "%s", msg);
+	const char *part = csi_kv_get(req->volume_context, req->n_volume_context, "partition");
 	long long pn;
 	if (part && *part && str_to_ll(part, 0, 999, &pn) < 0)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "invalid partition \"%.20s\"", part);
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "invalid partition \"%.20s\"", part);
 	if (csi_mount_options(flags, req->cap.n_mount_flags, &c.flags, c.data, sizeof(c.data)) < 0)
-		return csi_node_fail(st, RPC_INVALID_ARGUMENT, "invalid mount flags");
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "invalid mount flags");
 	/* xfs refuses a second file system with the same UUID (a clone, a restored snapshot) */
 	if (strcmp(c.fstype, "xfs") == 0) {
 		const char *nouuid[] = { c.data, "nouuid" };
 		char data[sizeof(c.data)];
 		unsigned long extra;
 		if (csi_mount_options(nouuid, 2, &extra, data, sizeof(data)) < 0)
-			return csi_node_fail(st, RPC_INVALID_ARGUMENT, "mount flags too long");
+			return csi_error_set(st, CSI_INVALID_ARGUMENT, "mount flags too long");
 		memcpy(c.data, data, sizeof(data));
 	}
 	c.readonly = (c.flags & MS_RDONLY) || req->cap.access_mode == 2;
 	if (c.readonly)
 		c.flags |= MS_RDONLY;
-	if (!csi_node_inflight_begin(n, req->volume_id))
-		return csi_node_fail(st, RPC_ABORTED,
-				     "an operation on volume %s is already in progress",
-				     req->volume_id);
+	if ((r = csi_node_lock(n, req->volume_id, st)) != CSI_OK)
+		return r;
 	r = stage_locked(n, &c, st);
-	csi_node_inflight_end(n, req->volume_id);
+	csi_node_unlock(n, req->volume_id);
 	return r;
 }
 
 /* ---- NodeUnstageVolume ---- */
 
-int csi_node_unstage(struct csi_node *n, const char *volume_id, const char *staging_path,
-		     struct csi_node_status *st)
+enum csi_code csi_node_unstage(struct csi_node *n, const char *volume_id, const char *staging_path,
+			       struct csi_error *st)
 {
-	int r;
-
-	if ((r = csi_node_check_id(volume_id, st)) != RPC_OK ||
-	    (r = csi_node_check_path("staging target path", staging_path, st)) != RPC_OK)
-		return r;
-	if (!csi_node_inflight_begin(n, volume_id))
-		return csi_node_fail(st, RPC_ABORTED,
-				     "an operation on volume %s is already in progress", volume_id);
-	r = csi_node_cleanup_path(n, volume_id, staging_path, true, st);
-	if (r == RPC_OK)
-		log_info("volume unstaged", KV_S("volume", volume_id), KV_S("path", staging_path));
-	csi_node_inflight_end(n, volume_id);
-	return r;
+	return csi_node_release_path(n, volume_id, "staging target path", staging_path, st);
 }

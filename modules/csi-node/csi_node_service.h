@@ -1,22 +1,21 @@
 /* The CSI Node service as plain C functions, independent of gRPC (csi_node_grpc.c maps the
  * protobuf messages onto these; tests call them directly).
  *
- * Every call returns a gRPC status code (enum rpc_code; 0 is OK) and, for an error, fills the
- * status message. Calls on one volume are serialised: a second call for a volume that has one
- * in flight gets ABORTED, as the CSI specification suggests and upstream does. Every call is
- * idempotent: repeating it after success succeeds again without doing anything. */
+ * Every call returns an enum csi_code (CSI_OK is 0) and fills the struct csi_error it is given
+ * (common/csi/error.h; the adapter turns it into a gRPC status). Capabilities are struct
+ * csi_cap and maps struct csi_kv (common/csi/volume.h); a fs_type "" or NULL means ext4.
+ * Calls on one volume are serialised: a second call for a volume that has one in flight gets
+ * ABORTED, as the CSI specification suggests and upstream does. Every call is idempotent:
+ * repeating it after success succeeds again without doing anything. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/csi/error.h"
+#include "common/csi/volume.h"
 #include "modules/csi-node/csi_node_device.h"
 #include "modules/csi-node/csi_node_format.h"
-
-struct csi_node_status {
-	int code;        /* enum rpc_code */
-	char msg[1024];
-};
 
 struct csi_node_config {
 	struct csi_node_devices devices; /* where volumes are found (see csi_node_device.h) */
@@ -28,7 +27,7 @@ struct csi_node_config {
 	/* NodeGetInfo */
 	const char *node_id;
 	long long max_volumes;           /* 0: not reported */
-	const struct csi_node_kv *topology;
+	const struct csi_kv *topology;
 	size_t n_topology;
 };
 
@@ -38,48 +37,38 @@ struct cancel;
 int csi_node_new(const struct csi_node_config *cfg, struct csi_node **ret);
 void csi_node_free(struct csi_node *n);
 
-/* A volume capability (CSI VolumeCapability). */
-struct csi_node_cap {
-	bool present;
-	bool block;                      /* block access, else mount access */
-	const char *fs_type;             /* mount access: "" or NULL means ext4 */
-	const char *const *mount_flags;
-	size_t n_mount_flags;
-	int access_mode;                 /* CSI AccessMode.Mode number */
-};
-
 struct csi_node_volume_req {
 	const char *volume_id;
 	const char *staging_path;        /* staging_target_path */
 	const char *target_path;         /* NodePublish only */
-	const struct csi_node_kv *publish_context;
+	const struct csi_kv *publish_context;
 	size_t n_publish_context;
-	const struct csi_node_kv *volume_context;
+	const struct csi_kv *volume_context;
 	size_t n_volume_context;
-	struct csi_node_cap cap;
+	struct csi_cap cap;
 	bool readonly;                   /* NodePublish only */
 };
 
-int csi_node_stage(struct csi_node *n, const struct csi_node_volume_req *req,
-		   struct csi_node_status *st);
-int csi_node_unstage(struct csi_node *n, const char *volume_id, const char *staging_path,
-		     struct csi_node_status *st);
-int csi_node_publish(struct csi_node *n, const struct csi_node_volume_req *req,
-		     struct csi_node_status *st);
-int csi_node_unpublish(struct csi_node *n, const char *volume_id, const char *target_path,
-		       struct csi_node_status *st);
+enum csi_code csi_node_stage(struct csi_node *n, const struct csi_node_volume_req *req,
+			     struct csi_error *st);
+enum csi_code csi_node_unstage(struct csi_node *n, const char *volume_id, const char *staging_path,
+			       struct csi_error *st);
+enum csi_code csi_node_publish(struct csi_node *n, const struct csi_node_volume_req *req,
+			       struct csi_error *st);
+enum csi_code csi_node_unpublish(struct csi_node *n, const char *volume_id, const char *target_path,
+				 struct csi_error *st);
 
 struct csi_node_expand_req {
 	const char *volume_id;
 	const char *volume_path;
 	const char *staging_path;
 	int64_t required_bytes;          /* 0: unset */
-	struct csi_node_cap cap;         /* optional */
+	struct csi_cap cap;		 /* optional */
 };
 
 /* On success *ret_bytes is the device size. */
-int csi_node_expand(struct csi_node *n, const struct csi_node_expand_req *req, int64_t *ret_bytes,
-		    struct csi_node_status *st);
+enum csi_code csi_node_expand(struct csi_node *n, const struct csi_node_expand_req *req,
+			      int64_t *ret_bytes, struct csi_error *st);
 
 struct csi_node_stats {
 	bool has_bytes, has_inodes;
@@ -89,8 +78,8 @@ struct csi_node_stats {
 	char message[256];
 };
 
-int csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *volume_path,
-		       struct csi_node_stats *ret, struct csi_node_status *st);
+enum csi_code csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *volume_path,
+				 struct csi_node_stats *ret, struct csi_error *st);
 
 /* The configured NodeGetInfo values. */
 const struct csi_node_config *csi_node_get_config(const struct csi_node *n);
