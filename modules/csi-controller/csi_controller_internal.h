@@ -1,23 +1,30 @@
-/* Internals of `aws-k8s csi-controller`, shared by its files:
- *   csi_controller.c          main, flags, setup, in-flight set, capabilities, probe, methods
- *   csi_controller_params.c   CreateVolume parameters, sizes, IOPS, tags, tokens (pure)
- *   csi_controller_devices.c  device-name allocation per node (pure)
- *   csi_controller_ec2.c      EC2 calls (replies parsed by common/aws/ec2.h)
- *   csi_controller_volume.c   Create/Delete/Validate/List/Get volume
+/* Internals of `aws-k8s csi-controller`, shared by its files. Calls go one way: the entry
+ * (csi_controller.c) and the gRPC adapter (csi_controller_grpc.c) call the service
+ * (csi_controller_service.h), whose calls use the helpers below; nothing calls back up.
+ *   csi_controller.c          usage, flags, main: the wiring
+ *   csi_controller_grpc.c     the gRPC adapter: protobuf <-> the plain requests, csi_error ->
+ *                             status, the method table, ControllerGetCapabilities
+ *   csi_controller_setup.c    setup and release, the batchers and metrics, the Probe
+ *   csi_controller_create.c   CreateVolume, in named steps
+ *   csi_controller_volume.c   DeleteVolume, ValidateVolumeCapabilities, ControllerGetVolume
  *   csi_controller_publish.c  ControllerPublish/Unpublish
  *   csi_controller_modify.c   ControllerExpand/Modify through the per-volume coalescer
- *   csi_controller_snapshot.c Create/Delete/ListSnapshots, paging tokens */
+ *   csi_controller_snapshot.c CreateSnapshot, DeleteSnapshot
+ *   csi_controller_list.c     ListVolumes, ListSnapshots: our paging over EC2's, the tokens
+ *   csi_controller_call.c     what the calls share: waits, locks, AWS errors, ids, tags, the
+ *                             CSI view of EC2 items
+ *   csi_controller_params.c   CreateVolume parameters, sizes, IOPS, zones, tags, tokens (pure)
+ *   csi_controller_devices.c  device-name allocation per node (pure)
+ *   csi_controller_ec2.c      EC2 calls (replies parsed by common/aws/ec2.h) */
 #pragma once
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/csi/csi.pb-c.h"
-#include "common/csi/grpc.h"
-#include "common/csi/volume.h"
 #include "common/aws/ec2.h"
-#include "common/grpc/server.h"
+#include "common/csi/error.h"
+#include "common/csi/volume.h"
+#include "modules/csi-controller/csi_controller_service.h"
 
 #define GIB (1LL << 30)
 
@@ -52,10 +59,6 @@ struct csi_vol_params {
 	size_t n_tags;
 };
 
-struct csi_tag_opts {
-	bool warn_on_invalid_tag; /* --warn-on-invalid-tag: skip a bad tag instead of failing */
-};
-
 void csi_vol_params_release(struct csi_vol_params *p);
 /* Parses CreateVolume parameters (keys case-insensitive; unknown keys are an error). On
  * error returns -EINVAL with a sentence in err (for INVALID_ARGUMENT). */
@@ -64,11 +67,11 @@ int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi
 
 /* The size in GiB for a capacity range: required rounded up to whole GiB; no range: 100 GiB
  * (clamped into the type's range and the limit); min_gib (a source snapshot's size) raises
- * the default. Returns 0, or the gRPC code for the error (INVALID_ARGUMENT for a malformed
- * range, OUT_OF_RANGE for a size the type or the limit cannot give) with err filled. */
-int csi_size_resolve(const struct csi_vol_type *t, bool has_range, long long required,
-		     long long limit, long long min_gib, long long *ret_gib, char *err,
-		     size_t errlen);
+ * the default. CSI_OK, or INVALID_ARGUMENT for a malformed range, OUT_OF_RANGE for a size the
+ * type or the limit cannot give. */
+enum csi_code csi_size_resolve(const struct csi_vol_type *t, bool has_range, long long required,
+			       long long limit, long long min_gib, long long *ret_gib,
+			       struct csi_error *err);
 /* The IOPS to ask for (0: leave it to AWS), from iops / iopsPerGB, capped at the type's
  * maximum and ratio as upstream does, raised to the minimum only with
  * allowAutoIOPSPerGBIncrease; a value AWS would refuse gives -EINVAL with err filled. */
@@ -81,9 +84,9 @@ int csi_throughput_check(const struct csi_vol_type *t, long long tput, long long
 /* Picks the zone: preferred topologies first, then requisite, reading
  * topology.kubernetes.io/zone then topology.ebs.csi.aws.com/zone. NULL when none is given.
  * ret_zone_id gets a topology.k8s.aws/zone-id when that is all a term has. */
-const char *csi_pick_zone(const Csi__V1__TopologyRequirement *req, const char **ret_zone_id);
-/* True when zone satisfies the requisite terms (or there are none). */
-bool csi_zone_allowed(const Csi__V1__TopologyRequirement *req, const char *zone);
+const char *csi_pick_zone(const struct csi_ctrl_topology_req *req, const char **ret_zone_id);
+/* True when zone satisfies the requisite terms (or there are none; req may be NULL). */
+bool csi_zone_allowed(const struct csi_ctrl_topology_req *req, const char *zone);
 
 /* The EC2 ClientToken for a creation: hex(sha256(name "\n" canonical [ "#" attempt ])),
  * 64 characters; attempt 1 gives the plain form. */
@@ -94,15 +97,6 @@ void csi_client_token(const char *name, const char *canonical, unsigned attempt,
 int csi_tag_template(const char *in, const char *pvc, const char *ns, const char *pv, char **ret);
 /* Checks a tag as EC2 would (key 1-128, value 0-256 characters, no "aws:" prefix). */
 int csi_tag_check(const char *key, const char *value, char *err, size_t errlen);
-
-/* A capability of a request, supported as csi_cap_supported() says. */
-static inline bool ctrl_cap_supported(const Csi__V1__VolumeCapability *pb, bool multi_attach)
-{
-	struct csi_cap cap;
-
-	csi_cap_of_pb(pb, &cap);
-	return csi_cap_supported(&cap, multi_attach);
-}
 
 /* ---- device names (csi_controller_devices.c) ---- */
 
@@ -128,84 +122,82 @@ int64_t csi_devices_held_since(struct csi_devices *d, const char *node, const ch
 /* Names held right now on a node (tests). */
 size_t csi_devices_held(struct csi_devices *d, const char *node);
 
-/* ---- the controller (csi_controller.c) ---- */
+/* ---- what the calls share (csi_controller_call.c) ---- */
 
-struct aws_client;
-struct aws_batcher;
 struct aws_error;
-struct metric;
-struct coalescer;
-struct keylock;
 
-struct aws_batch_kind;
-struct aws_client_opts;
-
-struct csi_batch_fetch {
-	struct csi_ctrl *c;
-	const struct aws_batch_kind *k;
-};
-
-struct csi_ctrl {
-	struct aws_client *aws;
-	bool batching;
-	struct aws_batcher *b_volumes, *b_instances, *b_snapshots, *b_mods;
-	struct csi_devices *devices;
-	struct coalescer *coalescer;
-
-	/* options */
-	struct csi_kv *extra_tags;
-	size_t n_extra_tags;
-	const char *cluster_id; /* --k8s-tag-cluster-id */
-	struct csi_tag_opts tag_opts;
-	int64_t modify_window_ns;   /* --modify-volume-request-handler-timeout */
-	int64_t attach_timeout_ns;  /* bound on waiting for attached/detached */
-	int64_t stuck_attaching_ns; /* attaching longer than this: detach and fail (90 s) */
-	int64_t create_timeout_ns;  /* bound on waiting for available */
-	int64_t poll_scale;	    /* tests: divides the waits between polls (1 normally) */
-
-	struct keylock *inflight; /* keys of operations in progress */
-
-	pthread_mutex_t lock; /* guards what follows */
-	char **zones; /* DescribeAvailabilityZones, cached */
-	size_t n_zones;
-	int64_t probe_at; /* last successful probe (monotonic) */
-
-	struct metric *m_requests, *m_errors, *m_throttles;
-	struct csi_batch_fetch fetchers[4];
-};
-
-/* Sets up a controller whose options were filled in (tests fill them directly); the AWS
- * client is made from ao. csi_ctrl_release() undoes it (also after a failed setup). */
-int csi_ctrl_setup(struct csi_ctrl *c, const struct aws_client_opts *ao);
-void csi_ctrl_release(struct csi_ctrl *c);
-/* The Controller service's method table (userdata: the struct csi_ctrl). */
-extern const struct rpc_method csi_ctrl_methods[];
-/* The Identity Probe of the controller: an EC2 DryRun call, cached for 10 s. */
-int csi_ctrl_probe(void *ud, char *why, size_t n);
-
-/* The in-flight set (common/base/keylock.h): -EBUSY when key is already there, -ENOSPC when
- * CSI_CTRL_MAX_INFLIGHT keys are (ABORTED for the caller). */
+/* At most this many keys in the in-flight set (common/base/keylock.h). */
 #define CSI_CTRL_MAX_INFLIGHT 4096
-int ctrl_inflight_add(struct csi_ctrl *c, const char *key);
-void ctrl_inflight_del(struct csi_ctrl *c, const char *key);
-/* Sleeps ns (at most what is left before the call's deadline); false when the call is
- * stopping or its deadline passed. */
-bool ctrl_sleep(struct rpc_call *call, int64_t ns);
-/* Sets the call's status from a failed AWS call: NotFound-kind errors give not_found_code,
- * throttling and transport errors UNAVAILABLE, others fallback_code. Returns the code. */
-int ctrl_aws_fail(struct rpc_call *call, int r, const struct aws_error *e, const char *what,
-		  int not_found_code, int fallback_code);
+/* Takes key in the in-flight set: CSI_OK, or ABORTED "an operation for <what> is already in
+ * progress" (what printf-formatted), or ABORTED when CSI_CTRL_MAX_INFLIGHT keys are held.
+ * ctrl_unlock() gives it back. */
+enum csi_code ctrl_lock(struct csi_ctrl *c, const char *key, struct csi_error *err,
+			const char *what_fmt, ...) __attribute__((format(printf, 4, 5)));
+void ctrl_unlock(struct csi_ctrl *c, const char *key);
+
+/* Sleeps ns (at most until 50 ms before the call's deadline); false when the call is stopping
+ * or its deadline passed. */
+bool ctrl_sleep(const struct csi_ctrl_call *call, int64_t ns);
+
+/* Sets err from a failed AWS call (r, the -errno, and e, AWS's error): -ENOENT gives
+ * not_found, throttling and transport errors UNAVAILABLE, others fallback; the message is
+ * "<what>: <AWS's message or strerror>". Returns the code. */
+enum csi_code ctrl_aws_fail(struct csi_error *err, int r, const struct aws_error *e,
+			    const char *what, enum csi_code not_found, enum csi_code fallback);
+
 /* Identifiers from requests are checked with common/aws/ids.h before any AWS call. A
  * malformed one names nothing that can exist: DeleteVolume, DeleteSnapshot and
  * ControllerUnpublishVolume answer OK and ListSnapshots an empty list (what the CSI spec asks
  * for a missing object), every other call INVALID_ARGUMENT (ctrl_bad_id). */
 #define CTRL_ID_STR_MAX 96
-/* An id made fit for a message (escaped, cut to CTRL_ID_STR_MAX; allocated on the call). */
-const char *ctrl_id_str(struct rpc_call *call, const char *id);
-/* Sets INVALID_ARGUMENT "<what> "<id>" is malformed" on the call; returns the code. */
-int ctrl_bad_id(struct rpc_call *call, const char *what, const char *id);
-/* A copy of kv pairs of a request map (entries of protobuf-c map fields). */
-struct csi_kv *ctrl_map_kv(struct rpc_call *call, ProtobufCMessage *const *entries, size_t n);
+/* An id made fit for a message: escaped, cut to CTRL_ID_STR_MAX; returns buf. */
+const char *ctrl_id_str(const char *id, char buf[CTRL_ID_STR_MAX]);
+/* Sets INVALID_ARGUMENT "<what> "<id>" is malformed"; returns it. */
+enum csi_code ctrl_bad_id(struct csi_error *err, const char *what, const char *id);
+
+/* Tags of a creation, at most CTRL_MAX_TAGS: a key set twice keeps the last value. The
+ * strings are borrowed. -E2BIG past the cap. */
+#define CTRL_MAX_TAGS 50
+struct ctrl_tags {
+	struct csi_kv kv[CTRL_MAX_TAGS];
+	size_t n;
+	char cluster_key[160]; /* kubernetes.io/cluster/<id> */
+};
+int ctrl_tag_add(struct ctrl_tags *t, const char *key, const char *value);
+/* The tags every resource gets: --extra-tags; with --k8s-tag-cluster-id
+ * kubernetes.io/cluster/<id>=owned and KubernetesCluster=<id>. */
+int ctrl_tags_add_extra(const struct csi_ctrl *c, struct ctrl_tags *t);
+int ctrl_tags_add_cluster(const struct csi_ctrl *c, struct ctrl_tags *t);
+
+/* The CSI view of an EC2 volume: id, capacity, zone, a copy of ctx and, when with_published,
+ * the nodes it is attached or attaching to. 0 or -ENOMEM (ret released). */
+int ctrl_volume_of(const struct ec2_volume *v, const struct csi_kv *ctx, size_t n_ctx,
+		   bool with_published, struct csi_ctrl_volume *ret);
+void ctrl_snapshot_of(const struct ec2_snapshot *s, struct csi_ctrl_snapshot *ret);
+
+/* DeleteVolume and DeleteSnapshot: what differs between them. */
+struct ctrl_deletion {
+	const char *kind;	/* "volume", "snapshot": the log key and the messages */
+	const char *key_prefix; /* of the in-flight key */
+	bool (*id_valid)(const char *id);
+	int (*remove)(struct csi_ctrl *c, const char *id, struct aws_error *err);
+	const char *in_use_code; /* an AWS code that also means "in use" (NULL: -EBUSY only) */
+};
+/* Deletes id: OK when it is gone already (AWS's NotFound) or cannot exist (malformed);
+ * FAILED_PRECONDITION while in use. */
+enum csi_code ctrl_delete(struct csi_ctrl *c, const struct ctrl_deletion *d, const char *id,
+			  struct csi_error *err);
+
+/* ---- the coalescer (csi_controller_modify.c) ---- */
+
+int csi_coalescer_new(struct coalescer **ret);
+void csi_coalescer_free(struct coalescer *co);
+
+/* ---- paging (csi_controller_list.c) ---- */
+
+/* Our token over an AWS token and an offset into its page. */
+int csi_token_encode(const char *aws_token, size_t skip, char **ret);
+int csi_token_decode(const char *token, char **ret_aws_token, size_t *ret_skip);
 
 /* ---- EC2 (csi_controller_ec2.c) ---- */
 
@@ -268,53 +260,3 @@ int ec2_list_snapshots(struct csi_ctrl *c, const char *source_volume, const char
 int ec2_zones(struct csi_ctrl *c, char ***ret, size_t *ret_n, struct aws_error *err);
 /* A DryRun call: 0 when AWS answers DryRunOperation. */
 int ec2_dry_run(struct csi_ctrl *c, struct aws_error *err);
-
-/* ---- handlers ---- */
-int csi_ctrl_create_volume(struct rpc_call *call, const ProtobufCMessage *in,
-			   ProtobufCMessage **out);
-int csi_ctrl_delete_volume(struct rpc_call *call, const ProtobufCMessage *in,
-			   ProtobufCMessage **out);
-int csi_ctrl_validate(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_list_volumes(struct rpc_call *call, const ProtobufCMessage *in,
-			  ProtobufCMessage **out);
-int csi_ctrl_get_volume(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_publish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_unpublish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_expand(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_modify(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out);
-int csi_ctrl_create_snapshot(struct rpc_call *call, const ProtobufCMessage *in,
-			     ProtobufCMessage **out);
-int csi_ctrl_delete_snapshot(struct rpc_call *call, const ProtobufCMessage *in,
-			     ProtobufCMessage **out);
-int csi_ctrl_list_snapshots(struct rpc_call *call, const ProtobufCMessage *in,
-			    ProtobufCMessage **out);
-
-/* Builds the CSI Volume of an EC2 volume (capacity, id, zone topology; context optional). */
-Csi__V1__Volume *csi_ctrl_volume_msg(struct rpc_call *call, const struct ec2_volume *v,
-				     const struct csi_kv *ctx, size_t n_ctx);
-
-/* The coalescer (csi_controller_modify.c). */
-int csi_coalescer_new(struct coalescer **ret);
-void csi_coalescer_free(struct coalescer *co);
-
-/* Paging tokens (csi_controller_snapshot.c): our own token over an AWS token and an offset
- * into its page. */
-int csi_token_encode(const char *aws_token, size_t skip, char **ret);
-int csi_token_decode(const char *token, char **ret_aws_token, size_t *ret_skip);
-
-/* A CSI list call over EC2's pages (ListVolumes, ListSnapshots). */
-struct ctrl_pager {
-	const char *what; /* "listing volumes": what failed, in the error */
-	/* One EC2 page (token NULL: the first): its items, freed with free_items, their number,
-	 * and the next EC2 token (malloc'd, NULL at the end). */
-	int (*fetch)(struct csi_ctrl *c, const void *arg, const char *token, int max, void **ret,
-		     size_t *ret_n, char **ret_next, struct aws_error *err);
-	/* Adds entry i of a page to the reply; negative when out of memory. */
-	int (*add)(struct rpc_call *call, ProtobufCMessage *rep, const void *items, size_t i);
-	void (*free_items)(void *items, size_t n);
-};
-/* Adds at most max_entries (0: all) entries to rep, from starting_token ("" for the start) on,
- * and sets *ret_next_token when more are left. Returns an rpc code (set on the call). */
-int ctrl_list_pages(struct rpc_call *call, const struct ctrl_pager *pg, const void *arg,
-		    int32_t max_entries, const char *starting_token, ProtobufCMessage *rep,
-		    char **ret_next_token);

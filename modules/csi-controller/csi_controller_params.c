@@ -204,241 +204,265 @@ fail:
 	return -EINVAL;
 }
 
-int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi_tag_opts *o,
-			 struct csi_vol_params *ret, char *err, size_t errlen)
-{
-	struct csi_vol_params p = {0};
-	const char *pvc = csi_kv_get(params, n, pkeys[PK_PVC_NAME]);
-	const char *ns = csi_kv_get(params, n, pkeys[PK_PVC_NS]);
-	const char *pv = csi_kv_get(params, n, pkeys[PK_PV_NAME]);
-	int r = 0;
+/* What parsing the parameters of one CreateVolume holds. */
+struct parse {
+	struct csi_vol_params p;
+	const char *pvc, *ns, *pv; /* for tag templates */
+	const struct csi_tag_opts *o;
+	char *err;
+	size_t errlen;
+};
 
-	str_copy(p.type, sizeof(p.type), "gp3");
-	for (size_t i = 0; i < n && r == 0; i++) {
-		const char *k = params[i].key, *v = params[i].value;
-		int which = -1;
-		for (int j = 0; j < PK__MAX; j++)
-			if (strcasecmp(k, pkeys[j]) == 0)
-				which = j;
-		switch (which) {
-		case PK_TYPE: {
-			const struct csi_vol_type *t = csi_vol_type_find(v);
-			if (!t) {
-				r = bad(err, errlen,
-					"unknown volume type \"%s\" (want gp3, gp2, io1, io2, st1, "
-					"sc1 or standard)",
-					v);
-				break;
-			}
-			str_copy(p.type, sizeof(p.type), t->name);
-			break;
-		}
-		case PK_IOPS_PER_GB:
-			r = parse_pos_int(k, v, &p.iops_per_gb, err, errlen);
-			p.iops_per_gb_set = true;
-			break;
-		case PK_AUTO_IOPS:
-			r = parse_bool(k, v, &p.auto_iops, err, errlen);
-			break;
-		case PK_AUTO_IOPS_MODIFY:
-			r = parse_bool(k, v, &p.auto_iops_on_modify, err, errlen);
-			break;
-		case PK_IOPS:
-			r = parse_pos_int(k, v, &p.iops, err, errlen);
-			p.iops_set = true;
-			break;
-		case PK_THROUGHPUT:
-			r = parse_pos_int(k, v, &p.throughput, err, errlen);
-			p.throughput_set = true;
-			break;
-		case PK_ENCRYPTED:
-			r = parse_bool(k, v, &p.encrypted, err, errlen);
-			break;
-		case PK_KMS:
-			if (*v) {
-				free(p.kms_key);
-				if (!(p.kms_key = strdup(v)))
-					r = -ENOMEM;
-			}
-			break;
-		case PK_FSTYPE:
-		case PK_FSTYPE_LEGACY: {
-			bool known = false;
-			for (size_t f = 0; f < ARRAY_SIZE(fs_types); f++)
-				known |= strcasecmp(v, fs_types[f]) == 0;
-			if (!known) {
-				r = bad(err, errlen,
-					"unsupported fstype \"%s\" (want ext2, ext3, ext4, xfs or "
-					"ntfs)",
-					v);
-				break;
-			}
-			if (which == PK_FSTYPE_LEGACY)
-				log_warn("the \"fstype\" parameter is deprecated, use "
-					 "csi.storage.k8s.io/fstype");
-			free(p.fstype);
-			if (!(p.fstype = strdup(v)))
-				r = -ENOMEM;
-			for (char *c = p.fstype; c && *c; c++)
-				*c = (char)tolower((unsigned char)*c);
-			break;
-		}
-		case PK_BLOCK_EXPRESS:
-			log_warn("the blockExpress parameter is deprecated and has no effect");
-			break;
-		case PK_INIT_RATE:
-			if (str_to_ll(v, 100, 300, &p.init_rate) < 0)
-				r = bad(err, errlen,
-					"volumeInitializationRate (%s) must be 100 to 300 (MiB/s)",
-					v);
-			p.init_rate_set = true;
-			break;
-		case PK_BLOCK_ATTACH_INIT: {
-			bool b = false;
-			r = parse_bool(k, v, &b, err, errlen);
-			break;
-		}
-		case PK_OUTPOST: {
-			char esc[96];
-			if (!aws_outpost_arn_valid(v)) {
-				r = bad(err, errlen,
-					"outpostArn \"%s\" is malformed (want "
-					"arn:aws:outposts:<region>:<account>:outpost/op-<id>)",
-					aws_value_escape(v, esc, sizeof(esc)));
-				break;
-			}
-			free(p.outpost_arn);
-			if (!(p.outpost_arn = strdup(v)))
-				r = -ENOMEM;
-			break;
-		}
-		case PK_PVC_NAME:
-			r = csi_kv_set(&p.tags, &p.n_tags, MAX_PARAM_KV, "kubernetes.io/created-for/pvc/name", v);
-			break;
-		case PK_PVC_NS:
-			r = csi_kv_set(&p.tags, &p.n_tags, MAX_PARAM_KV, "kubernetes.io/created-for/pvc/namespace",
+/* The number and boolean parameters; 1 when which is none of them. */
+static int param_value(struct parse *ps, int which, const char *k, const char *v)
+{
+	struct csi_vol_params *p = &ps->p;
+	bool b = false;
+
+	switch (which) {
+	case PK_TYPE: {
+		const struct csi_vol_type *t = csi_vol_type_find(v);
+		if (!t)
+			return bad(ps->err, ps->errlen,
+				   "unknown volume type \"%s\" (want gp3, gp2, io1, io2, st1, "
+				   "sc1 or standard)",
 				   v);
-			break;
-		case PK_PV_NAME:
-			r = csi_kv_set(&p.tags, &p.n_tags, MAX_PARAM_KV, "kubernetes.io/created-for/pv/name", v);
-			break;
-		default: {
-			bool fmt = false;
-			for (size_t f = 0; f < ARRAY_SIZE(fmt_opts); f++)
-				if (strcasecmp(k, fmt_opts[f].key) == 0) {
-					fmt = true;
-					r = csi_kv_set(&p.ctx, &p.n_ctx, MAX_PARAM_KV, fmt_opts[f].key, v);
-				}
-			if (fmt)
-				break;
-			if (strncasecmp(k, "tagSpecification", 16) == 0) {
-				char *val = NULL, tagerr[256];
-				const char *eq;
-				if (csi_tag_template(v, pvc, ns, pv, &val) < 0) {
-					snprintf(tagerr, sizeof(tagerr),
-						 "%s: cannot expand \"%s\" (known: {{ .PVCName }}, "
-						 "{{ .PVCNamespace }}, {{ .PVName }})",
-						 k, v);
-				} else if (!(eq = strchr(val, '='))) {
-					snprintf(tagerr, sizeof(tagerr),
-						 "%s: \"%s\" is not key=value", k, v);
-				} else {
-					*(char *)eq = 0;
-					if (csi_tag_check(val, eq + 1, tagerr, sizeof(tagerr)) ==
-					    0) {
-						r = csi_kv_set(&p.tags, &p.n_tags, MAX_PARAM_KV, val, eq + 1);
-						free(val);
-						break;
-					}
-				}
-				free(val);
-				if (o && o->warn_on_invalid_tag) {
-					log_warn("skipping an invalid tag",
-						 KV_S("problem", tagerr));
-					break;
-				}
-				r = bad(err, errlen, "invalid tag: %s", tagerr);
-				break;
-			}
-			/* The external-provisioner's own keys (secrets are stripped before us). */
-			if (strncasecmp(k, "csi.storage.k8s.io/", 19) == 0)
-				break;
-			r = bad(err, errlen, "invalid parameter key %s for CreateVolume", k);
-		}
+		str_copy(p->type, sizeof(p->type), t->name);
+		return 0;
+	}
+	case PK_IOPS_PER_GB:
+		p->iops_per_gb_set = true;
+		return parse_pos_int(k, v, &p->iops_per_gb, ps->err, ps->errlen);
+	case PK_AUTO_IOPS:
+		return parse_bool(k, v, &p->auto_iops, ps->err, ps->errlen);
+	case PK_AUTO_IOPS_MODIFY:
+		return parse_bool(k, v, &p->auto_iops_on_modify, ps->err, ps->errlen);
+	case PK_IOPS:
+		p->iops_set = true;
+		return parse_pos_int(k, v, &p->iops, ps->err, ps->errlen);
+	case PK_THROUGHPUT:
+		p->throughput_set = true;
+		return parse_pos_int(k, v, &p->throughput, ps->err, ps->errlen);
+	case PK_ENCRYPTED:
+		return parse_bool(k, v, &p->encrypted, ps->err, ps->errlen);
+	case PK_BLOCK_EXPRESS:
+		log_warn("the blockExpress parameter is deprecated and has no effect");
+		return 0;
+	case PK_INIT_RATE:
+		p->init_rate_set = true;
+		if (str_to_ll(v, 100, 300, &p->init_rate) < 0)
+			return bad(ps->err, ps->errlen,
+				   "volumeInitializationRate (%s) must be 100 to 300 (MiB/s)", v);
+		return 0;
+	case PK_BLOCK_ATTACH_INIT:
+		return parse_bool(k, v, &b, ps->err, ps->errlen);
+	default:
+		return 1;
+	}
+}
+
+/* Replaces *dst with a copy of v. */
+static int set_str(char **dst, const char *v)
+{
+	free(*dst);
+	return (*dst = strdup(v)) ? 0 : -ENOMEM;
+}
+
+/* The string parameters and the tags the external-provisioner passes. */
+static int param_string(struct parse *ps, int which, const char *v)
+{
+	struct csi_vol_params *p = &ps->p;
+	bool known = false;
+	char esc[96];
+	int r;
+
+	switch (which) {
+	case PK_KMS:
+		return *v ? set_str(&p->kms_key, v) : 0;
+	case PK_FSTYPE:
+	case PK_FSTYPE_LEGACY:
+		for (size_t f = 0; f < ARRAY_SIZE(fs_types); f++)
+			known |= strcasecmp(v, fs_types[f]) == 0;
+		if (!known)
+			return bad(ps->err, ps->errlen,
+				   "unsupported fstype \"%s\" (want ext2, ext3, ext4, xfs or ntfs)",
+				   v);
+		if (which == PK_FSTYPE_LEGACY)
+			log_warn("the \"fstype\" parameter is deprecated, use "
+				 "csi.storage.k8s.io/fstype");
+		if ((r = set_str(&p->fstype, v)) < 0)
+			return r;
+		for (char *c = p->fstype; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+		return 0;
+	case PK_OUTPOST:
+		if (!aws_outpost_arn_valid(v))
+			return bad(ps->err, ps->errlen,
+				   "outpostArn \"%s\" is malformed (want "
+				   "arn:aws:outposts:<region>:<account>:outpost/op-<id>)",
+				   aws_value_escape(v, esc, sizeof(esc)));
+		return set_str(&p->outpost_arn, v);
+	case PK_PVC_NAME:
+		return csi_kv_set(&p->tags, &p->n_tags, MAX_PARAM_KV,
+				  "kubernetes.io/created-for/pvc/name", v);
+	case PK_PVC_NS:
+		return csi_kv_set(&p->tags, &p->n_tags, MAX_PARAM_KV,
+				  "kubernetes.io/created-for/pvc/namespace", v);
+	case PK_PV_NAME:
+		return csi_kv_set(&p->tags, &p->n_tags, MAX_PARAM_KV,
+				  "kubernetes.io/created-for/pv/name", v);
+	default:
+		return 1;
+	}
+}
+
+/* A tagSpecification_N parameter: "key=value" with templates expanded. */
+static int param_tag(struct parse *ps, const char *k, const char *v)
+{
+	char *val = NULL, tagerr[256];
+	const char *eq;
+	int r;
+
+	if (csi_tag_template(v, ps->pvc, ps->ns, ps->pv, &val) < 0) {
+		snprintf(tagerr, sizeof(tagerr),
+			 "%s: cannot expand \"%s\" (known: {{ .PVCName }}, {{ .PVCNamespace }}, "
+			 "{{ .PVName }})",
+			 k, v);
+	} else if (!(eq = strchr(val, '='))) {
+		snprintf(tagerr, sizeof(tagerr), "%s: \"%s\" is not key=value", k, v);
+	} else {
+		*(char *)eq = 0;
+		if (csi_tag_check(val, eq + 1, tagerr, sizeof(tagerr)) == 0) {
+			r = csi_kv_set(&ps->p.tags, &ps->p.n_tags, MAX_PARAM_KV, val, eq + 1);
+			free(val);
+			return r;
 		}
 	}
-	if (r < 0)
-		goto fail;
-	if (p.iops_set && p.iops_per_gb_set) {
-		r = bad(err, errlen, "iops and iopsPerGB are mutually exclusive");
-		goto fail;
+	free(val);
+	if (ps->o && ps->o->warn_on_invalid_tag) {
+		log_warn("skipping an invalid tag", KV_S("problem", tagerr));
+		return 0;
 	}
-	if (p.kms_key)
-		p.encrypted = true;
-	/* Format options against the file system (ext4 when none is given, as the node does). */
-	const char *fs = p.fstype ? p.fstype : "ext4";
+	return bad(ps->err, ps->errlen, "invalid tag: %s", tagerr);
+}
+
+/* One parameter: a known key, a format option, a tag, or an external-provisioner key. */
+static int param(struct parse *ps, const char *k, const char *v)
+{
+	int which = -1, r;
+
+	for (int j = 0; j < PK__MAX; j++)
+		if (strcasecmp(k, pkeys[j]) == 0)
+			which = j;
+	if (which >= 0 && (r = param_value(ps, which, k, v)) != 1)
+		return r;
+	if (which >= 0)
+		return param_string(ps, which, v);
+	for (size_t f = 0; f < ARRAY_SIZE(fmt_opts); f++)
+		if (strcasecmp(k, fmt_opts[f].key) == 0)
+			return csi_kv_set(&ps->p.ctx, &ps->p.n_ctx, MAX_PARAM_KV, fmt_opts[f].key,
+					  v);
+	if (strncasecmp(k, "tagSpecification", 16) == 0)
+		return param_tag(ps, k, v);
+	/* The external-provisioner's own keys (secrets are stripped before us). */
+	if (strncasecmp(k, "csi.storage.k8s.io/", 19) == 0)
+		return 0;
+	return bad(ps->err, ps->errlen, "invalid parameter key %s for CreateVolume", k);
+}
+
+/* The format options against the file system (ext4 when none is given, as the node does). */
+static int check_format_opts(struct parse *ps)
+{
+	const struct csi_vol_params *p = &ps->p;
+	const char *fs = p->fstype ? p->fstype : "ext4";
 	bool ext = strncmp(fs, "ext", 3) == 0, xfs = strcmp(fs, "xfs") == 0;
-	bool bigalloc = false, has_cluster = false;
-	for (size_t i = 0; i < p.n_ctx; i++) {
+	bool bigalloc = false, has_cluster = false, b;
+	int r;
+
+	for (size_t i = 0; i < p->n_ctx; i++) {
 		for (size_t f = 0; f < ARRAY_SIZE(fmt_opts); f++) {
-			if (strcmp(p.ctx[i].key, fmt_opts[f].key) != 0)
+			const char *key = fmt_opts[f].key, *v = p->ctx[i].value;
+			if (strcmp(p->ctx[i].key, key) != 0)
 				continue;
 			if (!(ext && fmt_opts[f].ext &&
 			      (!fmt_opts[f].ext4_only || strcmp(fs, "ext4") == 0)) &&
-			    !(xfs && fmt_opts[f].xfs)) {
-				r = bad(err, errlen, "%s is not supported for fstype %s",
-					fmt_opts[f].key, fs);
-				goto fail;
-			}
+			    !(xfs && fmt_opts[f].xfs))
+				return bad(ps->err, ps->errlen, "%s is not supported for fstype %s",
+					   key, fs);
 			if (fmt_opts[f].boolean) {
-				bool b = false;
-				if ((r = parse_bool(fmt_opts[f].key, p.ctx[i].value, &b, err,
-						    errlen)) < 0)
-					goto fail;
-				if (strcmp(fmt_opts[f].key, "ext4BigAlloc") == 0)
+				b = false;
+				if ((r = parse_bool(key, v, &b, ps->err, ps->errlen)) < 0)
+					return r;
+				if (strcmp(key, "ext4BigAlloc") == 0)
 					bigalloc = b;
-			} else if (!positive_decimal(p.ctx[i].value)) {
-				r = bad(err, errlen,
-					"could not parse %s (%s): want a positive decimal number",
-					fmt_opts[f].key, p.ctx[i].value);
-				goto fail;
+			} else if (!positive_decimal(v)) {
+				return bad(
+				    ps->err, ps->errlen,
+				    "could not parse %s (%s): want a positive decimal number", key,
+				    v);
 			}
-			if (strcmp(fmt_opts[f].key, "ext4ClusterSize") == 0)
+			if (strcmp(key, "ext4ClusterSize") == 0)
 				has_cluster = true;
 		}
 	}
-	if (has_cluster && !bigalloc) {
-		r = bad(err, errlen, "ext4ClusterSize needs ext4BigAlloc=true");
-		goto fail;
-	}
-	if (p.fstype && (r = csi_kv_set(&p.ctx, &p.n_ctx, MAX_PARAM_KV, "csi.storage.k8s.io/fstype", p.fstype)) < 0)
-		goto fail;
-	*ret = p;
+	if (has_cluster && !bigalloc)
+		return bad(ps->err, ps->errlen, "ext4ClusterSize needs ext4BigAlloc=true");
 	return 0;
-fail:
-	csi_vol_params_release(&p);
+}
+
+int csi_vol_params_parse(const struct csi_kv *params, size_t n, const struct csi_tag_opts *o,
+			 struct csi_vol_params *ret, char *err, size_t errlen)
+{
+	struct parse ps = {
+	    .pvc = csi_kv_get(params, n, pkeys[PK_PVC_NAME]),
+	    .ns = csi_kv_get(params, n, pkeys[PK_PVC_NS]),
+	    .pv = csi_kv_get(params, n, pkeys[PK_PV_NAME]),
+	    .o = o,
+	    .err = err,
+	    .errlen = errlen,
+	};
+	struct csi_vol_params *p = &ps.p;
+	int r = 0;
+
+	str_copy(p->type, sizeof(p->type), "gp3");
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = param(&ps, params[i].key, params[i].value);
+	if (r == 0 && p->iops_set && p->iops_per_gb_set)
+		r = bad(err, errlen, "iops and iopsPerGB are mutually exclusive");
+	if (p->kms_key)
+		p->encrypted = true;
+	if (r == 0)
+		r = check_format_opts(&ps);
+	if (r == 0 && p->fstype)
+		r = csi_kv_set(&p->ctx, &p->n_ctx, MAX_PARAM_KV, "csi.storage.k8s.io/fstype",
+			       p->fstype);
+	if (r == 0) {
+		*ret = *p;
+		return 0;
+	}
+	csi_vol_params_release(p);
 	if (r == -ENOMEM || r == -E2BIG)
 		return bad(err, errlen, "%s",
 			   r == -ENOMEM ? "out of memory" : "too many parameters");
 	return -EINVAL;
 }
 
-int csi_size_resolve(const struct csi_vol_type *t, bool has_range, long long required,
-		     long long limit, long long min_gib, long long *ret_gib, char *err,
-		     size_t errlen)
+enum csi_code csi_size_resolve(const struct csi_vol_type *t, bool has_range, long long required,
+			       long long limit, long long min_gib, long long *ret_gib,
+			       struct csi_error *err)
 {
 	long long gib;
 
 	if (required < 0 || limit < 0) {
-		snprintf(err, errlen,
-			 "capacity range: required_bytes and limit_bytes must not be negative");
-		return RPC_INVALID_ARGUMENT;
+		return csi_error_set(
+		    err, CSI_INVALID_ARGUMENT,
+		    "capacity range: required_bytes and limit_bytes must not be negative");
 	}
 	if (limit && required > limit) {
-		snprintf(err, errlen,
-			 "capacity range: required_bytes %lld is above limit_bytes %lld", required,
-			 limit);
-		return RPC_INVALID_ARGUMENT;
+		return csi_error_set(
+		    err, CSI_INVALID_ARGUMENT,
+		    "capacity range: required_bytes %lld is above limit_bytes %lld", required,
+		    limit);
 	}
 	if (has_range && required > 0) {
 		gib = required / GIB + (required % GIB != 0);
@@ -452,25 +476,25 @@ int csi_size_resolve(const struct csi_vol_type *t, bool has_range, long long req
 			gib = limit / GIB;
 	}
 	if (limit && gib * GIB > limit) {
-		snprintf(err, errlen,
-			 "capacity range: %lld bytes rounded up to whole GiB (%lld GiB) exceed "
-			 "limit_bytes %lld",
-			 required, gib, limit);
-		return RPC_OUT_OF_RANGE;
+		return csi_error_set(
+		    err, CSI_OUT_OF_RANGE,
+		    "capacity range: %lld bytes rounded up to whole GiB (%lld GiB) exceed "
+		    "limit_bytes %lld",
+		    required, gib, limit);
 	}
 	if (gib < t->min_gib || gib > t->max_gib) {
-		snprintf(err, errlen, "%s volumes must be %lld to %lld GiB, not %lld GiB", t->name,
-			 t->min_gib, t->max_gib, gib);
-		return RPC_OUT_OF_RANGE;
+		return csi_error_set(err, CSI_OUT_OF_RANGE,
+				     "%s volumes must be %lld to %lld GiB, not %lld GiB", t->name,
+				     t->min_gib, t->max_gib, gib);
 	}
 	if (min_gib && gib < min_gib) {
-		snprintf(err, errlen,
-			 "the volume (%lld GiB) would be smaller than its source (%lld GiB)", gib,
-			 min_gib);
-		return RPC_OUT_OF_RANGE;
+		return csi_error_set(
+		    err, CSI_OUT_OF_RANGE,
+		    "the volume (%lld GiB) would be smaller than its source (%lld GiB)", gib,
+		    min_gib);
 	}
 	*ret_gib = gib;
-	return 0;
+	return csi_error_ok(err);
 }
 
 int csi_iops_resolve(const struct csi_vol_type *t, const struct csi_vol_params *p, long long gib,
@@ -531,53 +555,50 @@ int csi_throughput_check(const struct csi_vol_type *t, long long tput, long long
 	return 0;
 }
 
-static const char *segment(const Csi__V1__Topology *t, const char *key)
+static const char *segment(const struct csi_ctrl_topology *t, const char *key)
 {
-	if (!t)
-		return NULL;
 	for (size_t i = 0; i < t->n_segments; i++)
-		if (t->segments[i] && t->segments[i]->key &&
-		    strcmp(t->segments[i]->key, key) == 0 && t->segments[i]->value &&
-		    *t->segments[i]->value)
-			return t->segments[i]->value;
+		if (t->segments[i].key && strcmp(t->segments[i].key, key) == 0 &&
+		    t->segments[i].value && *t->segments[i].value)
+			return t->segments[i].value;
 	return NULL;
 }
 
-static const char *topo_zone(const Csi__V1__Topology *t)
+static const char *topo_zone(const struct csi_ctrl_topology *t)
 {
 	const char *z = segment(t, CSI_WELL_KNOWN_ZONE_KEY);
 	return z ? z : segment(t, CSI_TOPOLOGY_ZONE_KEY);
 }
 
-const char *csi_pick_zone(const Csi__V1__TopologyRequirement *req, const char **ret_zone_id)
+const char *csi_pick_zone(const struct csi_ctrl_topology_req *req, const char **ret_zone_id)
 {
 	if (ret_zone_id)
 		*ret_zone_id = NULL;
 	if (!req)
 		return NULL;
 	for (size_t i = 0; i < req->n_preferred; i++)
-		if (topo_zone(req->preferred[i]))
-			return topo_zone(req->preferred[i]);
+		if (topo_zone(&req->preferred[i]))
+			return topo_zone(&req->preferred[i]);
 	for (size_t i = 0; i < req->n_requisite; i++)
-		if (topo_zone(req->requisite[i]))
-			return topo_zone(req->requisite[i]);
+		if (topo_zone(&req->requisite[i]))
+			return topo_zone(&req->requisite[i]);
 	if (ret_zone_id) {
 		for (size_t i = 0; i < req->n_preferred && !*ret_zone_id; i++)
-			*ret_zone_id = segment(req->preferred[i], CSI_ZONE_ID_KEY);
+			*ret_zone_id = segment(&req->preferred[i], CSI_ZONE_ID_KEY);
 		for (size_t i = 0; i < req->n_requisite && !*ret_zone_id; i++)
-			*ret_zone_id = segment(req->requisite[i], CSI_ZONE_ID_KEY);
+			*ret_zone_id = segment(&req->requisite[i], CSI_ZONE_ID_KEY);
 	}
 	return NULL;
 }
 
-bool csi_zone_allowed(const Csi__V1__TopologyRequirement *req, const char *zone)
+bool csi_zone_allowed(const struct csi_ctrl_topology_req *req, const char *zone)
 {
 	bool any = false;
 
 	if (!req)
 		return true;
 	for (size_t i = 0; i < req->n_requisite; i++) {
-		const char *z = topo_zone(req->requisite[i]);
+		const char *z = topo_zone(&req->requisite[i]);
 		if (!z)
 			continue;
 		any = true;

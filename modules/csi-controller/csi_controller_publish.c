@@ -28,96 +28,156 @@ static const struct ec2_attachment *find_att(const struct ec2_volume *v, const c
 	return NULL;
 }
 
-static int publish_reply(struct rpc_call *call, const char *device, ProtobufCMessage **out)
+/* EC2 keeps some released names "defined": an attachment to such a name never completes.
+ * Undo it; the next try uses another name. */
+static enum csi_code undo_stuck(struct csi_ctrl *c, const char *volume, const char *node,
+				const char *device, struct csi_error *err)
 {
-	Csi__V1__ControllerPublishVolumeResponse *rep =
-	    rpc_call_new(call, &csi__v1__controller_publish_volume_response__descriptor);
+	struct aws_error aerr = {0};
+	char dev[32];
 
-	if (!rep ||
-	    rpc_call_map_add(call, &rep->base, "publish_context", CSI_CTX_DEVICE_PATH, device) < 0)
-		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-	rpc_call_log_kv(call, "device", device);
-	*out = &rep->base;
-	return RPC_OK;
+	str_copy(dev, sizeof(dev), device);
+	ec2_detach_volume(c, volume, node, &aerr);
+	csi_devices_mark_bad(c->devices, node, dev);
+	csi_devices_release(c->devices, node, volume);
+	log_warn("attachment stuck, detached it", KV_S("volume", volume), KV_S("node", node),
+		 KV_S("device", dev));
+	return csi_error_set(err, CSI_ABORTED,
+			     "volume %s was stuck attaching to %s at %s; detached it, the next "
+			     "try uses another device name",
+			     volume, node, dev);
+}
+
+/* One look at the attachment for wait_attachment(): true when the wait is over (err set,
+ * CSI_OK with ret_device when attached), false to look again. */
+static bool attachment_settled(struct csi_ctrl *c, const struct ec2_volume *v, const char *node,
+			       const char *want, const char *device, char ret_device[32],
+			       struct csi_error *err)
+{
+	const struct ec2_attachment *a = find_att(v, node);
+
+	if (!want) {
+		if (!a || strcmp(a->state, "detached") == 0)
+			return csi_error_ok(err) == CSI_OK;
+		return false;
+	}
+	if (!a) {
+		csi_error_set(err, CSI_INTERNAL,
+			      "volume %s did not attach to %s (the attachment is gone)", v->id,
+			      node);
+		return true;
+	}
+	int64_t since = csi_devices_held_since(c->devices, node, v->id);
+	if (strcmp(a->state, "attaching") == 0 && since &&
+	    now_mono_ns() - since > c->stuck_attaching_ns) {
+		undo_stuck(c, v->id, node, a->device, err);
+		return true;
+	}
+	/* attached at the device asked for, or at another one: report the real one */
+	if ((strcmp(a->state, want) == 0 && (!device || strcmp(a->device, device) == 0)) ||
+	    (strcmp(a->state, "attached") == 0 && device && strcmp(a->device, device) != 0)) {
+		if (ret_device)
+			str_copy(ret_device, 32, a->device);
+		csi_error_ok(err);
+		return true;
+	}
+	return false;
 }
 
 /* Polls until the volume's attachment to node is in state `want` ("attached") at device (NULL:
- * any), or gone when want is NULL. 0, or the gRPC code set on the call. */
-static int wait_attachment(struct rpc_call *call, struct csi_ctrl *c, const char *volume,
-			   const char *node, const char *want, const char *device,
-			   char ret_device[32])
+ * any), or gone when want is NULL. */
+static enum csi_code wait_attachment(struct csi_ctrl *c, const struct csi_ctrl_call *call,
+				     const char *volume, const char *node, const char *want,
+				     const char *device, char ret_device[32], struct csi_error *err)
 {
 	int64_t deadline = now_mono_ns() + c->attach_timeout_ns, delay = 250 * NSEC_PER_MSEC;
-	struct aws_error err;
+	struct aws_error aerr;
 	int r;
 
 	for (;;) {
 		struct ec2_volume v = {0};
-		aws_error_clear(&err);
-		r = ec2_describe_volume(c, volume, &v, &err);
+		aws_error_clear(&aerr);
+		r = ec2_describe_volume(c, volume, &v, &aerr);
 		if (r == -ENOENT && !want)
-			return 0;
+			return csi_error_ok(err);
 		if (r < 0)
-			return ctrl_aws_fail(call, r, &err, "describing the volume", RPC_NOT_FOUND,
-					     RPC_INTERNAL);
-		const struct ec2_attachment *a = find_att(&v, node);
-		if (!want) {
-			bool gone = !a || strcmp(a->state, "detached") == 0;
-			ec2_volume_release(&v);
-			if (gone)
-				return 0;
-		} else {
-			if (!a) {
-				ec2_volume_release(&v);
-				return rpc_call_error(
-				    call, RPC_INTERNAL,
-				    "volume %s did not attach to %s (the attachment is gone)",
-				    volume, node);
-			}
-			int64_t since = csi_devices_held_since(c->devices, node, volume);
-			if (strcmp(a->state, "attaching") == 0 && since &&
-			    now_mono_ns() - since > c->stuck_attaching_ns) {
-				/* EC2 keeps some released names "defined": an attachment to such a
-				 * name never completes. Undo it; the next try uses another name. */
-				char dev[32];
-				str_copy(dev, sizeof(dev), a->device);
-				ec2_volume_release(&v);
-				aws_error_clear(&err);
-				ec2_detach_volume(c, volume, node, &err);
-				csi_devices_mark_bad(c->devices, node, dev);
-				csi_devices_release(c->devices, node, volume);
-				log_warn("attachment stuck, detached it", KV_S("volume", volume),
-					 KV_S("node", node), KV_S("device", dev));
-				return rpc_call_error(
-				    call, RPC_ABORTED,
-				    "volume %s was stuck attaching to %s at %s; detached "
-				    "it, the next try uses another device name",
-				    volume, node, dev);
-			}
-			if (strcmp(a->state, want) == 0 &&
-			    (!device || strcmp(a->device, device) == 0)) {
-				if (ret_device)
-					str_copy(ret_device, 32, a->device);
-				ec2_volume_release(&v);
-				return 0;
-			}
-			if (strcmp(a->state, "attached") == 0 && device &&
-			    strcmp(a->device, device) != 0) {
-				/* attached, but at another device than asked: report the real one
-				 */
-				if (ret_device)
-					str_copy(ret_device, 32, a->device);
-				ec2_volume_release(&v);
-				return 0;
-			}
-			ec2_volume_release(&v);
-		}
+			return ctrl_aws_fail(err, r, &aerr, "describing the volume", CSI_NOT_FOUND,
+					     CSI_INTERNAL);
+		bool settled = attachment_settled(c, &v, node, want, device, ret_device, err);
+		ec2_volume_release(&v);
+		if (settled)
+			return err->code;
 		if (now_mono_ns() > deadline || !ctrl_sleep(call, delay / c->poll_scale))
-			return rpc_call_error(call, RPC_DEADLINE_EXCEEDED,
-					      "volume %s is still %s on %s", volume,
-					      want ? "attaching" : "detaching", node);
+			return csi_error_set(err, CSI_DEADLINE_EXCEEDED,
+					     "volume %s is still %s on %s", volume,
+					     want ? "attaching" : "detaching", node);
 		delay = delay * 18 / 10 > 5 * NSEC_PER_SEC ? 5 * NSEC_PER_SEC : delay * 18 / 10;
 	}
+}
+
+/* The volume as it stands, for a new attachment: *ret_done with ret_device when it is
+ * attached to node already (or was attaching and now is); else *v holds it, a detach to node
+ * in progress waited for, and no other node holding it unless it is multi-attach. */
+static enum csi_code volume_for_attach(struct csi_ctrl *c, const struct csi_ctrl_call *call,
+				       const char *vol, const char *node, const struct csi_cap *cap,
+				       struct ec2_volume *v, char ret_device[32], bool *ret_done,
+				       struct csi_error *err)
+{
+	struct aws_error aerr = {0};
+	int r;
+
+	*ret_done = false;
+	if ((r = ec2_describe_volume(c, vol, v, &aerr)) < 0)
+		return ctrl_aws_fail(err, r, &aerr, "looking up the volume", CSI_NOT_FOUND,
+				     CSI_INTERNAL);
+	if (!csi_cap_supported(cap, v->multi_attach))
+		return csi_error_set(err, CSI_INVALID_ARGUMENT,
+				     "the volume capability is not supported for %s", vol);
+	const struct ec2_attachment *a = find_att(v, node);
+	const char *state = a ? a->state : "";
+	if (strcmp(state, "attached") == 0) {
+		str_copy(ret_device, 32, a->device);
+		*ret_done = true;
+		return csi_error_ok(err);
+	}
+	if (strcmp(state, "attaching") == 0) {
+		*ret_done = true;
+		return wait_attachment(c, call, vol, node, "attached", NULL, ret_device, err);
+	}
+	if (strcmp(state, "detaching") == 0) {
+		ec2_volume_release(v);
+		if (wait_attachment(c, call, vol, node, NULL, NULL, NULL, err) != CSI_OK)
+			return err->code;
+		if ((r = ec2_describe_volume(c, vol, v, &aerr)) < 0)
+			return ctrl_aws_fail(err, r, &aerr, "looking up the volume", CSI_NOT_FOUND,
+					     CSI_INTERNAL);
+	}
+	for (size_t i = 0; !v->multi_attach && i < v->n_att; i++)
+		if (strcmp(v->att[i].instance, node) != 0 &&
+		    strcmp(v->att[i].state, "detached") != 0)
+			return csi_error_set(err, CSI_FAILED_PRECONDITION,
+					     "volume %s is attached to %s", vol,
+					     v->att[i].instance);
+	return csi_error_ok(err);
+}
+
+/* The node (alive, in the volume's zone) and the device names it uses. */
+static enum csi_code node_for_attach(struct csi_ctrl *c, const char *vol, const char *vol_az,
+				     const char *node, char ***ret_used, struct csi_error *err)
+{
+	struct aws_error aerr = {0};
+	char state[16] = "", az[48] = "";
+	int r;
+
+	if ((r = ec2_describe_instance(c, node, ret_used, state, az, &aerr)) < 0)
+		return ctrl_aws_fail(err, r, &aerr, "looking up the node", CSI_NOT_FOUND,
+				     CSI_INTERNAL);
+	if (strcmp(state, "terminated") == 0 || strcmp(state, "shutting-down") == 0)
+		return csi_error_set(err, CSI_NOT_FOUND, "node %s is %s", node, state);
+	if (*az && *vol_az && strcmp(az, vol_az) != 0)
+		return csi_error_set(err, CSI_FAILED_PRECONDITION,
+				     "volume %s is in %s, node %s in %s", vol, vol_az, node, az);
+	return csi_error_ok(err);
 }
 
 static bool name_in_use_error(const struct aws_error *e)
@@ -127,219 +187,170 @@ static bool name_in_use_error(const struct aws_error *e)
 	       strstr(e->message, "already in use");
 }
 
-static int do_publish(struct rpc_call *call, struct csi_ctrl *c,
-		      const Csi__V1__ControllerPublishVolumeRequest *req, ProtobufCMessage **out)
+/* AttachVolume's error as a CSI code. */
+static enum csi_code attach_error(struct csi_error *err, int r, const struct aws_error *e)
 {
-	const char *vol = req->volume_id, *node = req->node_id;
-	struct ec2_volume v = {0};
-	struct aws_error err = {0};
-	char **used = NULL, state[16] = "", az[48] = "", dev[CSI_DEVICE_NAME_MAX], got[32];
-	int r, code;
+	enum csi_code nf = CSI_NOT_FOUND, other = CSI_INTERNAL;
 
-	if ((r = ec2_describe_volume(c, vol, &v, &err)) < 0)
-		return ctrl_aws_fail(call, r, &err, "looking up the volume", RPC_NOT_FOUND,
-				     RPC_INTERNAL);
-	if (!ctrl_cap_supported(req->volume_capability, v.multi_attach)) {
-		ec2_volume_release(&v);
-		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
-				      "the volume capability is not supported for %s", vol);
-	}
-	const struct ec2_attachment *a = find_att(&v, node);
-	if (a && strcmp(a->state, "attached") == 0) {
-		str_copy(got, sizeof(got), a->device);
-		ec2_volume_release(&v);
-		csi_devices_release(c->devices, node, vol);
-		return publish_reply(call, got, out);
-	}
-	if (a && strcmp(a->state, "attaching") == 0) {
-		ec2_volume_release(&v);
-		if ((code = wait_attachment(call, c, vol, node, "attached", NULL, got)) != 0)
-			return code;
-		csi_devices_release(c->devices, node, vol);
-		return publish_reply(call, got, out);
-	}
-	if (a && strcmp(a->state, "detaching") == 0) {
-		ec2_volume_release(&v);
-		if ((code = wait_attachment(call, c, vol, node, NULL, NULL, NULL)) != 0)
-			return code;
-		if ((r = ec2_describe_volume(c, vol, &v, &err)) < 0)
-			return ctrl_aws_fail(call, r, &err, "looking up the volume", RPC_NOT_FOUND,
-					     RPC_INTERNAL);
-	}
-	if (!v.multi_attach)
-		for (size_t i = 0; i < v.n_att; i++)
-			if (strcmp(v.att[i].instance, node) != 0 &&
-			    strcmp(v.att[i].state, "detached") != 0) {
-				code = rpc_call_error(call, RPC_FAILED_PRECONDITION,
-						      "volume %s is attached to %s", vol,
-						      v.att[i].instance);
-				ec2_volume_release(&v);
-				return code;
-			}
-	char vol_az[48];
-	str_copy(vol_az, sizeof(vol_az), v.az);
-	ec2_volume_release(&v);
+	if (aws_error_is(e, "AttachmentLimitExceeded"))
+		nf = other = CSI_RESOURCE_EXHAUSTED;
+	else if (aws_error_is(e, "VolumeInUse") || aws_error_is(e, "InvalidVolume.ZoneMismatch"))
+		nf = other = CSI_FAILED_PRECONDITION;
+	else if (aws_error_is(e, "IncorrectState") || aws_error_is(e, "IncorrectInstanceState"))
+		nf = other = CSI_ABORTED;
+	return ctrl_aws_fail(err, r, e, "attaching the volume", nf, other);
+}
 
-	aws_error_clear(&err);
-	if ((r = ec2_describe_instance(c, node, &used, state, az, &err)) < 0)
-		return ctrl_aws_fail(call, r, &err, "looking up the node", RPC_NOT_FOUND,
-				     RPC_INTERNAL);
-	if (strcmp(state, "terminated") == 0 || strcmp(state, "shutting-down") == 0) {
-		strv_free(used);
-		return rpc_call_error(call, RPC_NOT_FOUND, "node %s is %s", node, state);
-	}
-	if (*az && *vol_az && strcmp(az, vol_az) != 0) {
-		strv_free(used);
-		return rpc_call_error(call, RPC_FAILED_PRECONDITION,
-				      "volume %s is in %s, node %s in %s", vol, vol_az, node, az);
-	}
+/* AttachVolume at a free device name, another one while AWS says a name is in use. */
+static enum csi_code attach(struct csi_ctrl *c, const char *vol, const char *node,
+			    char *const *used, char dev[CSI_DEVICE_NAME_MAX], struct csi_error *err)
+{
+	struct aws_error aerr;
+	int r;
+
 	for (int attempt = 0;; attempt++) {
 		r = csi_devices_pick(c->devices, node, vol, (const char *const *)used,
 				     strv_len(used), dev);
-		if (r == -ENOSPC) {
-			strv_free(used);
-			return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED,
-					      "no free device name left on node %s", node);
-		}
-		if (r < 0) {
-			strv_free(used);
-			return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-		}
-		aws_error_clear(&err);
-		r = ec2_attach_volume(c, vol, node, dev, &err);
-		if (r == 0)
-			break;
+		if (r == -ENOSPC)
+			return csi_error_set(err, CSI_RESOURCE_EXHAUSTED,
+					     "no free device name left on node %s", node);
+		if (r < 0)
+			return csi_error_set(err, CSI_RESOURCE_EXHAUSTED, "out of memory");
+		aws_error_clear(&aerr);
+		if ((r = ec2_attach_volume(c, vol, node, dev, &aerr)) == 0)
+			return csi_error_ok(err);
 		csi_devices_release(c->devices, node, vol);
-		if (name_in_use_error(&err) && attempt + 1 < ATTACH_TRIES) {
-			log_info("device name in use, trying another", KV_S("node", node),
-				 KV_S("device", dev));
-			csi_devices_mark_bad(c->devices, node, dev);
-			continue;
-		}
-		strv_free(used);
-		if (aws_error_is(&err, "AttachmentLimitExceeded"))
-			return ctrl_aws_fail(call, r, &err, "attaching the volume",
-					     RPC_RESOURCE_EXHAUSTED, RPC_RESOURCE_EXHAUSTED);
-		if (aws_error_is(&err, "VolumeInUse"))
-			return ctrl_aws_fail(call, r, &err, "attaching the volume",
-					     RPC_FAILED_PRECONDITION, RPC_FAILED_PRECONDITION);
-		if (aws_error_is(&err, "IncorrectState") ||
-		    aws_error_is(&err, "IncorrectInstanceState"))
-			return ctrl_aws_fail(call, r, &err, "attaching the volume", RPC_ABORTED,
-					     RPC_ABORTED);
-		if (aws_error_is(&err, "InvalidVolume.ZoneMismatch"))
-			return ctrl_aws_fail(call, r, &err, "attaching the volume",
-					     RPC_FAILED_PRECONDITION, RPC_FAILED_PRECONDITION);
-		return ctrl_aws_fail(call, r, &err, "attaching the volume", RPC_NOT_FOUND,
-				     RPC_INTERNAL);
+		if (!name_in_use_error(&aerr) || attempt + 1 >= ATTACH_TRIES)
+			return attach_error(err, r, &aerr);
+		log_info("device name in use, trying another", KV_S("node", node),
+			 KV_S("device", dev));
+		csi_devices_mark_bad(c->devices, node, dev);
 	}
-	strv_free(used);
+}
+
+static enum csi_code publish_locked(struct csi_ctrl *c, const struct csi_ctrl_call *call,
+				    const char *vol, const char *node, const struct csi_cap *cap,
+				    char ret_device[32], struct csi_error *err)
+{
+	struct ec2_volume v = {0};
+	_cleanup_strv_ char **used = NULL;
+	char vol_az[48], dev[CSI_DEVICE_NAME_MAX];
+	bool done;
+
+	volume_for_attach(c, call, vol, node, cap, &v, ret_device, &done, err);
+	str_copy(vol_az, sizeof(vol_az), v.az);
+	ec2_volume_release(&v);
+	if (err->code != CSI_OK || done) {
+		if (err->code == CSI_OK)
+			csi_devices_release(c->devices, node, vol);
+		return err->code;
+	}
+	if (node_for_attach(c, vol, vol_az, node, &used, err) != CSI_OK ||
+	    attach(c, vol, node, used, dev, err) != CSI_OK)
+		return err->code;
 	log_info("volume attaching", KV_S("volume", vol), KV_S("node", node), KV_S("device", dev));
-	if ((code = wait_attachment(call, c, vol, node, "attached", dev, got)) != 0)
-		return code; /* the name stays held: the attachment may still complete */
+	if (wait_attachment(c, call, vol, node, "attached", dev, ret_device, err) != CSI_OK)
+		return err->code; /* the name stays held: the attachment may still complete */
 	csi_devices_release(c->devices, node, vol);
-	return publish_reply(call, got, out);
+	return CSI_OK;
 }
 
-int csi_ctrl_publish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+enum csi_code csi_ctrl_publish(struct csi_ctrl *c, const struct csi_ctrl_call *call,
+			       const char *volume_id, const char *node_id,
+			       const struct csi_cap *cap, char ret_device[32],
+			       struct csi_error *err)
 {
-	const Csi__V1__ControllerPublishVolumeRequest *req = (const void *)in;
-	struct csi_ctrl *c = rpc_call_userdata(call);
 	char key[128];
-	int code;
 
-	if (!*req->volume_id)
-		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume id is missing");
-	if (!*req->node_id)
-		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "node id is missing");
-	if (!req->volume_capability)
-		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume capability is missing");
-	if (!ctrl_cap_supported(req->volume_capability, true))
-		return rpc_call_error(call, RPC_INVALID_ARGUMENT,
-				      "the volume capability is not supported");
-	if (!aws_volume_id_valid(req->volume_id))
-		return ctrl_bad_id(call, "volume id", req->volume_id);
-	if (!aws_instance_id_valid(req->node_id))
-		return ctrl_bad_id(call, "node id (an EC2 instance id)", req->node_id);
-	snprintf(key, sizeof(key), "pub/%s/%s", req->volume_id, req->node_id);
-	if (ctrl_inflight_add(c, key) < 0)
-		return rpc_call_error(
-		    call, RPC_ABORTED,
-		    "an operation for volume %s on node %s is already in progress", req->volume_id,
-		    req->node_id);
-	code = do_publish(call, c, req, out);
-	ctrl_inflight_del(c, key);
-	return code;
+	if (!*volume_id)
+		return csi_error_set(err, CSI_INVALID_ARGUMENT, "volume id is missing");
+	if (!*node_id)
+		return csi_error_set(err, CSI_INVALID_ARGUMENT, "node id is missing");
+	if (!cap->present)
+		return csi_error_set(err, CSI_INVALID_ARGUMENT, "volume capability is missing");
+	if (!csi_cap_supported(cap, true))
+		return csi_error_set(err, CSI_INVALID_ARGUMENT,
+				     "the volume capability is not supported");
+	if (!aws_volume_id_valid(volume_id))
+		return ctrl_bad_id(err, "volume id", volume_id);
+	if (!aws_instance_id_valid(node_id))
+		return ctrl_bad_id(err, "node id (an EC2 instance id)", node_id);
+	snprintf(key, sizeof(key), "pub/%s/%s", volume_id, node_id);
+	if (ctrl_lock(c, key, err, "volume %s on node %s", volume_id, node_id) != CSI_OK)
+		return err->code;
+	publish_locked(c, call, volume_id, node_id, cap, ret_device, err);
+	ctrl_unlock(c, key);
+	return err->code;
 }
 
-static int detach_one(struct rpc_call *call, struct csi_ctrl *c, const char *vol, const char *node)
+static enum csi_code detach_one(struct csi_ctrl *c, const struct csi_ctrl_call *call,
+				const char *vol, const char *node, struct csi_error *err)
 {
-	struct aws_error err = {0};
+	struct aws_error aerr = {0};
 	int r;
 
-	r = ec2_detach_volume(c, vol, node, &err);
-	if (r == -ENOENT || aws_error_is(&err, "InvalidAttachment.NotFound")) {
+	r = ec2_detach_volume(c, vol, node, &aerr);
+	if (r == -ENOENT || aws_error_is(&aerr, "InvalidAttachment.NotFound")) {
 		csi_devices_release(c->devices, node, vol);
-		return 0; /* already detached (or the volume or node is gone) */
+		return csi_error_ok(err); /* already detached (or the volume or node is gone) */
 	}
 	if (r < 0) {
-		if (aws_error_is(&err, "IncorrectState"))
-			return ctrl_aws_fail(call, r, &err, "detaching the volume", RPC_ABORTED,
-					     RPC_ABORTED);
-		return ctrl_aws_fail(call, r, &err, "detaching the volume", RPC_NOT_FOUND,
-				     RPC_INTERNAL);
+		enum csi_code nf = CSI_NOT_FOUND, other = CSI_INTERNAL;
+		if (aws_error_is(&aerr, "IncorrectState"))
+			nf = other = CSI_ABORTED;
+		return ctrl_aws_fail(err, r, &aerr, "detaching the volume", nf, other);
 	}
 	log_info("volume detaching", KV_S("volume", vol), KV_S("node", node));
-	if ((r = wait_attachment(call, c, vol, node, NULL, NULL, NULL)) != 0)
-		return r;
+	if (wait_attachment(c, call, vol, node, NULL, NULL, NULL, err) != CSI_OK)
+		return err->code;
 	csi_devices_release(c->devices, node, vol);
-	return 0;
+	return CSI_OK;
 }
 
-int csi_ctrl_unpublish(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+static enum csi_code unpublish_locked(struct csi_ctrl *c, const struct csi_ctrl_call *call,
+				      const char *volume_id, const char *node_id,
+				      struct csi_error *err)
 {
-	const Csi__V1__ControllerUnpublishVolumeRequest *req = (const void *)in;
-	struct csi_ctrl *c = rpc_call_userdata(call);
 	struct ec2_volume v = {0};
-	struct aws_error err = {0};
-	char key[128];
-	int r, code = RPC_OK;
+	struct aws_error aerr = {0};
+	int r = ec2_describe_volume(c, volume_id, &v, &aerr);
 
-	if (!*req->volume_id)
-		return rpc_call_error(call, RPC_INVALID_ARGUMENT, "volume id is missing");
-	/* no such volume can be attached anywhere, nothing to such a node */
-	if (!aws_volume_id_valid(req->volume_id) ||
-	    (*req->node_id && !aws_instance_id_valid(req->node_id))) {
-		log_v(2, "malformed volume or node id: nothing to detach",
-		      KV_S("volume", ctrl_id_str(call, req->volume_id)),
-		      KV_S("node", ctrl_id_str(call, req->node_id)));
-		return RPC_OK;
-	}
-	snprintf(key, sizeof(key), "pub/%s/%s", req->volume_id, req->node_id);
-	if (ctrl_inflight_add(c, key) < 0)
-		return rpc_call_error(
-		    call, RPC_ABORTED,
-		    "an operation for volume %s on node %s is already in progress", req->volume_id,
-		    req->node_id);
-	r = ec2_describe_volume(c, req->volume_id, &v, &err);
+	csi_error_ok(err);
 	if (r == -ENOENT) {
-		log_v(2, "volume gone, so detached", KV_S("volume", req->volume_id));
+		log_v(2, "volume gone, so detached", KV_S("volume", volume_id));
 	} else if (r < 0) {
-		code = ctrl_aws_fail(call, r, &err, "looking up the volume", RPC_NOT_FOUND,
-				     RPC_INTERNAL);
+		ctrl_aws_fail(err, r, &aerr, "looking up the volume", CSI_NOT_FOUND, CSI_INTERNAL);
 	} else {
 		/* node_id unset: detach from every node (CSI spec) */
-		for (size_t i = 0; i < v.n_att && code == RPC_OK; i++) {
-			if (*req->node_id && strcmp(v.att[i].instance, req->node_id) != 0)
-				continue;
-			if (strcmp(v.att[i].state, "detached") == 0)
-				continue;
-			code = detach_one(call, c, req->volume_id, v.att[i].instance);
-		}
-		if (code == RPC_OK && *req->node_id)
-			csi_devices_release(c->devices, req->node_id, req->volume_id);
+		for (size_t i = 0; i < v.n_att && err->code == CSI_OK; i++)
+			if ((!*node_id || strcmp(v.att[i].instance, node_id) == 0) &&
+			    strcmp(v.att[i].state, "detached") != 0)
+				detach_one(c, call, volume_id, v.att[i].instance, err);
+		if (err->code == CSI_OK && *node_id)
+			csi_devices_release(c->devices, node_id, volume_id);
 	}
 	ec2_volume_release(&v);
-	ctrl_inflight_del(c, key);
-	return code;
+	return err->code;
+}
+
+enum csi_code csi_ctrl_unpublish(struct csi_ctrl *c, const struct csi_ctrl_call *call,
+				 const char *volume_id, const char *node_id, struct csi_error *err)
+{
+	char key[128], esc_v[CTRL_ID_STR_MAX], esc_n[CTRL_ID_STR_MAX];
+
+	if (!*volume_id)
+		return csi_error_set(err, CSI_INVALID_ARGUMENT, "volume id is missing");
+	/* no such volume can be attached anywhere, nothing to such a node */
+	if (!aws_volume_id_valid(volume_id) || (*node_id && !aws_instance_id_valid(node_id))) {
+		log_v(2, "malformed volume or node id: nothing to detach",
+		      KV_S("volume", ctrl_id_str(volume_id, esc_v)),
+		      KV_S("node", ctrl_id_str(node_id, esc_n)));
+		return csi_error_ok(err);
+	}
+	snprintf(key, sizeof(key), "pub/%s/%s", volume_id, node_id);
+	if (ctrl_lock(c, key, err, "volume %s on node %s", volume_id, node_id) != CSI_OK)
+		return err->code;
+	unpublish_locked(c, call, volume_id, node_id, err);
+	ctrl_unlock(c, key);
+	return err->code;
 }

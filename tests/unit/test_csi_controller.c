@@ -15,7 +15,9 @@
 #include "common/base/timeutil.h"
 #include "common/grpc/client.h"
 #include "common/grpc/pbjson.h"
+#include "common/grpc/server.h"
 #include "common/http/server.h"
+#include "modules/csi-controller/csi_controller.h"
 #include "modules/csi-controller/csi_controller_internal.h"
 #include "tests/unit/harness.h"
 
