@@ -1,10 +1,10 @@
-/* The CSI Identity service, shared by csi-controller and csi-node (see plugin.h). */
+/* The CSI Identity service, shared by csi-controller and csi-node (see identity.h). */
 #include <errno.h>
 #include <string.h>
 
 #include "common/base/log.h"
 #include "common/csi/csi.pb-c.h"
-#include "common/csi/plugin.h"
+#include "common/csi/identity.h"
 #include "awsk8s_version.h"
 
 static int add_service_cap(struct rpc_call *call, ProtobufCMessage *rep, int type)
@@ -31,7 +31,7 @@ static int get_plugin_info(struct rpc_call *call, const ProtobufCMessage *in,
 
 	if (!rep)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-	rep->name = rpc_call_strdup(call, id->name ? id->name : csi_flags.driver_name);
+	rep->name = rpc_call_strdup(call, id->name ? id->name : CSI_DRIVER_NAME_DEFAULT);
 	rep->vendor_version = rpc_call_strdup(call, id->version ? id->version : "v" AWSK8S_VERSION);
 	if (!rep->name || !rep->vendor_version)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");

@@ -1,7 +1,7 @@
 /* What the two plugins of the EBS CSI driver (csi-controller and csi-node) share to run: the
- * driver name, the flags both take (with the upstream names), the Identity service and the
- * serving loop. The volume helpers are in volume.h, the error type in error.h, the gRPC glue in
- * grpc.h.
+ * flags both take (with the upstream names) and the serving loop, which registers the Identity
+ * service (identity.h). The volume helpers are in volume.h, the error type in error.h, the
+ * gRPC glue in grpc.h.
  *
  *   static const struct flag node_flags[] = {
  *           CSI_COMMON_FLAGS,
@@ -19,9 +19,9 @@
 #include <stddef.h>
 
 #include "common/base/flags.h"
+#include "common/csi/identity.h"
 #include "common/grpc/server.h"
 
-#define CSI_DRIVER_NAME_DEFAULT "ebs.csi.aws.com"
 #define CSI_ENDPOINT_DEFAULT "unix:///csi/csi.sock"
 
 struct csi_common_flags {
@@ -54,17 +54,6 @@ extern struct csi_common_flags csi_flags;
 	{ "enable-otel-tracing", FLAG_BOOL, &csi_flags.otel, "false", NULL,                       \
 	  "Accepted for compatibility; tracing is not implemented." }
 /* clang-format on */
-
-/* The Identity service. */
-struct csi_identity {
-	const char *name;    /* default: --driver-name */
-	const char *version; /* default: the binary's version */
-	bool controller;     /* report CONTROLLER_SERVICE */
-	/* Probe: 0 ready, or -errno with a reason (FAILED_PRECONDITION). NULL: always ready. */
-	int (*probe)(void *ud, char *why, size_t n);
-	void *probe_ud;
-};
-extern const struct rpc_method csi_identity_methods[];
 
 /* Serves the Identity service plus `methods` (userdata `ud`) on --endpoint, and the HTTP
  * endpoints asked for, until SIGTERM/SIGINT; then stops gracefully. Returns the exit code. */

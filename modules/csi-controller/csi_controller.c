@@ -14,6 +14,7 @@
 #include "common/base/log.h"
 #include "common/csi/plugin.h"
 #include "modules/csi-controller/csi_controller.h"
+#include "modules/csi-controller/csi_controller_grpc.h"
 #include "modules/csi-controller/csi_controller_internal.h"
 
 #define CTRL_MAX_EXTRA_TAGS 256

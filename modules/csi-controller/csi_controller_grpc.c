@@ -1,7 +1,7 @@
 /* The CSI Controller service over gRPC: each handler turns the protobuf request into the plain
  * request of csi_controller_service.h, calls the service, and turns its result into the reply
  * or, through common/csi/grpc.h, its csi_error into a gRPC status. Nothing here decides. */
-#include "modules/csi-controller/csi_controller.h"
+#include "modules/csi-controller/csi_controller_grpc.h"
 
 #include <errno.h>
 #include <string.h>

@@ -17,7 +17,7 @@
 #include "common/grpc/pbjson.h"
 #include "common/grpc/server.h"
 #include "common/http/server.h"
-#include "modules/csi-controller/csi_controller.h"
+#include "modules/csi-controller/csi_controller_grpc.h"
 #include "modules/csi-controller/csi_controller_internal.h"
 #include "tests/unit/harness.h"
 
