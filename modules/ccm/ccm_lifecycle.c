@@ -117,7 +117,7 @@ int ccm_lc_monitor(void *ud, const char *key, int64_t *requeue_after)
 	struct kube_obj **objs = NULL;
 	struct notready *nr = NULL;
 	const char **ids = NULL, **names = NULL;
-	struct ccm_instance *inst = NULL;
+	struct ec2_instance *inst = NULL;
 	size_t n_objs = 0, n_nr = 0, n_ids = 0, n_names = 0, n_inst = 0;
 	struct aws_error err = {0};
 	unsigned failed = 0;
@@ -189,7 +189,7 @@ int ccm_lc_monitor(void *ud, const char *key, int64_t *requeue_after)
 				 KV_S("node", name));
 			continue;
 		}
-		const struct ccm_instance *in = k >= 0 ? &inst[k] : NULL;
+		const struct ec2_instance *in = k >= 0 ? &inst[k] : NULL;
 		bool exists = ccm_instance_exists(in), shutdown = ccm_instance_shutdown(in);
 		enum ccm_lifecycle_action a = ccm_lifecycle_decide(
 		    false, ccm_node_has_taint(n, CCM_TAINT_SHUTDOWN), exists, shutdown);

@@ -44,7 +44,7 @@ struct lookup {
 	int r; /* 0, -ENOENT, -ENOTUNIQ */
 	enum ccm_match_kind kind;
 	char uid[64]; /* LOOKUP_DONE: the uid of the Node that was initialized */
-	struct ccm_instance inst;
+	struct ec2_instance inst;
 };
 
 struct ccm_node_ctl {
@@ -59,7 +59,7 @@ static void lookup_free(void *p)
 	struct lookup *l = p;
 	if (!l)
 		return;
-	ccm_instance_release(&l->inst);
+	ec2_instance_release(&l->inst);
 	free(l);
 }
 
@@ -100,7 +100,7 @@ static int cache_get(struct ccm_node_ctl *ctl, const char *name, struct lookup *
 	if (l && now_mono_ns() - l->at < lookup_ttl(l->r)) {
 		*ret = (struct lookup){.at = l->at, .r = l->r, .kind = l->kind};
 		str_copy(ret->uid, sizeof(ret->uid), l->uid);
-		r = l->r == 0 ? ccm_instance_copy(&l->inst, &ret->inst) : 0;
+		r = l->r == 0 ? ec2_instance_copy(&l->inst, &ret->inst) : 0;
 		if (r == 0)
 			r = 1;
 	}
@@ -109,7 +109,7 @@ static int cache_get(struct ccm_node_ctl *ctl, const char *name, struct lookup *
 }
 
 static void cache_put(struct ccm_node_ctl *ctl, const char *name, int r,
-		      const struct ccm_instance *inst, enum ccm_match_kind kind, const char *uid)
+		      const struct ec2_instance *inst, enum ccm_match_kind kind, const char *uid)
 {
 	struct lookup *l = calloc(1, sizeof(*l)), *old = NULL;
 	if (!l)
@@ -118,7 +118,7 @@ static void cache_put(struct ccm_node_ctl *ctl, const char *name, int r,
 	l->at = now_mono_ns();
 	l->r = r;
 	l->kind = kind;
-	if (inst && ccm_instance_copy(inst, &l->inst) < 0) {
+	if (inst && ec2_instance_copy(inst, &l->inst) < 0) {
 		free(l);
 		return;
 	}
@@ -211,7 +211,7 @@ static int lookup_batch(struct ccm_node_ctl *ctl, const cJSON *self, struct aws_
 	struct ccm *m = ctl->m;
 	struct batch b = {0};
 	struct kube_obj **objs = NULL;
-	struct ccm_instance *cands = NULL;
+	struct ec2_instance *cands = NULL;
 	size_t n_objs = 0, n_cands = 0;
 	const char *self_name = json_str(self, "metadata.name");
 	int r;
@@ -358,7 +358,7 @@ out:
 
 /* The addresses a Node should have; NULL with 0 when the kubelet's --node-ip is not among
  * them (upstream then leaves the addresses alone). */
-static int want_addresses(struct ccm *m, const cJSON *node, const struct ccm_instance *inst,
+static int want_addresses(struct ccm *m, const cJSON *node, const struct ec2_instance *inst,
 			  cJSON **ret)
 {
 	cJSON *a = NULL;
@@ -418,7 +418,7 @@ static int sync_addresses(struct ccm *m, const cJSON *node, const cJSON *want, c
 	return r;
 }
 
-static int want_labels(struct ccm *m, const struct ccm_instance *inst, cJSON **ret)
+static int want_labels(struct ccm *m, const struct ec2_instance *inst, cJSON **ret)
 {
 	char zid[64];
 	const char *zone_id = NULL;
@@ -569,7 +569,7 @@ int ccm_node_reconcile(void *ud, const char *key, int64_t *requeue_after)
 	if (r >= 0) /* the store may show the taint a little longer: see LOOKUP_DONE */
 		cache_put(ctl, key, LOOKUP_DONE, NULL, lk.kind, json_str(node, "metadata.uid"));
 out:
-	ccm_instance_release(&lk.inst);
+	ec2_instance_release(&lk.inst);
 	kube_obj_unref(o);
 	return r;
 }
@@ -644,7 +644,7 @@ int ccm_node_resync(void *ud, const char *key, int64_t *requeue_after)
 	size_t n_objs = 0, n_items = 0, n_inst = 0;
 	struct resync_item *items = NULL;
 	const char **ids = NULL;
-	struct ccm_instance *inst = NULL;
+	struct ec2_instance *inst = NULL;
 	struct aws_error err = {0};
 	unsigned failed = 0;
 	int r;
@@ -672,7 +672,7 @@ int ccm_node_resync(void *ud, const char *key, int64_t *requeue_after)
 		goto out;
 	}
 	for (size_t i = 0; i < n_items && ccm_may_act(m); i++) {
-		const struct ccm_instance *in = NULL;
+		const struct ec2_instance *in = NULL;
 		for (size_t k = 0; k < n_inst && !in; k++)
 			if (strcmp(inst[k].id, items[i].id) == 0)
 				in = &inst[k];

@@ -151,7 +151,7 @@ static int pass_collect(struct pass *p, struct ccm *m)
 	return 0;
 }
 
-static void learn_enis(struct ccm_route_ctl *ctl, const struct ccm_instance *inst, size_t n)
+static void learn_enis(struct ccm_route_ctl *ctl, const struct ec2_instance *inst, size_t n)
 {
 	pthread_mutex_lock(&ctl->lock);
 	if (ctl->enis.size > ENIS_MAX)
@@ -166,7 +166,7 @@ static void learn_enis(struct ccm_route_ctl *ctl, const struct ccm_instance *ins
 	pthread_mutex_unlock(&ctl->lock);
 }
 
-static const struct ccm_instance *find_inst(const struct ccm_instance *l, size_t n, const char *id)
+static const struct ec2_instance *find_inst(const struct ec2_instance *l, size_t n, const char *id)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(l[i].id, id) == 0)
@@ -246,7 +246,7 @@ int ccm_route_pass(void *ud, const char *key, int64_t *requeue_after)
 	struct pass p = {.ctl = ctl};
 	struct ccm_route_table *tables = NULL;
 	struct ccm_route_plan plan = {0};
-	struct ccm_instance *inst = NULL;
+	struct ec2_instance *inst = NULL;
 	const char **ids = NULL;
 	char(*done_sdc)[64] = NULL;
 	size_t n_tables = 0, n_inst = 0, n_ids = 0, n_done = 0;
@@ -301,7 +301,7 @@ int ccm_route_pass(void *ud, const char *key, int64_t *requeue_after)
 			skipped++;
 			continue;
 		}
-		const struct ccm_instance *in = find_inst(inst, n_inst, o->instance_id);
+		const struct ec2_instance *in = find_inst(inst, n_inst, o->instance_id);
 		if (!ccm_route_orphan_delete(in, m->cluster_id)) {
 			log_info("leaving a route to an instance of another owner",
 				 KV_S("table", o->table), KV_S("cidr", o->cidr),
@@ -332,7 +332,7 @@ int ccm_route_pass(void *ud, const char *key, int64_t *requeue_after)
 				 KV_S("reason", op->why));
 			r = ccm_cloud_delete_route(m->cloud, op->table, op->cidr, op->v6, &err);
 		} else {
-			const struct ccm_instance *in = find_inst(inst, n_inst, op->instance_id);
+			const struct ec2_instance *in = find_inst(inst, n_inst, op->instance_id);
 			if (!in || !ccm_instance_exists(in)) {
 				log_warn("skipping a route to an instance that cannot be found",
 					 KV_S("node", op->node), KV_S("instance", op->instance_id),
