@@ -351,8 +351,6 @@ static void on_delete(void *ud, const cJSON *obj)
 	}
 }
 
-static volatile bool lost_lease;
-
 static void le_started(void *ud)
 {
 	log_info("started leading");
@@ -362,7 +360,6 @@ static void le_stopped(void *ud, bool lost)
 {
 	if (lost) {
 		log_error("leaderelection lost");
-		lost_lease = true;
 		stop_request(); /* stop acting at once; the process exits */
 	}
 }
@@ -542,7 +539,7 @@ int ccm_main(int argc, char **argv)
 			 KV_S("name", kube_flag_le_resource_name),
 			 KV_S("identity", kube_le_identity(m.le)));
 	}
-	bool started = false;
+	bool started = false, ended = false;
 	while (!stop_requested()) {
 		if (!started && (!m.le || kube_le_is_leader(m.le))) {
 			started = true;
@@ -553,13 +550,13 @@ int ccm_main(int argc, char **argv)
 		}
 		if (m.le && kube_le_done(m.le) && !stop_requested()) {
 			log_error("leader election ended");
-			lost_lease = true;
+			ended = true;
 			break;
 		}
 		stop_wait(100 * NSEC_PER_MSEC);
 	}
 	log_info("stopping");
-	code = lost_lease ? 1 : 0;
+	code = ended || (m.le && kube_le_lost(m.le)) ? 1 : 0;
 out:
 	stop_controllers(&m);
 	if (m.le) {
