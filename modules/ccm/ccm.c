@@ -519,6 +519,7 @@ int ccm_main(int argc, char **argv)
 			 .on_delete = on_delete,
 			 .ud = &m},
 	    .name = "nodes",
+	    .cancel = cancel_root(),
 	};
 	if ((r = kube_informer_new(m.kc, &io, &m.nodes)) < 0) {
 		log_error("cannot create the node informer", KV_E(r));
