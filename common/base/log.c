@@ -289,13 +289,13 @@ static void line_value(struct line *l, const struct log_kv *kv)
 	}
 }
 
-void log_emit(enum log_level level, const char *file, int line, const char *msg, ...)
+void log_emit(enum log_level level, const char *file, int line, const char *msg,
+	      const struct log_kv *kv)
 {
 	struct line l = { .len = 0 };
 	struct timeval tv;
 	struct tm tm;
 	const char *base = strrchr(file, '/');
-	va_list ap;
 	int saved_errno = errno;
 
 	base = base ? base + 1 : file;
@@ -313,23 +313,18 @@ void log_emit(enum log_level level, const char *file, int line, const char *msg,
 			    (long)tv.tv_usec, (int)gettid(), base, line);
 		line_quote(&l, msg);
 	}
-	va_start(ap, msg);
-	for (;;) {
-		struct log_kv kv = va_arg(ap, struct log_kv);
-		if (kv.type == LOG_KV_END)
-			break;
+	for (; kv && kv->type != LOG_KV_END; kv++) {
 		if (log_format == LOG_FORMAT_JSON) {
 			line_putc(&l, ',');
-			line_quote(&l, kv.key);
+			line_quote(&l, kv->key);
 			line_putc(&l, ':');
 		} else {
 			line_putc(&l, ' ');
-			line_puts(&l, kv.key);
+			line_puts(&l, kv->key);
 			line_putc(&l, '=');
 		}
-		line_value(&l, &kv);
+		line_value(&l, kv);
 	}
-	va_end(ap);
 	if (log_format == LOG_FORMAT_JSON)
 		line_putc(&l, '}');
 	l.buf[l.len++] = '\n';

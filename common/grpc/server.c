@@ -348,17 +348,14 @@ static void log_call(struct rpc_call *c)
 	kv[n++] = KV_S("code", rpc_code_name(c->code));
 	if (c->code != RPC_OK)
 		kv[n++] = KV_S("error", c->message ? c->message : "");
-	while (n < ARRAY_SIZE(kv))
-		kv[n++] = LOG_END;
+	kv[n] = LOG_END;
 	if (c->code == RPC_OK && c->m && c->m->quiet && !log_enabled(4))
 		return;
 	if (c->code == RPC_INTERNAL || c->code == RPC_UNKNOWN || c->code == RPC_DATA_LOSS)
 		lvl = LOG_ERROR;
 	else if (c->code != RPC_OK)
 		lvl = LOG_WARNING;
-	log_emit(lvl, __FILE__, __LINE__, "grpc call", kv[0], kv[1], kv[2], kv[3], kv[4], kv[5],
-		 kv[6], kv[7], kv[8], kv[9], kv[10], kv[11], kv[12], kv[13], kv[14], kv[15],
-		 kv[16]);
+	log_emit(lvl, __FILE__, __LINE__, "grpc call", kv);
 }
 
 static void on_request(struct rpc_server *s, struct rpc_call *c, bool ok)
