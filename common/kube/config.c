@@ -11,15 +11,8 @@
 #include "common/base/buf.h"
 #include "common/base/fileutil.h"
 #include "common/base/json.h"
+#include "common/base/secret.h"
 #include "common/kube/yaml.h"
-
-static void free_secret(char *s)
-{
-	if (s) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
 
 void kube_config_free(struct kube_config *c)
 {
@@ -31,11 +24,11 @@ void kube_config_free(struct kube_config *c)
 	free(c->cert_file);
 	free(c->key_file);
 	free(c->cert_pem);
-	free_secret(c->key_pem);
-	free_secret(c->token);
+	secret_free(c->key_pem);
+	secret_free(c->token);
 	free(c->token_file);
 	free(c->username);
-	free_secret(c->password);
+	secret_free(c->password);
 	free(c->namespace);
 	free(c->context);
 	free(c->source);
@@ -70,7 +63,7 @@ int kube_read_token_file(const char *path, char **ret)
 	if (r == 0)
 		r = kube_token_check(data);
 	if (r < 0) {
-		free_secret(data);
+		secret_free(data);
 		return r;
 	}
 	*ret = data;
@@ -208,10 +201,10 @@ static int kc_data(struct kc *k, const cJSON *obj, const char *where, const char
 		return r == -ENOMEM ? r
 				    : kc_fail(k, -EINVAL, "%s.%s: invalid base64", where, field);
 	if (strlen(out) != n || n == 0) {
-		free_secret(out);
+		secret_free(out);
 		return kc_fail(k, -EINVAL, "%s.%s: not PEM text", where, field);
 	}
-	free_secret(*ret);
+	secret_free(*ret);
 	*ret = out;
 	return 0;
 }
@@ -346,7 +339,7 @@ static int kc_user(struct kc *k, const cJSON *u, const char *where, struct kube_
 			return kc_fail(k, r == -ENOMEM ? r : -EINVAL,
 				       "%s.tokenFile '%s' cannot be read: %s", where, c->token_file,
 				       strerror(-r));
-		free_secret(c->token);
+		secret_free(c->token);
 		c->token = t;
 	}
 	if (has_cert || c->token || c->username)
