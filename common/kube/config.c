@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/base/base64.h"
 #include "common/base/buf.h"
 #include "common/base/fileutil.h"
 #include "common/base/json.h"
@@ -70,59 +71,10 @@ int kube_read_token_file(const char *path, char **ret)
 	return 0;
 }
 
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
 int kube_base64_decode(const char *s, size_t len, char **ret, size_t *ret_len)
 {
-	char *out = malloc(len / 4 * 3 + 4);
-	size_t n = 0, pad = 0;
-	unsigned acc = 0, bits = 0;
-
-	if (!out)
-		return -ENOMEM;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-			continue;
-		if (c == '=') {
-			pad++;
-			continue;
-		}
-		int v = b64_value(c);
-		if (v < 0 || pad) {
-			free(out);
-			return -EINVAL;
-		}
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[n++] = (char)((acc >> bits) & 0xff);
-		}
-	}
-	/* 6 leftover bits can't be; padding must complete the last quantum */
-	if (bits >= 6 || pad > 2 || (pad && (bits / 2 != pad))) {
-		free(out);
-		return -EINVAL;
-	}
-	out[n] = 0;
-	if (ret_len)
-		*ret_len = n;
-	*ret = out;
-	return 0;
+	return base64_decode(s, len, BASE64_STD | BASE64_PAD_OPTIONAL | BASE64_SKIP_SPACE, ret,
+			     ret_len, NULL);
 }
 
 /* Parsing context of one kubeconfig. */

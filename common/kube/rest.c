@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/base64.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
 #include "common/base/secret.h"
@@ -72,41 +73,18 @@ void kube_client_free(struct kube_client *c)
 	free(c);
 }
 
-static char *base64_encode(const char *s, size_t n)
-{
-	static const char tab[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char *out = malloc((n + 2) / 3 * 4 + 1), *p = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i += 3) {
-		unsigned v = (unsigned char)s[i] << 16;
-		if (i + 1 < n)
-			v |= (unsigned char)s[i + 1] << 8;
-		if (i + 2 < n)
-			v |= (unsigned char)s[i + 2];
-		*p++ = tab[(v >> 18) & 63];
-		*p++ = tab[(v >> 12) & 63];
-		*p++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-		*p++ = i + 2 < n ? tab[v & 63] : '=';
-	}
-	*p = 0;
-	return out;
-}
-
 static int basic_auth(const struct kube_config *cfg, char **ret)
 {
 	_cleanup_free_ char *pair = NULL;
 	char *b64;
-	int n = asprintf(&pair, "%s:%s", cfg->username, cfg->password ? cfg->password : "");
+	int r, n = asprintf(&pair, "%s:%s", cfg->username, cfg->password ? cfg->password : "");
 
 	if (n < 0)
 		return -ENOMEM;
-	b64 = base64_encode(pair, (size_t)n);
+	r = base64_encode(pair, (size_t)n, BASE64_STD, &b64);
 	secret_wipe(pair, (size_t)n);
-	if (!b64)
-		return -ENOMEM;
+	if (r < 0)
+		return r;
 	n = asprintf(ret, "Basic %s", b64);
 	secret_free(b64);
 	return n < 0 ? -ENOMEM : 0;
