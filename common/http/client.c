@@ -617,7 +617,8 @@ static int run(struct handle *h, struct xfer *x, CURLcode *ret_res)
 		mc = curl_multi_perform(h->multi, &running);
 		if (mc != CURLM_OK || !running)
 			break;
-		if ((so && so->cancel && *so->cancel) || cancel_is_cancelled(x->cancel)) {
+		if ((so && so->cancel && __atomic_load_n(so->cancel, __ATOMIC_ACQUIRE)) ||
+		    cancel_is_cancelled(x->cancel)) {
 			r = -ECANCELED;
 			break;
 		}
