@@ -2,6 +2,7 @@
 #   make                         build ./aws-k8s
 #   make test                    build and run every test (unit + integration)
 #   make SANITIZE=address,undefined test   the same under ASan+UBSan
+#   make tsan                    the unit tests under ThreadSanitizer (build/tsan/)
 #   make bench                   run the benchmarks under tests/bench/
 #   make clean
 CC ?= cc
@@ -13,7 +14,10 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 GIT_DIRTY := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 
-ifdef SANITIZE
+ifeq ($(SANITIZE),thread)
+B := build/tsan
+BIN := $(B)/aws-k8s
+else ifdef SANITIZE
 B := build/san
 BIN := $(B)/aws-k8s
 else
@@ -41,7 +45,7 @@ TEST_SRCS := $(wildcard tests/unit/*.c)
 TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS))
 UNIT := $(B)/unit-tests
 
-.PHONY: all test unit bench demo clean fmt lint FORCE
+.PHONY: all test unit tsan bench demo clean fmt lint FORCE
 .SECONDARY: $(GEN_C) $(GEN_H)
 all: $(BIN)
 
@@ -76,8 +80,20 @@ test: $(BIN) $(UNIT)
 	AWS_K8S=$(abspath $(BIN)) UNIT_TESTS=$(abspath $(UNIT)) \
 		$(if $(SANITIZE),BINARY_TESTS_ONLY=1 TEST_LOGDIR=$(abspath $(B))/test-logs) tests/run
 
+# Under SANITIZE=thread, the libraries built without it are suppressed (tests/unit/tsan.supp).
+ifeq ($(SANITIZE),thread)
+SAN_ENV := TSAN_OPTIONS="second_deadlock_stack=1 suppressions=$(abspath tests/unit/tsan.supp) \
+	$(TSAN_OPTIONS)"
+endif
+
 unit: $(UNIT)
-	$(UNIT)
+	$(SAN_ENV) $(UNIT) $(UNIT_ARGS)
+
+# ThreadSanitizer over the unit tests of the threaded parts (objects in build/tsan/). The whole
+# suite runs under it with `make SANITIZE=thread unit`.
+TSAN_TESTS := kube_wq grpc_ cancel signals http_ aws_batch aws_creds kube_rest kube_events
+tsan:
+	$(MAKE) SANITIZE=thread unit UNIT_ARGS="$(TSAN_TESTS)"
 
 demo: $(BIN)
 	AWS_K8S=$(abspath $(BIN)) tests/demo/run
