@@ -3,6 +3,7 @@
 #   make test                    build and run every test (unit + integration)
 #   make SANITIZE=address,undefined test   the same under ASan+UBSan
 #   make tsan                    the unit tests under ThreadSanitizer (build/tsan/)
+#   make check                   the static checks: -Werror build, cppcheck, tests/check/*.sh
 #   make bench                   run the benchmarks under tests/bench/
 #   make clean
 CC ?= cc
@@ -45,7 +46,7 @@ TEST_SRCS := $(wildcard tests/unit/*.c)
 TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS))
 UNIT := $(B)/unit-tests
 
-.PHONY: all test unit tsan bench demo clean fmt lint FORCE
+.PHONY: all test unit tsan check bench demo clean fmt lint FORCE
 .SECONDARY: $(GEN_C) $(GEN_H)
 all: $(BIN)
 
@@ -104,9 +105,18 @@ bench: $(BIN)
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
+# cppcheck; its false positives are listed in tests/check/cppcheck.supp.
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		-I. -D_GNU_SOURCE main.c common modules
+		--suppressions-list=tests/check/cppcheck.supp -I. -D_GNU_SOURCE main.c common modules
+
+# The build with -Werror, cppcheck, then every executable tests/check/*.sh (tests/check/run):
+# banned functions, the compile-must-fail test of the log API, the copy-paste detector (jscpd:
+# `npm ci --prefix tests/check` installs it)...
+check: $(BIN) $(UNIT)
+	@$(MAKE) --no-print-directory lint
+	@echo "ok - lint (cppcheck)"
+	tests/check/run
 
 clean:
 	rm -rf build aws-k8s
