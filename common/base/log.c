@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-int log_verbosity;
-enum log_format log_format = LOG_FORMAT_TEXT;
+_Atomic int log_verbosity;
+_Atomic enum log_format log_format = LOG_FORMAT_TEXT;
 long long log_flag_v;
 char *log_flag_format;
 static int log_fd = STDERR_FILENO;
@@ -297,10 +297,11 @@ void log_emit(enum log_level level, const char *file, int line, const char *msg,
 	struct tm tm;
 	const char *base = strrchr(file, '/');
 	int saved_errno = errno;
+	enum log_format format = log_format; /* one format for the whole line */
 
 	base = base ? base + 1 : file;
 	gettimeofday(&tv, NULL);
-	if (log_format == LOG_FORMAT_JSON) {
+	if (format == LOG_FORMAT_JSON) {
 		line_printf(&l, "{\"ts\":%.3f,\"caller\":\"%s:%d\",\"msg\":",
 			    (double)tv.tv_sec * 1000.0 + (double)tv.tv_usec / 1000.0, base, line);
 		line_quote(&l, msg);
@@ -314,7 +315,7 @@ void log_emit(enum log_level level, const char *file, int line, const char *msg,
 		line_quote(&l, msg);
 	}
 	for (; kv && kv->type != LOG_KV_END; kv++) {
-		if (log_format == LOG_FORMAT_JSON) {
+		if (format == LOG_FORMAT_JSON) {
 			line_putc(&l, ',');
 			line_quote(&l, kv->key);
 			line_putc(&l, ':');
@@ -325,7 +326,7 @@ void log_emit(enum log_level level, const char *file, int line, const char *msg,
 		}
 		line_value(&l, kv);
 	}
-	if (log_format == LOG_FORMAT_JSON)
+	if (format == LOG_FORMAT_JSON)
 		line_putc(&l, '}');
 	l.buf[l.len++] = '\n';
 	ssize_t w = write(log_fd, l.buf, l.len);

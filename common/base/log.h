@@ -40,8 +40,9 @@ struct log_kv {
 #define KV_E(r) ((struct log_kv){ .key = "err", .type = LOG_KV_ERR, .err = (r) })
 #define LOG_END ((struct log_kv){ .key = NULL, .type = LOG_KV_END })
 
-extern int log_verbosity;
-extern enum log_format log_format;
+/* Set from the flags at start; atomic because the signal thread logs too (and reads them). */
+extern _Atomic int log_verbosity;
+extern _Atomic enum log_format log_format;
 
 /* Flag targets shared by every subcommand (see LOG_FLAGS in flags.h). */
 extern long long log_flag_v;
