@@ -3,7 +3,7 @@
 #   make test                    build and run every test (unit + integration)
 #   make SANITIZE=address,undefined test   the same under ASan+UBSan
 #   make tsan                    the unit tests under ThreadSanitizer (build/tsan/)
-#   make check                   the static checks: -Werror build, cppcheck, tests/check/*.sh
+#   make check                   the static checks: -Werror build, cppcheck, tests/check/run
 #   make bench                   run the benchmarks under tests/bench/
 #   make clean
 CC ?= cc
@@ -110,9 +110,9 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppressions-list=tests/check/cppcheck.supp -I. -D_GNU_SOURCE main.c common modules
 
-# The build with -Werror, cppcheck, then every executable tests/check/*.sh (tests/check/run):
-# banned functions, the compile-must-fail test of the log API, the copy-paste detector (jscpd:
-# `npm ci --prefix tests/check` installs it)...
+# The build with -Werror, cppcheck, then every executable tests/check/*.sh and *.py
+# (tests/check/run): banned functions, the compile-must-fail test of the log API, the
+# copy-paste detector (jscpd: `npm ci --prefix tests/check` installs it), the cycle check...
 check: $(BIN) $(UNIT)
 	@$(MAKE) --no-print-directory lint
 	@echo "ok - lint (cppcheck)"
