@@ -92,7 +92,8 @@ unit: $(UNIT)
 
 # ThreadSanitizer over the unit tests of the threaded parts (objects in build/tsan/). The whole
 # suite runs under it with `make SANITIZE=thread unit`.
-TSAN_TESTS := kube_wq grpc_ cancel signals http_ aws_batch aws_creds kube_rest kube_events
+TSAN_TESTS := kube_wq kube_controllers grpc_ cancel signals http_ aws_batch aws_creds kube_rest \
+	kube_events
 tsan:
 	$(MAKE) SANITIZE=thread unit UNIT_ARGS="$(TSAN_TESTS)"
 
