@@ -111,6 +111,18 @@ int64_t aws_retry_delay(int retry, int64_t base_ns, int64_t max_ns)
 
 /* --- client ------------------------------------------------------------------------------- */
 
+/* The credential provider's way out (struct aws_creds_io): its STS calls go through aws_do. */
+static int creds_call(void *ud, const struct aws_request *rq, struct aws_reply *ret,
+		      struct aws_error *err)
+{
+	return aws_do(ud, rq, ret, err);
+}
+
+static int creds_region(void *ud, const char **ret)
+{
+	return aws_client_region(ud, ret);
+}
+
 int aws_client_new(const struct aws_client_opts *o, struct aws_client **ret)
 {
 	struct aws_client_opts dflt = {0};
@@ -175,7 +187,9 @@ int aws_client_new(const struct aws_client_opts *o, struct aws_client **ret)
 		if (aws_profile_get(o->creds.profile, "region", &pr) == 0 && aws_region_valid(pr))
 			str_copy(c->region, sizeof(c->region), pr);
 	}
-	if ((r = aws_creds_new(c, &o->creds, &c->creds)) < 0)
+	struct aws_creds_io io = {
+	    .call = creds_call, .region = creds_region, .ud = c, .imds = c->imds};
+	if ((r = aws_creds_new(&io, &o->creds, &c->creds)) < 0)
 		goto fail;
 	*ret = c;
 	return 0;
@@ -265,15 +279,6 @@ static int endpoint_for(struct aws_client *c, enum aws_service s, const char *re
 int aws_client_endpoint(struct aws_client *c, enum aws_service s, struct aws_endpoint *ret)
 {
 	return endpoint_for(c, s, NULL, ret);
-}
-
-void aws_reply_release(struct aws_reply *r)
-{
-	if (!r)
-		return;
-	xmlFreeDoc(r->doc);
-	cJSON_Delete(r->json);
-	memset(r, 0, sizeof(*r));
 }
 
 /* --- one call ----------------------------------------------------------------------------- */

@@ -42,6 +42,7 @@
 #include "common/aws/error.h"
 #include "common/aws/imds.h"
 #include "common/aws/query.h"
+#include "common/aws/request.h"
 #include "common/http/client.h"
 
 #define AWS_RETRY_TOKENS 500
@@ -85,33 +86,6 @@ int aws_client_endpoint(struct aws_client *c, enum aws_service s, struct aws_end
 /* Tokens left in the retry bucket (tests). */
 unsigned aws_client_retry_tokens(struct aws_client *c);
 
-/* One call. */
-struct aws_request {
-	enum aws_service service;
-	const char *action;		     /* "DescribeInstances", "SendMessage" */
-	const struct aws_query *query;	     /* Query protocol parameters (may be NULL) */
-	const char *json;		     /* JSON protocol body; NULL is "{}" */
-	int64_t timeout_ns;		     /* per attempt; 0: the client's */
-	int max_attempts;		     /* 0: the client's; 1: no retry */
-	bool anonymous;			     /* not signed (AssumeRoleWithWebIdentity) */
-	const struct aws_credentials *creds; /* sign with these, not with the provider's */
-	const char *region;		     /* instead of the client's */
-	const struct http_header *headers;   /* extra headers, signed (e.g. x-amz-source-arn) */
-	size_t n_headers;
-	size_t max_reply;		     /* cap on the reply body; 0: aws_reply_max() */
-};
-
-struct aws_reply {
-	long status;
-	char request_id[128];
-	unsigned attempts;
-	xmlDoc *doc;	 /* Query protocol: the parsed reply */
-	xmlNode *root;	 /* its root element (<DescribeInstancesResponse>) */
-	xmlNode *result; /* <ActionResult> when present (ELB, ASG, STS), else root (EC2) */
-	cJSON *json;	 /* JSON protocol: the parsed body ({} for an empty one) */
-};
-
-void aws_reply_release(struct aws_reply *r);
 
 /* Makes the call; on success fills *ret (release it), on failure fills *err (when not NULL)
  * and returns the errno of aws_error_errno() for AWS error replies, -EBADMSG for an unusable

@@ -1,6 +1,7 @@
 /* Credentials: the value type and its helpers. The provider chain is in creds_chain.c, the
  * shared-file reader in creds_ini.c. */
 #include "common/aws/creds.h"
+#include "common/aws/creds_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -82,4 +83,10 @@ int64_t aws_creds_refresh_at(int64_t fetched_ns, int64_t exp_ns)
 	if (life < 2 * five_min)
 		return fetched_ns + (life > 0 ? life / 2 : 0);
 	return exp_ns - five_min;
+}
+
+const char *aws_creds_env(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
 }

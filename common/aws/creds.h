@@ -47,8 +47,29 @@ enum aws_creds_source {
 };
 const char *aws_creds_source_name(enum aws_creds_source s);
 
-struct aws_client;
 struct aws_creds;
+struct aws_error;
+struct aws_imds;
+struct aws_reply;
+struct aws_request;
+
+/* What the provider calls out through: STS (AssumeRole, AssumeRoleWithWebIdentity) and the
+ * metadata service. The AWS client hands itself (client.c), so that the provider, which the
+ * client calls to sign, never calls the client by name:
+ *
+ *   struct aws_creds_io io = { .call = my_aws_do, .region = my_region, .ud = c,
+ *                              .imds = imds };
+ *   aws_creds_new(&io, &opts, &p);
+ */
+struct aws_creds_io {
+	/* one call (as aws_do): on success *ret is filled (the provider releases it) */
+	int (*call)(void *ud, const struct aws_request *rq, struct aws_reply *ret,
+		    struct aws_error *err);
+	/* the region of STS calls: 0 and *ret, or < 0 when unknown (then us-east-1) */
+	int (*region)(void *ud, const char **ret);
+	void *ud;
+	struct aws_imds *imds; /* the instance profile's credentials; NULL: none */
+};
 
 struct aws_creds_opts {
 	const char *access_key_id; /* explicit keys (flags); used when both are set */
@@ -63,9 +84,10 @@ struct aws_creds_opts {
 	int64_t role_duration_ns; /* AssumeRole DurationSeconds; 0: STS default (1 h) */
 };
 
-/* The provider makes its STS, container and metadata calls through client c (which must
- * outlive it). Nothing is fetched until the first aws_creds_get(). */
-int aws_creds_new(struct aws_client *c, const struct aws_creds_opts *o, struct aws_creds **ret);
+/* The provider makes its STS and metadata calls through io (copied; what it points to must
+ * outlive the provider). Nothing is fetched until the first aws_creds_get(). */
+int aws_creds_new(const struct aws_creds_io *io, const struct aws_creds_opts *o,
+		  struct aws_creds **ret);
 /* A provider over a caller's fetch function (tests, special sources). */
 int aws_creds_new_custom(int (*fetch)(void *ud, struct aws_credentials *ret), void *ud,
 			 struct aws_creds **ret);

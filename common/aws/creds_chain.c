@@ -6,7 +6,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common/aws/client.h"
 #include "common/aws/creds.h"
 #include "common/aws/creds_internal.h"
 #include "common/aws/imds.h"
@@ -25,13 +24,8 @@ static char *xstrdup(const char *s)
 	return s && *s ? strdup(s) : NULL;
 }
 
-const char *aws_creds_env(const char *name)
-{
-	const char *v = getenv(name);
-	return v && *v ? v : NULL;
-}
-
-int aws_creds_new(struct aws_client *c, const struct aws_creds_opts *o, struct aws_creds **ret)
+int aws_creds_new(const struct aws_creds_io *io, const struct aws_creds_opts *o,
+		  struct aws_creds **ret)
 {
 	struct aws_creds_opts d = {0};
 	struct aws_creds *p = calloc(1, sizeof(*p));
@@ -42,7 +36,8 @@ int aws_creds_new(struct aws_client *c, const struct aws_creds_opts *o, struct a
 		o = &d;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
-	p->client = c;
+	if (io)
+		p->io = *io;
 	if (o->access_key_id && *o->access_key_id && o->secret_access_key &&
 	    *o->secret_access_key) {
 		p->source = AWS_CREDS_STATIC;
@@ -351,7 +346,7 @@ static int resolve(struct aws_creds *p)
 		p->source = AWS_CREDS_CONTAINER;
 		goto found;
 	}
-	if (!aws_imds_disabled(aws_client_imds(p->client))) {
+	if (p->io.imds && !aws_imds_disabled(p->io.imds)) {
 		p->source = AWS_CREDS_IMDS;
 		goto found;
 	}

@@ -1,5 +1,6 @@
 /* Internals of the credential provider, shared by creds_chain.c (the chain, the profiles,
- * the refresh) and creds_sources.c (STS, container and metadata sources). Not for other users. */
+ * the refresh) and creds_sources.c (STS, container and metadata sources), which creds_chain.c
+ * calls. Not for other users. */
 #pragma once
 #include <libxml/tree.h>
 #include <pthread.h>
@@ -15,7 +16,7 @@ struct aws_creds {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* a refresh ended */
 	bool refreshing;
-	struct aws_client *client;
+	struct aws_creds_io io;
 	enum aws_creds_source source;
 	bool resolved;
 	struct aws_credentials cur;
@@ -41,7 +42,7 @@ struct aws_creds {
 	void *custom_ud;
 };
 
-/* The value of an environment variable, NULL when unset or empty. */
+/* The value of an environment variable, NULL when unset or empty (creds.c). */
 const char *aws_creds_env(const char *name);
 /* Reads a token file (at most 64 KiB, white space trimmed; -ENODATA when empty). */
 int aws_creds_read_token_file(const char *path, char **ret);

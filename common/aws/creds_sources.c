@@ -5,9 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/aws/client.h"
+#include "common/aws/creds.h"
 #include "common/aws/creds_internal.h"
+#include "common/aws/error.h"
 #include "common/aws/imds.h"
+#include "common/aws/query.h"
+#include "common/aws/request.h"
 #include "common/aws/xml.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
@@ -38,9 +41,20 @@ static void default_session_name(char *buf, size_t n)
 
 static int sts_region(struct aws_creds *p, const char **ret)
 {
-	if (aws_client_region(p->client, ret) < 0)
+	if (!p->io.region || p->io.region(p->io.ud, ret) < 0)
 		*ret = "us-east-1";
 	return 0;
+}
+
+/* One STS call through the client (struct aws_creds_io). */
+static int sts_call(struct aws_creds *p, const struct aws_request *rq, struct aws_reply *rep,
+		    struct aws_error *err)
+{
+	if (!p->io.call) {
+		aws_error_set(err, 0, "NoClient", "no AWS client to call STS through");
+		return -ENOTCONN;
+	}
+	return p->io.call(p->io.ud, rq, rep, err);
 }
 
 int aws_creds_read_token_file(const char *path, char **ret)
@@ -108,7 +122,7 @@ int aws_creds_assume_role_web_identity(struct aws_creds *p, const char *role_arn
 	secret_wipe_str(token);
 	free(token);
 	if (r >= 0)
-		r = aws_do(p->client, &rq, &rep, &err);
+		r = sts_call(p, &rq, &rep, &err);
 	/* the token was in the request: wipe the copy in the parameters */
 	for (size_t i = 0; i < q.n; i++)
 		secret_wipe_str(q.values[i]);
@@ -166,7 +180,7 @@ int aws_creds_assume_role(struct aws_creds *p, const struct aws_credentials *bas
 			hdrs[rq.n_headers++] =
 			    (struct http_header){"x-amz-source-account", account};
 	}
-	r = aws_do(p->client, &rq, &rep, &err);
+	r = sts_call(p, &rq, &rep, &err);
 	aws_query_release(&q);
 	if (r < 0) {
 		log_v(2, "AssumeRole failed", KV_S("role", role_arn),
@@ -288,12 +302,14 @@ int aws_creds_container_fetch(struct aws_creds *p, struct aws_credentials *ret)
 
 int aws_creds_imds_fetch(struct aws_creds *p, struct aws_credentials *ret)
 {
-	struct aws_imds *m = aws_client_imds(p->client);
+	struct aws_imds *m = p->io.imds;
 	_cleanup_free_ char *roles = NULL;
 	char path[300];
 	struct buf b = BUF_INIT(64 * 1024);
 	int r;
 
+	if (!m)
+		return -ENOKEY;
 	if ((r = aws_imds_get(m, "meta-data/iam/security-credentials/", &roles)) < 0)
 		return r;
 	roles[strcspn(roles, "\r\n")] = 0;

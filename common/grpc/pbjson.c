@@ -281,13 +281,13 @@ static bool name_matches(const char *key, const char *proto_name)
 /* proto3 JSON: either alphabet, padding optional */
 static int b64_decode(const char *s, ProtobufCBinaryData *out)
 {
-	char *d;
+	void *d;
 	size_t n;
-	int r = base64_decode(s, strlen(s), BASE64_ANY_ALPHABET | BASE64_PAD_OPTIONAL, &d, &n, NULL);
+	int r = base64_decode(s, strlen(s), BASE64_ANY_ALPHABET | BASE64_PAD_OPTIONAL, &d, &n);
 
 	if (r < 0)
 		return r;
-	out->data = (uint8_t *)d;
+	out->data = d;
 	out->len = n;
 	return 0;
 }

@@ -6,7 +6,7 @@
  * count here). Enums are their names (numbers accepted on input), bytes are base64, maps are
  * objects, oneofs appear as the member that is set, fields holding their default value are
  * left out unless PBJSON_DEFAULTS is given. Messages named BoolValue / Int64Value / Timestamp
- * (the wire twins of google.protobuf's, see modules/csi/csi.proto) print as a bare bool,
+ * (the wire twins of google.protobuf's, see common/csi/csi.proto) print as a bare bool,
  * number, and RFC 3339 string. */
 #pragma once
 #include <cjson/cJSON.h>

@@ -3,7 +3,7 @@
  * The project speaks gRPC through gRPC's C core (Debian's libgrpc) and protobuf-c. The C core
  * owns the "grpc_" prefix, so this layer uses "rpc_". Messages are protobuf-c messages; their
  * descriptors come from the code protoc-c generates at build time (e.g.
- * "modules/csi/csi.pb-c.h"). */
+ * "common/csi/csi.pb-c.h"). */
 #pragma once
 #include <protobuf-c/protobuf-c.h>
 #include <stdbool.h>

@@ -73,8 +73,13 @@ int kube_read_token_file(const char *path, char **ret)
 
 int kube_base64_decode(const char *s, size_t len, char **ret, size_t *ret_len)
 {
-	return base64_decode(s, len, BASE64_STD | BASE64_PAD_OPTIONAL | BASE64_SKIP_SPACE, ret,
-			     ret_len, NULL);
+	void *d;
+	int r = base64_decode(s, len, BASE64_STD | BASE64_PAD_OPTIONAL | BASE64_SKIP_SPACE, &d,
+			      ret_len);
+
+	if (r >= 0)
+		*ret = d;
+	return r;
 }
 
 /* Parsing context of one kubeconfig. */

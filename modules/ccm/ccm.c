@@ -1,21 +1,20 @@
-/* aws-k8s ccm: the AWS cloud-controller-manager. This file holds the flags (every flag of the
- * upstream binary is accepted, so that an existing manifest runs unchanged; the ones without
- * an effect here say so in --help), the start-up checks and the process's life: serve the
- * health endpoints, win the leader election, start the Node informer and the controllers,
- * and stop them on SIGTERM (releasing the Lease) or at once when the Lease is lost. */
+/* aws-k8s ccm: the AWS cloud-controller-manager. This file holds the usage text, the flags
+ * (every flag of the upstream binary is accepted, so that an existing manifest runs unchanged;
+ * the ones without an effect here say so in --help), the start-up checks and the wiring: the
+ * health endpoints, the Node informer and the table of controllers that controllers_run
+ * (common/kube/controller.h) runs once this replica leads, until SIGTERM (releasing the Lease)
+ * or at once when the Lease is lost. The controllers are in ccm_node.c, ccm_lifecycle.c and
+ * ccm_route.c; what they share in ccm_ctx.c. */
 #include "modules/ccm/ccm.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "awsk8s_version.h"
 #include "common/base/flags.h"
-#include "common/base/json.h"
 #include "common/base/log.h"
-#include "common/base/signals.h"
 #include "common/base/timeutil.h"
 #include "common/http/server.h"
 #include "common/kube/events.h"
@@ -24,6 +23,7 @@
 #include "common/kube/leaderelection.h"
 #include "common/kube/rest.h"
 #include "common/metrics/metrics.h"
+#include "modules/ccm/ccm_controllers.h"
 #include "modules/ccm/ccm_internal.h"
 
 static const char ccm_usage[] =
@@ -258,147 +258,100 @@ int ccm_controllers_parse(char *const *list, unsigned *ret, char *err, size_t er
 	return 0;
 }
 
-/* The process --------------------------------------------------------------------------- */
+/* The wiring ---------------------------------------------------------------------------- */
 
-bool ccm_may_act(struct ccm *m)
-{
-	return !stop_requested() && (!m->le || kube_le_is_leader(m->le));
-}
+/* The controller table, its state, and the Node informer's handlers feeding it. */
+enum { C_NODE, C_NODE_STATUS, C_LIFECYCLE, C_ROUTE, C_N };
 
-struct kube_store *ccm_node_store(struct ccm *m)
-{
-	return kube_informer_store(m->nodes);
-}
-
-void ccm_node_event(struct ccm *m, const cJSON *node, const char *type, const char *reason,
-		    const char *fmt, ...)
-{
-	struct kube_event_ref ref;
-	char msg[KUBE_EVENT_MAX_MESSAGE];
-	va_list ap;
-
-	if (!m->rec)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	kube_event_ref_from(node, &kube_nodes, &ref);
-	kube_eventf(m->rec, &ref, type, reason, "%s", msg);
-}
-
-/* What the controllers read of a Node: everything else is dropped before it is stored. */
-static cJSON *node_transform(void *ud, cJSON *obj)
-{
-	static const char *const keep[] = {
-	    "metadata.uid",	    "metadata.labels",
-	    "metadata.annotations", "spec.providerID",
-	    "spec.taints",	    "spec.podCIDR",
-	    "spec.podCIDRs",	    "status.addresses",
-	    "status.conditions",    NULL,
-	};
-	cJSON *p = kube_project(obj, keep);
-	cJSON_Delete(obj);
-	if (!p)
-		return NULL;
-	/* one annotation and two conditions are read */
-	cJSON *md = cJSON_GetObjectItemCaseSensitive(p, "metadata");
-	cJSON *ann = md ? cJSON_GetObjectItemCaseSensitive(md, "annotations") : NULL;
-	if (ann) {
-		cJSON *a = ann->child;
-		while (a) {
-			cJSON *next = a->next;
-			if (!a->string || strcmp(a->string, CCM_ANNOTATION_PROVIDED_IP) != 0)
-				cJSON_Delete(cJSON_DetachItemViaPointer(ann, a));
-			a = next;
-		}
-	}
-	cJSON *st = cJSON_GetObjectItemCaseSensitive(p, "status");
-	cJSON *conds = st ? cJSON_GetObjectItemCaseSensitive(st, "conditions") : NULL;
-	for (int i = cJSON_GetArraySize(conds) - 1; i >= 0; i--) {
-		const char *t = json_str(cJSON_GetArrayItem(conds, i), "type");
-		if (!t || (strcmp(t, "Ready") != 0 && strcmp(t, "NetworkUnavailable") != 0))
-			cJSON_DeleteItemFromArray(conds, i);
-	}
-	(void)ud;
-	return p;
-}
+struct wiring {
+	struct ccm m;
+	struct ccm_node_ctl *node;
+	struct ccm_route_ctl *route;
+	struct controller ctls[C_N];
+};
 
 static void on_add(void *ud, const cJSON *obj)
 {
-	struct ccm *m = ud;
-	ccm_node_changed(m, NULL, obj);
-	ccm_route_changed(m, NULL, obj);
+	struct wiring *w = ud;
+	ccm_node_changed(&w->ctls[C_NODE], NULL, obj);
+	ccm_route_changed(&w->ctls[C_ROUTE], NULL, obj);
 }
 
 static void on_update(void *ud, const cJSON *old, const cJSON *obj)
 {
-	struct ccm *m = ud;
-	ccm_node_changed(m, old, obj);
-	ccm_route_changed(m, old, obj);
+	struct wiring *w = ud;
+	ccm_node_changed(&w->ctls[C_NODE], old, obj);
+	ccm_route_changed(&w->ctls[C_ROUTE], old, obj);
 }
 
 static void on_delete(void *ud, const cJSON *obj)
 {
-	struct ccm *m = ud;
+	struct wiring *w = ud;
 	struct kube_event_ref ref;
 
-	ccm_node_deleted(m, obj);
-	ccm_route_changed(m, obj, NULL);
+	ccm_node_deleted(&w->ctls[C_NODE], obj);
+	ccm_route_changed(&w->ctls[C_ROUTE], obj, NULL);
 	/* its Events cannot repeat: the recorder's caches let the Node go */
-	if (m->rec) {
+	if (w->m.rec) {
 		kube_event_ref_from(obj, &kube_nodes, &ref);
-		kube_recorder_forget(m->rec, &ref);
+		kube_recorder_forget(w->m.rec, &ref);
 	}
 }
 
-static volatile bool lost_lease;
-
-static void le_started(void *ud)
+static void informer_synced(void *ud)
 {
-	log_info("started leading");
+	struct ccm *m = ud;
+	log_info("node informer synced", KV_U("nodes", kube_store_len(ccm_node_store(m))));
 }
 
-static void le_stopped(void *ud, bool lost)
+/* The table: one row per controller, run by controllers_run once this replica leads. */
+static int wire_controllers(struct wiring *w)
 {
-	if (lost) {
-		log_error("leaderelection lost");
-		lost_lease = true;
-		stop_request(); /* stop acting at once; the process exits */
-	}
-}
-
-static void le_new_leader(void *ud, const char *id)
-{
-	log_info("new leader elected", KV_S("identity", id));
-}
-
-/* Informer, then controllers: a controller never runs before the store is complete. */
-static int start_controllers(struct ccm *m)
-{
+	struct ccm *m = &w->m;
+	const struct ccm_settings *set = &m->set;
+	bool route = (m->controllers & CCM_CTL_ROUTE) && set->routes;
 	int r;
 
-	if ((r = kube_informer_start(m->nodes)) < 0)
+	if ((r = ccm_node_new(m, &w->node)) < 0 || (route && (r = ccm_route_new(m, &w->route)) < 0))
 		return r;
-	while (!kube_informer_wait_synced(m->nodes, NSEC_PER_SEC))
-		if (stop_requested() || !ccm_may_act(m))
-			return -ECANCELED;
-	log_info("node informer synced", KV_U("nodes", kube_store_len(ccm_node_store(m))));
-	if ((m->controllers & CCM_CTL_NODE) && (r = ccm_node_start(m)) < 0)
-		return r;
-	if ((m->controllers & CCM_CTL_LIFECYCLE) && (r = ccm_lc_start(m)) < 0)
-		return r;
-	if ((m->controllers & CCM_CTL_ROUTE) && m->set.routes && (r = ccm_route_start(m)) < 0)
-		return r;
+	/* clang-format off */
+	w->ctls[C_NODE] = (struct controller){
+	    .name = "cloud-node", .informers = {m->nodes},
+	    .reconcile = ccm_node_reconcile, .start = ccm_node_start, .ud = w->node,
+	    .workers = set->node_workers,
+	    /* failures retry from 500 ms, doubling up to 5 minutes */
+	    .queue = {.base_delay_ns = 500 * NSEC_PER_MSEC, .max_delay_ns = 300 * NSEC_PER_SEC},
+	    .disabled = !(m->controllers & CCM_CTL_NODE)};
+	w->ctls[C_NODE_STATUS] = (struct controller){
+	    .name = "cloud-node-status", .informers = {m->nodes},
+	    .reconcile = ccm_node_resync, .ud = w->node,
+	    /* the first re-sync after one period, as upstream's UpdateNodeStatus loop */
+	    .resync_key = "resync", .resync_ns = set->node_status_update_frequency,
+	    .resync_first_ns = set->node_status_update_frequency,
+	    .queue = {.base_delay_ns = NSEC_PER_SEC, .max_delay_ns = 300 * NSEC_PER_SEC},
+	    .disabled = !(m->controllers & CCM_CTL_NODE)};
+	w->ctls[C_LIFECYCLE] = (struct controller){
+	    .name = "cloud-node-lifecycle", .informers = {m->nodes},
+	    .reconcile = ccm_lc_monitor, .start = ccm_lc_start, .ud = m,
+	    .resync_key = "monitor", .resync_ns = set->node_monitor_period,
+	    .queue = {.base_delay_ns = NSEC_PER_SEC, .max_delay_ns = 60 * NSEC_PER_SEC},
+	    .disabled = !(m->controllers & CCM_CTL_LIFECYCLE)};
+	w->ctls[C_ROUTE] = (struct controller){
+	    .name = "route", .informers = {m->nodes},
+	    .reconcile = ccm_route_pass, .start = ccm_route_start, .ud = w->route,
+	    .resync_key = "routes", .resync_ns = set->route_period,
+	    .queue = {.base_delay_ns = NSEC_PER_SEC, .max_delay_ns = 120 * NSEC_PER_SEC},
+	    .disabled = !route};
+	/* clang-format on */
+	m->run = (struct controllers){.ctls = w->ctls,
+				      .n = C_N,
+				      .informers = {m->nodes}, /* /readyz waits for its sync */
+				      .kc = m->kc,
+				      .leader_elect = kube_flag_leader_elect,
+				      .synced = informer_synced,
+				      .ud = m};
+	kube_le_config_from_flags(&m->run.le);
 	return 0;
-}
-
-static void stop_controllers(struct ccm *m)
-{
-	if (m->nodes)
-		kube_informer_stop(m->nodes);
-	ccm_route_stop(m);
-	ccm_lc_stop(m);
-	ccm_node_stop(m);
 }
 
 static int fail(const char *fmt, const char *a)
@@ -477,7 +430,8 @@ static int setup(struct ccm *m)
 
 int ccm_main(int argc, char **argv)
 {
-	struct ccm m = {0};
+	struct wiring w = {0};
+	struct ccm *m = &w.m;
 	struct http_server *srv = NULL;
 	char err[512] = "";
 	int r, code = 1;
@@ -495,7 +449,7 @@ int ccm_main(int argc, char **argv)
 		flags_free(ccm_flag_table);
 		return 2;
 	}
-	if ((code = setup(&m)) >= 0)
+	if ((code = setup(m)) >= 0)
 		goto out;
 	code = 1;
 	metrics_register_process();
@@ -504,76 +458,44 @@ int ccm_main(int argc, char **argv)
 				    .cert_dir = f.cert_dir,
 				    .cert_file = f.tls_cert_file,
 				    .key_file = f.tls_key_file};
-	if ((r = ccm_serve_start(&so, &m, &srv, err, sizeof(err))) < 0) {
+	if ((r = ccm_serve_start(&so, m, &srv, err, sizeof(err))) < 0) {
 		fail("cannot start the secure server", err);
 		goto out;
 	}
 	if ((r = kube_recorder_new(
-		 m.kc, &(struct kube_recorder_opts){.component = "cloud-node-controller"},
-		 &m.rec)) < 0) {
+		 m->kc, &(struct kube_recorder_opts){.component = "cloud-node-controller"},
+		 &m->rec)) < 0) {
 		log_error("cannot create the event recorder", KV_E(r));
 		goto out;
 	}
 	struct kube_informer_opts io = {
 	    .res = &kube_nodes,
-	    .transform = node_transform,
-	    .handlers = {.on_add = on_add,
-			 .on_update = on_update,
-			 .on_delete = on_delete,
-			 .ud = &m},
+	    .transform = ccm_node_transform,
+	    .handlers = {.on_add = on_add, .on_update = on_update, .on_delete = on_delete, .ud = &w},
 	    .name = "nodes",
 	};
-	if ((r = kube_informer_new(m.kc, &io, &m.nodes)) < 0) {
+	if ((r = kube_informer_new(m->kc, &io, &m->nodes)) < 0) {
 		log_error("cannot create the node informer", KV_E(r));
 		goto out;
 	}
-	if (kube_flag_leader_elect) {
-		struct kube_le_config lc = {.on_started_leading = le_started,
-					    .on_stopped_leading = le_stopped,
-					    .on_new_leader = le_new_leader,
-					    .ud = &m};
-		kube_le_config_from_flags(&lc);
-		if ((r = kube_le_new(m.kc, &lc, &m.le)) < 0 || (r = kube_le_start(m.le)) < 0) {
-			log_error("cannot start the leader election", KV_E(r));
-			goto out;
-		}
-		log_info("attempting to acquire leader lease",
-			 KV_S("lease", kube_flag_le_resource_namespace),
-			 KV_S("name", kube_flag_le_resource_name),
-			 KV_S("identity", kube_le_identity(m.le)));
+	if ((r = wire_controllers(&w)) < 0) {
+		log_error("cannot start the controllers", KV_E(r));
+		goto out;
 	}
-	bool started = false;
-	while (!stop_requested()) {
-		if (!started && (!m.le || kube_le_is_leader(m.le))) {
-			started = true;
-			if ((r = start_controllers(&m)) < 0 && r != -ECANCELED) {
-				log_error("cannot start the controllers", KV_E(r));
-				goto out;
-			}
-		}
-		if (m.le && kube_le_done(m.le) && !stop_requested()) {
-			log_error("leader election ended");
-			lost_lease = true;
-			break;
-		}
-		stop_wait(100 * NSEC_PER_MSEC);
-	}
-	log_info("stopping");
-	code = lost_lease ? 1 : 0;
+	/* until SIGTERM (0) or the Lease lost (-ENOLCK); a failure to start is logged */
+	r = controllers_run(&m->run);
+	code = r == 0 ? 0 : 1;
 out:
-	stop_controllers(&m);
-	if (m.le) {
-		kube_le_stop(m.le); /* releases the Lease after a graceful stop */
-		kube_le_free(m.le);
-	}
-	kube_informer_free(m.nodes);
-	kube_recorder_free(m.rec);
+	ccm_route_free(w.route);
+	ccm_node_free(w.node);
+	kube_informer_free(m->nodes);
+	kube_recorder_free(m->rec);
 	http_server_free(srv);
-	kube_client_free(m.kc);
-	ccm_cloud_free(m.cloud);
-	ccm_config_free(m.cfg);
-	free(m.cluster_id);
-	free(m.cluster_cidrs);
+	kube_client_free(m->kc);
+	ccm_cloud_free(m->cloud);
+	ccm_config_free(m->cfg);
+	free(m->cluster_id);
+	free(m->cluster_cidrs);
 	flags_free(ccm_flag_table);
 	return code;
 }

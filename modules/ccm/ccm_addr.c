@@ -33,12 +33,12 @@ static int add_addr(cJSON *arr, const char *type, const char *addr)
 }
 
 /* ENIs sorted by device index; unattached (-1) last, stable otherwise. */
-static void sorted_enis(const struct ccm_instance *i, const struct ccm_eni **out)
+static void sorted_enis(const struct ec2_instance *i, const struct ec2_eni **out)
 {
 	for (size_t k = 0; k < i->n_enis; k++)
 		out[k] = &i->enis[k];
 	for (size_t a = 1; a < i->n_enis; a++) {
-		const struct ccm_eni *e = out[a];
+		const struct ec2_eni *e = out[a];
 		long long ka = e->device_index < 0 ? (1LL << 40) : e->device_index;
 		size_t b = a;
 		while (b > 0) {
@@ -53,14 +53,14 @@ static void sorted_enis(const struct ccm_instance *i, const struct ccm_eni **out
 	}
 }
 
-static bool eni_in_use(const struct ccm_eni *e)
+static bool eni_in_use(const struct ec2_eni *e)
 {
 	return e->status && strcmp(e->status, "in-use") == 0;
 }
 
-static int add_ipv4(const struct ccm_instance *i, cJSON *arr)
+static int add_ipv4(const struct ec2_instance *i, cJSON *arr)
 {
-	const struct ccm_eni *enis[CCM_MAX_ENIS];
+	const struct ec2_eni *enis[EC2_MAX_ENIS];
 	char ip[INET6_ADDRSTRLEN];
 	int r;
 
@@ -95,9 +95,9 @@ static int add_ipv4(const struct ccm_instance *i, cJSON *arr)
 	return 0;
 }
 
-static int add_ipv6(const struct ccm_instance *i, cJSON *arr)
+static int add_ipv6(const struct ec2_instance *i, cJSON *arr)
 {
-	const struct ccm_eni *enis[CCM_MAX_ENIS];
+	const struct ec2_eni *enis[EC2_MAX_ENIS];
 	char ip[INET6_ADDRSTRLEN];
 	int r;
 
@@ -112,7 +112,7 @@ static int add_ipv6(const struct ccm_instance *i, cJSON *arr)
 	return 0;
 }
 
-int ccm_instance_addresses(const struct ccm_instance *i, char *const *families, cJSON **ret)
+int ccm_instance_addresses(const struct ec2_instance *i, char *const *families, cJSON **ret)
 {
 	static char *const def[] = {(char *)"ipv4", NULL};
 	cJSON *arr = cJSON_CreateArray();
@@ -144,6 +144,16 @@ static const char *addr_type(const cJSON *a)
 static const char *addr_value(const cJSON *a)
 {
 	return json_str(a, "address");
+}
+
+/* Appends a copy of address a to arr. */
+static int append_copy(cJSON *arr, const cJSON *a)
+{
+	cJSON *d = cJSON_Duplicate(a, true);
+	if (!d)
+		return -ENOMEM;
+	cJSON_AddItemToArray(arr, d);
+	return 0;
 }
 
 static bool same_ip(const char *a, const unsigned char *bin, bool v6)
@@ -190,12 +200,8 @@ int ccm_addresses_prefer_node_ip(cJSON *addrs, const char *provided, cJSON **ret
 		{
 			if (!same_ip(addr_value(a), bin, v6))
 				continue;
-			cJSON *d = cJSON_Duplicate(a, true);
-			if (!d) {
-				r = -ENOMEM;
+			if ((r = append_copy(out, a)) < 0)
 				goto fail;
-			}
-			cJSON_AddItemToArray(out, d);
 			matched = true;
 			const char *t = addr_type(a);
 			if (t && nt < ARRAY_SIZE(types))
@@ -214,12 +220,8 @@ int ccm_addresses_prefer_node_ip(cJSON *addrs, const char *provided, cJSON **ret
 			seen = t && strcmp(types[k], t) == 0;
 		if (seen)
 			continue;
-		cJSON *d = cJSON_Duplicate(a, true);
-		if (!d) {
-			r = -ENOMEM;
+		if ((r = append_copy(out, a)) < 0)
 			goto fail;
-		}
-		cJSON_AddItemToArray(out, d);
 	}
 	cJSON_Delete(addrs);
 	*ret = out;
@@ -242,12 +244,8 @@ int ccm_addresses_keep_hostname(cJSON *addrs, const cJSON *old)
 	cJSON_ArrayForEach(a, old)
 	{
 		const char *t = addr_type(a);
-		if (t && strcmp(t, "Hostname") == 0) {
-			cJSON *d = cJSON_Duplicate(a, true);
-			if (!d)
-				return -ENOMEM;
-			cJSON_AddItemToArray(addrs, d);
-		}
+		if (t && strcmp(t, "Hostname") == 0 && append_copy(addrs, a) < 0)
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -301,7 +299,7 @@ int ccm_zone_to_region(const char *zone, char *buf, size_t n)
 	return 0;
 }
 
-int ccm_instance_labels(const struct ccm_instance *i, const char *region, const char *zone_id,
+int ccm_instance_labels(const struct ec2_instance *i, const char *region, const char *zone_id,
 			cJSON **ret)
 {
 	char reg[64];

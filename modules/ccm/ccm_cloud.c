@@ -115,29 +115,29 @@ fail:
 	return r;
 }
 
-void ccm_instances_free(struct ccm_instance *list, size_t n)
+void ccm_instances_free(struct ec2_instance *list, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		ccm_instance_release(&list[i]);
+		ec2_instance_release(&list[i]);
 	free(list);
 }
 
 /* Instances ---------------------------------------------------------------------------- */
 
 struct collect {
-	struct ccm_instance **list;
+	struct ec2_instance **list;
 	size_t *n;
 };
 
 static int collect_page(void *ud, const struct aws_reply *page)
 {
 	struct collect *cl = ud;
-	return ccm_instances_from_reply(page->root, cl->list, cl->n);
+	return ec2_instances_parse(page->root, cl->list, cl->n);
 }
 
 /* One filtered DescribeInstances (all pages). */
 static int describe_filtered(struct ccm_cloud *c, const char *filter, const char *const *vals,
-			     size_t n, bool alive_only, struct ccm_instance **list, size_t *list_n,
+			     size_t n, bool alive_only, struct ec2_instance **list, size_t *list_n,
 			     struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
@@ -158,7 +158,7 @@ static int describe_filtered(struct ccm_cloud *c, const char *filter, const char
 }
 
 int ccm_cloud_describe_ids(struct ccm_cloud *c, const char *const *ids, size_t n,
-			   struct ccm_instance **list, size_t *list_n, struct aws_error *err)
+			   struct ec2_instance **list, size_t *list_n, struct aws_error *err)
 {
 	int r;
 
@@ -166,19 +166,19 @@ int ccm_cloud_describe_ids(struct ccm_cloud *c, const char *const *ids, size_t n
 		return 0;
 	if (n == 1) {
 		xmlDoc *doc = NULL;
-		struct ccm_instance i;
+		struct ec2_instance i;
 		r = aws_batcher_get(c->batch, ids[0], &doc, err);
 		if (r == -ENOENT)
 			return 0;
 		if (r < 0)
 			return r;
-		r = ccm_instance_from_xml(xmlDocGetRootElement(doc), &i);
+		r = ec2_instance_parse(xmlDocGetRootElement(doc), &i);
 		xmlFreeDoc(doc);
 		if (r < 0)
 			return r;
-		struct ccm_instance *l = reallocarray(*list, *list_n + 1, sizeof(**list));
+		struct ec2_instance *l = reallocarray(*list, *list_n + 1, sizeof(**list));
 		if (!l) {
-			ccm_instance_release(&i);
+			ec2_instance_release(&i);
 			return -ENOMEM;
 		}
 		*list = l;
@@ -196,7 +196,7 @@ int ccm_cloud_describe_ids(struct ccm_cloud *c, const char *const *ids, size_t n
 
 /* describe_filtered over any number of values, CCM_DESCRIBE_CHUNK per call */
 static int describe_chunked(struct ccm_cloud *c, const char *filter, const char *const *vals,
-			    size_t n, struct ccm_instance **list, size_t *list_n,
+			    size_t n, struct ec2_instance **list, size_t *list_n,
 			    struct aws_error *err)
 {
 	int r;
@@ -209,7 +209,7 @@ static int describe_chunked(struct ccm_cloud *c, const char *filter, const char 
 }
 
 int ccm_cloud_find_by_names(struct ccm_cloud *c, const char *const *names, size_t n,
-			    struct ccm_instance **list, size_t *list_n, struct aws_error *err)
+			    struct ec2_instance **list, size_t *list_n, struct aws_error *err)
 {
 	_cleanup_free_ const char **dns = NULL, **tag = NULL;
 	size_t n_dns = 0, n_tag = 0, before = *list_n;
@@ -242,7 +242,7 @@ int ccm_cloud_cluster_id(struct ccm_cloud *c, const char *configured, char **ret
 			 size_t errlen)
 {
 	_cleanup_free_ char *self = NULL;
-	struct ccm_instance *l = NULL;
+	struct ec2_instance *l = NULL;
 	size_t n = 0;
 	struct aws_error ae = {0};
 	const char *id;
@@ -389,7 +389,7 @@ int ccm_cloud_route_tables(struct ccm_cloud *c, const char *cluster_id,
 	return 0;
 }
 
-const char *ccm_route_target_eni(const struct ccm_instance *i)
+const char *ccm_route_target_eni(const struct ec2_instance *i)
 {
 	if (i->n_enis < 2)
 		return NULL;
@@ -400,7 +400,7 @@ const char *ccm_route_target_eni(const struct ccm_instance *i)
 }
 
 int ccm_cloud_put_route(struct ccm_cloud *c, const char *table, const char *cidr, bool v6,
-			const struct ccm_instance *target, bool replace, struct aws_error *err)
+			const struct ec2_instance *target, bool replace, struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
 	struct aws_reply rep = {0};
@@ -436,7 +436,7 @@ int ccm_cloud_delete_route(struct ccm_cloud *c, const char *table, const char *c
 	return r == -ENOENT ? 0 : r;
 }
 
-int ccm_cloud_disable_src_dst_check(struct ccm_cloud *c, const struct ccm_instance *i,
+int ccm_cloud_disable_src_dst_check(struct ccm_cloud *c, const struct ec2_instance *i,
 				    struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;

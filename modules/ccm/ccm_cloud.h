@@ -49,13 +49,13 @@ int ccm_cloud_cluster_id(struct ccm_cloud *c, const char *configured, char **ret
 			 size_t errlen);
 
 /* Instances by ID: the ones AWS knows are appended to *list (release each with
- * ccm_instance_release, then free the array). */
+ * ec2_instance_release, then free the array). */
 int ccm_cloud_describe_ids(struct ccm_cloud *c, const char *const *ids, size_t n,
-			   struct ccm_instance **list, size_t *list_n, struct aws_error *err);
+			   struct ec2_instance **list, size_t *list_n, struct aws_error *err);
 /* Live instances whose private DNS name or Name tag is one of names. */
 int ccm_cloud_find_by_names(struct ccm_cloud *c, const char *const *names, size_t n,
-			    struct ccm_instance **list, size_t *list_n, struct aws_error *err);
-void ccm_instances_free(struct ccm_instance *list, size_t n);
+			    struct ec2_instance **list, size_t *list_n, struct aws_error *err);
+void ccm_instances_free(struct ec2_instance *list, size_t n);
 
 /* The zone ID of a zone name ("use1-az6"), from a cached DescribeAvailabilityZones. -ENOENT
  * when AWS does not know the zone. */
@@ -69,15 +69,15 @@ int ccm_cloud_route_tables(struct ccm_cloud *c, const char *cluster_id,
 /* CreateRoute (replace false) or ReplaceRoute to the instance, or to its primary network
  * interface when it has several (routing by InstanceId fails then). */
 int ccm_cloud_put_route(struct ccm_cloud *c, const char *table, const char *cidr, bool v6,
-			const struct ccm_instance *target, bool replace, struct aws_error *err);
+			const struct ec2_instance *target, bool replace, struct aws_error *err);
 /* DeleteRoute; a route already gone is success. */
 int ccm_cloud_delete_route(struct ccm_cloud *c, const char *table, const char *cidr, bool v6,
 			   struct aws_error *err);
 /* Turns the source/destination check off (ModifyInstanceAttribute, or
  * ModifyNetworkInterfaceAttribute on the primary interface when there are several); nothing
  * is called when the description says it is already off. Returns 1 when a call was made. */
-int ccm_cloud_disable_src_dst_check(struct ccm_cloud *c, const struct ccm_instance *i,
+int ccm_cloud_disable_src_dst_check(struct ccm_cloud *c, const struct ec2_instance *i,
 				    struct aws_error *err);
 /* The interface routes to i should target: its primary ENI's ID when i has several ENIs,
  * else NULL (route by instance ID). */
-const char *ccm_route_target_eni(const struct ccm_instance *i);
+const char *ccm_route_target_eni(const struct ec2_instance *i);

@@ -17,14 +17,7 @@
 #include "common/kube/informer.h"
 #include "common/kube/rest.h"
 #include "common/kube/workqueue.h"
-#include "modules/ccm/ccm_internal.h"
-
-#define PASS_KEY "monitor"
-
-struct ccm_lc_ctl {
-	struct ccm *m;
-	struct kube_wq *q;
-};
+#include "modules/ccm/ccm_controllers.h"
 
 /* Adds (add true) or removes the shutdown taint on a fresh copy of the Node. */
 static int taint_mutate(void *ud, cJSON *obj)
@@ -115,21 +108,23 @@ struct notready {
 	bool has_id;
 };
 
-static int monitor(void *ud, const char *key, int64_t *requeue_after)
+/* One pass; its period is *requeue_after's default, kept on a failure: retried with backoff,
+ * at the latest after a monitor period, as upstream's loop runs every period whatever
+ * happened. */
+int ccm_lc_monitor(void *ud, const char *key, int64_t *requeue_after)
 {
-	struct ccm_lc_ctl *ctl = ud;
-	struct ccm *m = ctl->m;
+	struct ccm *m = ud;
 	struct kube_obj **objs = NULL;
 	struct notready *nr = NULL;
 	const char **ids = NULL, **names = NULL;
-	struct ccm_instance *inst = NULL;
+	struct ec2_instance *inst = NULL;
 	size_t n_objs = 0, n_nr = 0, n_ids = 0, n_names = 0, n_inst = 0;
 	struct aws_error err = {0};
 	unsigned failed = 0;
 	int r;
 
 	(void)key;
-	*requeue_after = m->set.node_monitor_period;
+	(void)requeue_after;
 	if ((r = kube_store_list(ccm_node_store(m), &objs, &n_objs)) < 0)
 		return r;
 	if (n_objs &&
@@ -194,7 +189,7 @@ static int monitor(void *ud, const char *key, int64_t *requeue_after)
 				 KV_S("node", name));
 			continue;
 		}
-		const struct ccm_instance *in = k >= 0 ? &inst[k] : NULL;
+		const struct ec2_instance *in = k >= 0 ? &inst[k] : NULL;
 		bool exists = ccm_instance_exists(in), shutdown = ccm_instance_shutdown(in);
 		enum ccm_lifecycle_action a = ccm_lifecycle_decide(
 		    false, ccm_node_has_taint(n, CCM_TAINT_SHUTDOWN), exists, shutdown);
@@ -216,32 +211,8 @@ out:
 	return r;
 }
 
-int ccm_lc_start(struct ccm *m)
+int ccm_lc_start(struct controller *c)
 {
-	struct ccm_lc_ctl *ctl = calloc(1, sizeof(*ctl));
-	int r;
-
-	if (!ctl)
-		return -ENOMEM;
-	ctl->m = m;
-	m->lc = ctl;
-	if ((r = kube_wq_new(&(struct kube_wq_opts){.name = "cloud-node-lifecycle",
-						    .base_delay_ns = NSEC_PER_SEC,
-						    .max_delay_ns = 60 * NSEC_PER_SEC},
-			     &ctl->q)) < 0 ||
-	    (r = kube_wq_add(ctl->q, PASS_KEY)) < 0 ||
-	    (r = kube_wq_run(ctl->q, 1, monitor, ctl)) < 0)
-		return r;
 	log_info("started the cloud-node-lifecycle controller");
 	return 0;
-}
-
-void ccm_lc_stop(struct ccm *m)
-{
-	struct ccm_lc_ctl *ctl = m->lc;
-	if (!ctl)
-		return;
-	m->lc = NULL;
-	kube_wq_free(ctl->q);
-	free(ctl);
 }

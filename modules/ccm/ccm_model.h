@@ -1,12 +1,14 @@
-/* The ccm's view of EC2 and of Nodes, as pure functions: instance descriptions parsed from
- * DescribeInstances, provider IDs, cluster tags, matching a Node to an instance, the node
- * addresses and labels an instance gives, and the node-lifecycle decision. Nothing here makes
+/* The ccm's view of EC2 and of Nodes, as pure functions over the instances common/aws/ec2.h
+ * parses from DescribeInstances: provider IDs, cluster tags, matching a Node to an instance, the
+ * node addresses and labels an instance gives, and the node-lifecycle decision. Nothing here makes
  * a call; everything is unit-tested on recorded replies (tests/data/ccm/). */
 #pragma once
 #include <cjson/cJSON.h>
 #include <libxml/tree.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "common/aws/ec2.h"
 
 #define CCM_TAINT_UNINITIALIZED "node.cloudprovider.kubernetes.io/uninitialized"
 #define CCM_TAINT_SHUTDOWN "node.cloudprovider.kubernetes.io/shutdown"
@@ -21,54 +23,6 @@
 #define CCM_LABEL_REGION_BETA "failure-domain.beta.kubernetes.io/region"
 #define CCM_LABEL_INSTANCE_TYPE_BETA "beta.kubernetes.io/instance-type"
 #define CCM_LABEL_ZONE_ID "topology.k8s.aws/zone-id"
-
-#define CCM_MAX_ENIS 64
-#define CCM_MAX_IPS_PER_ENI 128
-#define CCM_MAX_TAGS 128
-
-struct ccm_eni {
-	char *id;
-	char *status;		/* "in-use" when attached */
-	long long device_index; /* attachment.deviceIndex; -1 when not attached */
-	char **private_ips;	/* privateIpAddressesSet, in reply order (primary first) */
-	char **ipv6s;		/* ipv6AddressesSet */
-	bool source_dest_check;
-};
-
-struct ccm_tag {
-	char *key;
-	char *value;
-};
-
-struct ccm_instance {
-	char *id;
-	char *state; /* instanceState.name: pending running shutting-down terminated stopping
-			stopped */
-	char *type;
-	char *zone;
-	char *private_dns;
-	char *public_dns;
-	char *private_ip;
-	char *public_ip;
-	char *vpc_id;
-	char *subnet_id;
-	bool source_dest_check;
-	struct ccm_eni *enis;
-	size_t n_enis;
-	struct ccm_tag *tags;
-	size_t n_tags;
-};
-
-void ccm_instance_release(struct ccm_instance *i);
-void ccm_instance_free(struct ccm_instance *i);
-/* Deep copy. */
-int ccm_instance_copy(const struct ccm_instance *src, struct ccm_instance *ret);
-/* One <item> of a DescribeInstances instancesSet. -EBADMSG without an instanceId, -E2BIG over
- * the caps on ENIs, addresses and tags. */
-int ccm_instance_from_xml(const xmlNode *item, struct ccm_instance *ret);
-/* Every instance of a DescribeInstances reply (all reservations), appended to *list. */
-int ccm_instances_from_reply(const xmlNode *root, struct ccm_instance **list, size_t *n);
-const char *ccm_instance_tag(const struct ccm_instance *i, const char *key);
 
 /* providerID: aws:///<zone>/<id>, aws:////<id>, or a bare <id> (upstream's parser: the last
  * of one or two path tokens, which must match ^i-[^/]*$). -EINVAL otherwise; -ENOTSUP for a
@@ -86,20 +40,20 @@ int ccm_instance_id_from_node_name(const char *name, char *ret_id, size_t n);
  * KubernetesCluster=<id>. -ENOENT when there is none; -ENOTUNIQ for several different IDs
  * (upstream's "found multiple cluster tags" / "ClusterID tags did not match"). *ret points
  * into the tags. */
-int ccm_cluster_id_from_tags(const struct ccm_tag *tags, size_t n, const char **ret);
+int ccm_cluster_id_from_tags(const struct ec2_tag *tags, size_t n, const char **ret);
 /* upstream hasClusterTag: the key kubernetes.io/cluster/<id>, or KubernetesCluster=<id>. An
  * empty or NULL cluster ID matches everything (untagged mode). */
-bool ccm_tags_have_cluster(const struct ccm_tag *tags, size_t n, const char *cluster_id);
+bool ccm_tags_have_cluster(const struct ec2_tag *tags, size_t n, const char *cluster_id);
 /* "owned": kubernetes.io/cluster/<id>=owned, or the legacy tag. */
-bool ccm_tags_cluster_owned(const struct ccm_tag *tags, size_t n, const char *cluster_id);
+bool ccm_tags_cluster_owned(const struct ec2_tag *tags, size_t n, const char *cluster_id);
 
 /* Instance states. */
 /* Upstream's "alive" filter for name lookups: every state but terminated. */
 extern const char *const ccm_alive_states[5];
 /* InstanceExists: false only for a missing instance or state terminated (or no state). */
-bool ccm_instance_exists(const struct ccm_instance *i);
+bool ccm_instance_exists(const struct ec2_instance *i);
 /* InstanceShutdown: true only for state stopped (stopping and shutting-down are not). */
-bool ccm_instance_shutdown(const struct ccm_instance *i);
+bool ccm_instance_shutdown(const struct ec2_instance *i);
 
 /* Matching a Node to one instance among candidates (the results of the lookups):
  * first by instance ID (providerID or an i- name), else by PrivateDnsName == node name
@@ -111,7 +65,7 @@ struct ccm_node_ref {
 	const char *provider_id; /* NULL or "" */
 };
 enum ccm_match_kind { CCM_MATCH_ID, CCM_MATCH_PRIVATE_DNS, CCM_MATCH_NAME_TAG };
-int ccm_match_instance(const struct ccm_node_ref *node, const struct ccm_instance *cands, size_t n,
+int ccm_match_instance(const struct ccm_node_ref *node, const struct ec2_instance *cands, size_t n,
 		       const char *cluster_id, enum ccm_match_kind *ret_kind);
 /* The instance ID to look up by ID for a node (providerID or an i- name): 0 with the ID,
  * -ENOENT when the node must be found by name, -ENOTSUP for a foreign providerID, -EINVAL for
@@ -123,7 +77,7 @@ int ccm_node_lookup_id(const struct ccm_node_ref *node, char *ret_id, size_t n);
  * in-use ENI by device index (or PrivateIpAddress without ENIs), ExternalIP, InternalDNS and
  * Hostname (PrivateDnsName), ExternalDNS; ipv6: the first IPv6 of every in-use ENI as
  * InternalIP. -EINVAL for an address that does not parse. */
-int ccm_instance_addresses(const struct ccm_instance *i, char *const *families, cJSON **ret);
+int ccm_instance_addresses(const struct ec2_instance *i, char *const *families, cJSON **ret);
 /* The kubelet's --node-ip (annotation alpha.kubernetes.io/provided-node-ip, one IP or two
  * comma-separated for dual-stack): the addresses are reordered as upstream's
  * GetNodeAddressesFromNodeIP does (the matching address first and the only one of its type).
@@ -140,7 +94,7 @@ bool ccm_addresses_differ(const cJSON *a, const cJSON *b);
 int ccm_zone_to_region(const char *zone, char *buf, size_t n);
 /* The labels for an instance: a cJSON object of the GA and beta zone/region/instance-type
  * labels and topology.k8s.aws/zone-id (zone_id may be NULL). region NULL: from the zone. */
-int ccm_instance_labels(const struct ccm_instance *i, const char *region, const char *zone_id,
+int ccm_instance_labels(const struct ec2_instance *i, const char *region, const char *zone_id,
 			cJSON **ret);
 
 /* Node helpers over the JSON of a core/v1 Node. */

@@ -22,7 +22,7 @@
 #include "common/kube/kmap.h"
 #include "common/kube/rest.h"
 #include "common/kube/workqueue.h"
-#include "modules/ccm/ccm_internal.h"
+#include "modules/ccm/ccm_controllers.h"
 
 /* a result waits for its Node's turn in the queue (the API's rate limit decides how long) */
 #define LOOKUP_TTL_OK_NS (10 * 60 * NSEC_PER_SEC)
@@ -38,20 +38,17 @@ static int64_t lookup_ttl(int r)
 {
 	return r == 0 ? LOOKUP_TTL_OK_NS : r == LOOKUP_DONE ? DONE_TTL_NS : LOOKUP_TTL_MISS_NS;
 }
-#define RESYNC_KEY "resync"
 
 struct lookup {
 	int64_t at;
 	int r; /* 0, -ENOENT, -ENOTUNIQ */
 	enum ccm_match_kind kind;
 	char uid[64]; /* LOOKUP_DONE: the uid of the Node that was initialized */
-	struct ccm_instance inst;
+	struct ec2_instance inst;
 };
 
 struct ccm_node_ctl {
 	struct ccm *m;
-	struct kube_wq *q;  /* keys: Node names */
-	struct kube_wq *sq; /* one key: the status re-sync pass */
 	pthread_mutex_t lock;
 	struct kmap cache; /* Node name -> struct lookup */
 	int64_t swept_at;
@@ -62,7 +59,7 @@ static void lookup_free(void *p)
 	struct lookup *l = p;
 	if (!l)
 		return;
-	ccm_instance_release(&l->inst);
+	ec2_instance_release(&l->inst);
 	free(l);
 }
 
@@ -103,7 +100,7 @@ static int cache_get(struct ccm_node_ctl *ctl, const char *name, struct lookup *
 	if (l && now_mono_ns() - l->at < lookup_ttl(l->r)) {
 		*ret = (struct lookup){.at = l->at, .r = l->r, .kind = l->kind};
 		str_copy(ret->uid, sizeof(ret->uid), l->uid);
-		r = l->r == 0 ? ccm_instance_copy(&l->inst, &ret->inst) : 0;
+		r = l->r == 0 ? ec2_instance_copy(&l->inst, &ret->inst) : 0;
 		if (r == 0)
 			r = 1;
 	}
@@ -112,7 +109,7 @@ static int cache_get(struct ccm_node_ctl *ctl, const char *name, struct lookup *
 }
 
 static void cache_put(struct ccm_node_ctl *ctl, const char *name, int r,
-		      const struct ccm_instance *inst, enum ccm_match_kind kind, const char *uid)
+		      const struct ec2_instance *inst, enum ccm_match_kind kind, const char *uid)
 {
 	struct lookup *l = calloc(1, sizeof(*l)), *old = NULL;
 	if (!l)
@@ -121,7 +118,7 @@ static void cache_put(struct ccm_node_ctl *ctl, const char *name, int r,
 	l->at = now_mono_ns();
 	l->r = r;
 	l->kind = kind;
-	if (inst && ccm_instance_copy(inst, &l->inst) < 0) {
+	if (inst && ec2_instance_copy(inst, &l->inst) < 0) {
 		free(l);
 		return;
 	}
@@ -131,14 +128,6 @@ static void cache_put(struct ccm_node_ctl *ctl, const char *name, int r,
 		lookup_free(l);
 	lookup_free(old);
 	pthread_mutex_unlock(&ctl->lock);
-}
-
-int ccm_node_instance_id(const cJSON *node, char *buf, size_t n)
-{
-	const char *pid = json_str(node, "spec.providerID");
-	if (!pid || !*pid)
-		return -ENOENT;
-	return ccm_parse_provider_id(pid, buf, n);
 }
 
 /* The batch one reconcile looks up: its own Node first, then other uninitialized Nodes that
@@ -222,7 +211,7 @@ static int lookup_batch(struct ccm_node_ctl *ctl, const cJSON *self, struct aws_
 	struct ccm *m = ctl->m;
 	struct batch b = {0};
 	struct kube_obj **objs = NULL;
-	struct ccm_instance *cands = NULL;
+	struct ec2_instance *cands = NULL;
 	size_t n_objs = 0, n_cands = 0;
 	const char *self_name = json_str(self, "metadata.name");
 	int r;
@@ -369,7 +358,7 @@ out:
 
 /* The addresses a Node should have; NULL with 0 when the kubelet's --node-ip is not among
  * them (upstream then leaves the addresses alone). */
-static int want_addresses(struct ccm *m, const cJSON *node, const struct ccm_instance *inst,
+static int want_addresses(struct ccm *m, const cJSON *node, const struct ec2_instance *inst,
 			  cJSON **ret)
 {
 	cJSON *a = NULL;
@@ -429,7 +418,7 @@ static int sync_addresses(struct ccm *m, const cJSON *node, const cJSON *want, c
 	return r;
 }
 
-static int want_labels(struct ccm *m, const struct ccm_instance *inst, cJSON **ret)
+static int want_labels(struct ccm *m, const struct ec2_instance *inst, cJSON **ret)
 {
 	char zid[64];
 	const char *zone_id = NULL;
@@ -487,7 +476,7 @@ out:
 }
 
 /* The reconcile of one Node. */
-static int reconcile(void *ud, const char *key, int64_t *requeue_after)
+int ccm_node_reconcile(void *ud, const char *key, int64_t *requeue_after)
 {
 	struct ccm_node_ctl *ctl = ud;
 	struct ccm *m = ctl->m;
@@ -580,7 +569,7 @@ static int reconcile(void *ud, const char *key, int64_t *requeue_after)
 	if (r >= 0) /* the store may show the taint a little longer: see LOOKUP_DONE */
 		cache_put(ctl, key, LOOKUP_DONE, NULL, lk.kind, json_str(node, "metadata.uid"));
 out:
-	ccm_instance_release(&lk.inst);
+	ec2_instance_release(&lk.inst);
 	kube_obj_unref(o);
 	return r;
 }
@@ -646,7 +635,8 @@ out:
 	return r;
 }
 
-static int resync(void *ud, const char *key, int64_t *requeue_after)
+/* The status re-sync pass (its period is *requeue_after's default). */
+int ccm_node_resync(void *ud, const char *key, int64_t *requeue_after)
 {
 	struct ccm_node_ctl *ctl = ud;
 	struct ccm *m = ctl->m;
@@ -654,12 +644,11 @@ static int resync(void *ud, const char *key, int64_t *requeue_after)
 	size_t n_objs = 0, n_items = 0, n_inst = 0;
 	struct resync_item *items = NULL;
 	const char **ids = NULL;
-	struct ccm_instance *inst = NULL;
+	struct ec2_instance *inst = NULL;
 	struct aws_error err = {0};
 	unsigned failed = 0;
 	int r;
 
-	*requeue_after = m->set.node_status_update_frequency;
 	if ((r = kube_store_list(ccm_node_store(m), &objs, &n_objs)) < 0)
 		return r;
 	if (n_objs &&
@@ -683,7 +672,7 @@ static int resync(void *ud, const char *key, int64_t *requeue_after)
 		goto out;
 	}
 	for (size_t i = 0; i < n_items && ccm_may_act(m); i++) {
-		const struct ccm_instance *in = NULL;
+		const struct ec2_instance *in = NULL;
 		for (size_t k = 0; k < n_inst && !in; k++)
 			if (strcmp(inst[k].id, items[i].id) == 0)
 				in = &inst[k];
@@ -711,76 +700,60 @@ out:
 	return r;
 }
 
-/* Start, stop, informer hooks ------------------------------------------------------------ */
+/* State, start, informer hooks ----------------------------------------------------------- */
 
-int ccm_node_start(struct ccm *m)
+int ccm_node_new(struct ccm *m, struct ccm_node_ctl **ret)
 {
 	struct ccm_node_ctl *ctl = calloc(1, sizeof(*ctl));
-	struct kube_store *s = ccm_node_store(m);
-	struct kube_obj **objs = NULL;
-	size_t n = 0;
-	int r;
 
 	if (!ctl)
 		return -ENOMEM;
 	ctl->m = m;
-	m->node_alloc = ctl;
 	pthread_mutex_init(&ctl->lock, NULL);
-	/* failures retry from 500 ms, doubling up to 5 minutes */
-	if ((r = kube_wq_new(&(struct kube_wq_opts){.name = "cloud-node",
-						    .base_delay_ns = 500 * NSEC_PER_MSEC,
-						    .max_delay_ns = 300 * NSEC_PER_SEC},
-			     &ctl->q)) < 0 ||
-	    (r = kube_wq_new(&(struct kube_wq_opts){.name = "cloud-node-status",
-						    .base_delay_ns = NSEC_PER_SEC,
-						    .max_delay_ns = 300 * NSEC_PER_SEC},
-			     &ctl->sq)) < 0)
-		return r;
-	__atomic_store_n(&m->node, ctl, __ATOMIC_RELEASE); /* the informer's hooks now see it */
-	if (kube_store_list(s, &objs, &n) >= 0) {
-		for (size_t i = 0; i < n; i++)
-			ccm_node_changed(m, NULL, objs[i]->json);
-		kube_objv_free(objs, n);
-	}
-	/* the first re-sync after one period, as upstream's UpdateNodeStatus loop */
-	if ((r = kube_wq_add_after(ctl->sq, RESYNC_KEY, m->set.node_status_update_frequency)) < 0 ||
-	    (r = kube_wq_run(ctl->q, m->set.node_workers, reconcile, ctl)) < 0 ||
-	    (r = kube_wq_run(ctl->sq, 1, resync, ctl)) < 0)
-		return r;
-	log_info("started the cloud-node controller", KV_I("workers", m->set.node_workers));
+	*ret = ctl;
 	return 0;
 }
 
-void ccm_node_stop(struct ccm *m)
+void ccm_node_free(struct ccm_node_ctl *ctl)
 {
-	struct ccm_node_ctl *ctl = m->node_alloc;
 	if (!ctl)
 		return;
-	__atomic_store_n(&m->node, NULL, __ATOMIC_RELEASE);
-	m->node_alloc = NULL;
-	kube_wq_free(ctl->q);
-	kube_wq_free(ctl->sq);
 	kmap_clear(&ctl->cache, lookup_free);
 	pthread_mutex_destroy(&ctl->lock);
 	free(ctl);
 }
 
-void ccm_node_changed(struct ccm *m, const cJSON *old, const cJSON *node)
+int ccm_node_start(struct controller *c)
 {
-	struct ccm_node_ctl *ctl = __atomic_load_n(&m->node, __ATOMIC_ACQUIRE);
+	struct ccm_node_ctl *ctl = c->ud;
+	struct kube_obj **objs = NULL;
+	size_t n = 0;
+
+	/* the Nodes the store already holds; the informer's hooks queue the ones that come */
+	if (kube_store_list(ccm_node_store(ctl->m), &objs, &n) >= 0) {
+		for (size_t i = 0; i < n; i++)
+			ccm_node_changed(c, NULL, objs[i]->json);
+		kube_objv_free(objs, n);
+	}
+	log_info("started the cloud-node controller", KV_I("workers", c->workers));
+	return 0;
+}
+
+void ccm_node_changed(struct controller *c, const cJSON *old, const cJSON *node)
+{
 	const char *name = json_str(node, "metadata.name");
 	(void)old;
-	if (!ctl || !name || !ccm_node_has_taint(node, CCM_TAINT_UNINITIALIZED))
+	if (!controller_running(c) || !name || !ccm_node_has_taint(node, CCM_TAINT_UNINITIALIZED))
 		return;
-	int r = kube_wq_add(ctl->q, name);
+	int r = controller_add(c, name);
 	if (r < 0 && r != -ESHUTDOWN)
 		log_error("cannot queue node", KV_S("node", name), KV_E(r));
 }
 
-void ccm_node_deleted(struct ccm *m, const cJSON *node)
+void ccm_node_deleted(struct controller *c, const cJSON *node)
 {
-	struct ccm_node_ctl *ctl = __atomic_load_n(&m->node, __ATOMIC_ACQUIRE);
+	struct ccm_node_ctl *ctl = c->ud;
 	const char *name = json_str(node, "metadata.name");
-	if (ctl && name)
+	if (ctl && name && controller_running(c))
 		cache_drop(ctl, name);
 }

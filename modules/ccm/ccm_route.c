@@ -24,9 +24,8 @@
 #include "common/kube/rest.h"
 #include "common/kube/workqueue.h"
 #include "common/metrics/metrics.h"
-#include "modules/ccm/ccm_internal.h"
+#include "modules/ccm/ccm_controllers.h"
 
-#define PASS_KEY "routes"
 #define TRIGGER_DELAY_NS (500 * NSEC_PER_MSEC)
 /* how long an instance found to belong to someone else is not described again */
 #define FOREIGN_TTL_NS (10 * 60 * NSEC_PER_SEC)
@@ -35,7 +34,6 @@
 
 struct ccm_route_ctl {
 	struct ccm *m;
-	struct kube_wq *q;
 	pthread_mutex_t lock;
 	struct kmap enis;    /* ENI ID -> instance ID (malloc'd), learned from descriptions */
 	struct kmap foreign; /* instance ID -> int64_t expiry (malloc'd): routes left alone */
@@ -153,7 +151,7 @@ static int pass_collect(struct pass *p, struct ccm *m)
 	return 0;
 }
 
-static void learn_enis(struct ccm_route_ctl *ctl, const struct ccm_instance *inst, size_t n)
+static void learn_enis(struct ccm_route_ctl *ctl, const struct ec2_instance *inst, size_t n)
 {
 	pthread_mutex_lock(&ctl->lock);
 	if (ctl->enis.size > ENIS_MAX)
@@ -168,7 +166,7 @@ static void learn_enis(struct ccm_route_ctl *ctl, const struct ccm_instance *ins
 	pthread_mutex_unlock(&ctl->lock);
 }
 
-static const struct ccm_instance *find_inst(const struct ccm_instance *l, size_t n, const char *id)
+static const struct ec2_instance *find_inst(const struct ec2_instance *l, size_t n, const char *id)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(l[i].id, id) == 0)
@@ -240,14 +238,15 @@ static unsigned update_conditions(struct ccm *m, struct pass *p, const struct cc
 	return failed;
 }
 
-static int run_pass(void *ud, const char *key, int64_t *requeue_after)
+/* One pass; its period is *requeue_after's default, 0 on a failure (the backoff decides). */
+int ccm_route_pass(void *ud, const char *key, int64_t *requeue_after)
 {
 	struct ccm_route_ctl *ctl = ud;
 	struct ccm *m = ctl->m;
 	struct pass p = {.ctl = ctl};
 	struct ccm_route_table *tables = NULL;
 	struct ccm_route_plan plan = {0};
-	struct ccm_instance *inst = NULL;
+	struct ec2_instance *inst = NULL;
 	const char **ids = NULL;
 	char(*done_sdc)[64] = NULL;
 	size_t n_tables = 0, n_inst = 0, n_ids = 0, n_done = 0;
@@ -257,7 +256,6 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 	int r;
 
 	(void)key;
-	*requeue_after = m->set.route_period;
 	if ((r = pass_collect(&p, m)) < 0)
 		goto out;
 	if ((r = ccm_cloud_route_tables(m->cloud, m->cluster_id, &tables, &n_tables, &err)) < 0) {
@@ -303,7 +301,7 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 			skipped++;
 			continue;
 		}
-		const struct ccm_instance *in = find_inst(inst, n_inst, o->instance_id);
+		const struct ec2_instance *in = find_inst(inst, n_inst, o->instance_id);
 		if (!ccm_route_orphan_delete(in, m->cluster_id)) {
 			log_info("leaving a route to an instance of another owner",
 				 KV_S("table", o->table), KV_S("cidr", o->cidr),
@@ -334,7 +332,7 @@ static int run_pass(void *ud, const char *key, int64_t *requeue_after)
 				 KV_S("reason", op->why));
 			r = ccm_cloud_delete_route(m->cloud, op->table, op->cidr, op->v6, &err);
 		} else {
-			const struct ccm_instance *in = find_inst(inst, n_inst, op->instance_id);
+			const struct ec2_instance *in = find_inst(inst, n_inst, op->instance_id);
 			if (!in || !ccm_instance_exists(in)) {
 				log_warn("skipping a route to an instance that cannot be found",
 					 KV_S("node", op->node), KV_S("instance", op->instance_id),
@@ -406,44 +404,38 @@ out:
 	return r;
 }
 
-int ccm_route_start(struct ccm *m)
+int ccm_route_new(struct ccm *m, struct ccm_route_ctl **ret)
 {
 	struct ccm_route_ctl *ctl = calloc(1, sizeof(*ctl));
-	int r;
 
 	if (!ctl)
 		return -ENOMEM;
-	if (!route_ops)
-		route_ops = metric_counter("aws_k8s_ccm_route_changes_total",
-					   "Route table changes made by the route controller.",
-					   (const char *[]){"op", NULL});
 	ctl->m = m;
 	pthread_mutex_init(&ctl->lock, NULL);
-	m->route_alloc = ctl;
-	if ((r = kube_wq_new(&(struct kube_wq_opts){.name = "route",
-						    .base_delay_ns = NSEC_PER_SEC,
-						    .max_delay_ns = 120 * NSEC_PER_SEC},
-			     &ctl->q)) < 0 ||
-	    (r = kube_wq_add(ctl->q, PASS_KEY)) < 0 ||
-	    (r = kube_wq_run(ctl->q, 1, run_pass, ctl)) < 0)
-		return r;
-	__atomic_store_n(&m->route, ctl, __ATOMIC_RELEASE);
-	log_info("started the route controller", KV_U("cluster_cidrs", m->n_cluster_cidrs));
+	*ret = ctl;
 	return 0;
 }
 
-void ccm_route_stop(struct ccm *m)
+void ccm_route_free(struct ccm_route_ctl *ctl)
 {
-	struct ccm_route_ctl *ctl = m->route_alloc;
 	if (!ctl)
 		return;
-	__atomic_store_n(&m->route, NULL, __ATOMIC_RELEASE);
-	m->route_alloc = NULL;
-	kube_wq_free(ctl->q);
 	kmap_clear(&ctl->enis, free);
 	kmap_clear(&ctl->foreign, free);
 	pthread_mutex_destroy(&ctl->lock);
 	free(ctl);
+}
+
+int ccm_route_start(struct controller *c)
+{
+	struct ccm_route_ctl *ctl = c->ud;
+
+	if (!route_ops)
+		route_ops = metric_counter("aws_k8s_ccm_route_changes_total",
+					   "Route table changes made by the route controller.",
+					   (const char *[]){"op", NULL});
+	log_info("started the route controller", KV_U("cluster_cidrs", ctl->m->n_cluster_cidrs));
+	return 0;
 }
 
 static bool same_json(const cJSON *a, const cJSON *b)
@@ -453,10 +445,9 @@ static bool same_json(const cJSON *a, const cJSON *b)
 	return cJSON_Compare(a, b, true);
 }
 
-void ccm_route_changed(struct ccm *m, const cJSON *old, const cJSON *node)
+void ccm_route_changed(struct controller *c, const cJSON *old, const cJSON *node)
 {
-	struct ccm_route_ctl *ctl = __atomic_load_n(&m->route, __ATOMIC_ACQUIRE);
-	if (!ctl)
+	if (!controller_running(c))
 		return;
 	/* deletions (node NULL), new Nodes and changed CIDRs or providerIDs trigger a pass */
 	if (old && node && old != node &&
@@ -466,5 +457,5 @@ void ccm_route_changed(struct ccm *m, const cJSON *old, const cJSON *node)
 		return;
 	if (old && node && old == node)
 		return;
-	kube_wq_add_after(ctl->q, PASS_KEY, TRIGGER_DELAY_NS);
+	controller_add_after(c, c->resync_key, TRIGGER_DELAY_NS);
 }

@@ -205,7 +205,7 @@ static int table_from_xml(const xmlNode *it, struct ccm_route_table *t)
 		if ((e = route_from_xml(r, &t->routes[t->n_routes++])) < 0)
 			return e;
 	n = aws_xml_count(it, "tagSet");
-	if (n > CCM_MAX_TAGS)
+	if (n > EC2_MAX_TAGS)
 		return -E2BIG;
 	if (n && !(t->tags = calloc(n, sizeof(*t->tags))))
 		return -ENOMEM;
@@ -213,7 +213,7 @@ static int table_from_xml(const xmlNode *it, struct ccm_route_table *t)
 		const char *k = aws_xml_text(g, "key"), *v = aws_xml_text(g, "value");
 		if (!k)
 			continue;
-		struct ccm_tag *tag = &t->tags[t->n_tags++];
+		struct ec2_tag *tag = &t->tags[t->n_tags++];
 		if (!(tag->key = strdup(k)) || !(tag->value = strdup(v ? v : "")))
 			return -ENOMEM;
 	}
@@ -466,7 +466,7 @@ fail:
 	return r;
 }
 
-bool ccm_route_orphan_delete(const struct ccm_instance *inst, const char *cluster_id)
+bool ccm_route_orphan_delete(const struct ec2_instance *inst, const char *cluster_id)
 {
 	if (!inst || !ccm_instance_exists(inst))
 		return true;

@@ -49,7 +49,7 @@ struct ccm_route_table {
 	char *vpc_id;
 	struct ccm_route *routes;
 	size_t n_routes;
-	struct ccm_tag *tags;
+	struct ec2_tag *tags;
 	size_t n_tags;
 };
 
@@ -116,5 +116,5 @@ int ccm_route_plan_make(const struct ccm_route_table *tables, size_t nt,
 /* What to do with an orphan once its instance is known: inst NULL (not found) or terminated,
  * or cluster-tagged -> delete (true); otherwise (another cluster's or untagged instance) ->
  * leave it (false). */
-bool ccm_route_orphan_delete(const struct ccm_instance *inst, const char *cluster_id);
+bool ccm_route_orphan_delete(const struct ec2_instance *inst, const char *cluster_id);
 const char *ccm_route_op_name(enum ccm_route_op_kind k);

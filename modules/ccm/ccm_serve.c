@@ -26,7 +26,7 @@
 #include "common/kube/config.h"
 #include "common/kube/informer.h"
 #include "common/kube/leaderelection.h"
-#include "modules/ccm/ccm_internal.h"
+#include "modules/ccm/ccm_serve.h"
 
 #define PEM_MAX ((size_t)1 << 20)
 
@@ -238,7 +238,7 @@ static int check_leader(void *ud, char *why, size_t n)
 {
 	struct ccm *m = ud;
 	/* as upstream's leaderElection healthz: failing once the lease is lost while acting */
-	if (m->le && kube_le_done(m->le) && !stop_requested()) {
+	if (controllers_election_ended(&m->run) && !stop_requested()) {
 		snprintf(why, n, "leader election ended");
 		return -EIO;
 	}

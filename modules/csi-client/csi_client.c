@@ -23,10 +23,11 @@
 #include "common/base/json.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
+#include "common/csi/csi.pb-c.h"
+#include "common/csi/plugin.h"
+#include "common/csi/volume.h"
 #include "common/grpc/client.h"
 #include "common/grpc/pbjson.h"
-#include "modules/csi/csi.pb-c.h"
-#include "modules/csi/csi_common.h"
 
 static const char client_usage[] =
     "Calls a CSI plugin over its socket and prints the reply as JSON:\n\n"

@@ -1,4 +1,6 @@
-/* kube-debug internals shared by its two files. */
+/* kube-debug internals. kube_debug.c (usage, flags, the action table, main) calls the actions
+ * of kube_debug_rest.c and kube_debug_run.c; all of them use the options and helpers of
+ * kube_debug_common.c. Calls go one way: entry -> actions -> common. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,12 +17,26 @@ struct dbg_opts {
 };
 extern struct dbg_opts dbg;
 
+/* kube_debug_common.c */
 int dbg_resource(const char *spec, struct kube_resource *ret);
 void dbg_ref(struct kube_client *kc, const struct kube_resource *res, const char *arg,
 	     struct kube_ref *ref, char *buf, size_t n);
 int dbg_fail(int r, const struct kube_status *st, const char *what);
 void dbg_print(const cJSON *v);
 
+/* kube_debug_rest.c: the REST actions (args: the words after RES) */
+int dbg_get(struct kube_client *kc, const struct kube_resource *res, char **args);
+int dbg_list(struct kube_client *kc, const struct kube_resource *res);
+int dbg_write(struct kube_client *kc, const struct kube_resource *res, const char *file,
+	      bool update);
+int dbg_conflict(struct kube_client *kc, const struct kube_resource *res, const char *arg);
+int dbg_patch(struct kube_client *kc, const struct kube_resource *res, char **args);
+int dbg_delete(struct kube_client *kc, const struct kube_resource *res, const char *arg,
+	       bool evict);
+int dbg_review(struct kube_client *kc, char **args, int n, bool token);
+int dbg_raw(struct kube_client *kc, const char *path);
+
+/* kube_debug_run.c: the long-running actions */
 int dbg_watch(struct kube_client *kc, const struct kube_resource *res);
 int dbg_informer(struct kube_client *kc, const struct kube_resource *res);
 int dbg_sync(struct kube_client *kc, const char *resources);

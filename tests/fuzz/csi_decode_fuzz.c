@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/csi/csi.pb-c.h"
+#include "common/csi/grpc.h"
+#include "common/csi/volume.h"
 #include "common/grpc/pbjson.h"
 #include "common/grpc/server.h"
-#include "modules/csi/csi.pb-c.h"
-#include "modules/csi/csi_common.h"
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -46,11 +47,36 @@ static const ProtobufCMessageDescriptor *const reqs[] = {
     D(node_get_info_request),
 };
 
+/* The plain topology of a request (at most 32 terms of 16 segments each). */
+struct topo {
+	struct csi_kv kv[32][16];
+	struct csi_ctrl_topology t[32];
+	struct csi_ctrl_topology_req req;
+};
+
+static void terms_of(struct topo *tp, size_t *used, Csi__V1__Topology *const *pb, size_t n,
+		     const struct csi_ctrl_topology **ret, size_t *ret_n)
+{
+	*ret = &tp->t[*used];
+	*ret_n = 0;
+	for (size_t i = 0; i < n && *used < 32; i++, (*used)++, (*ret_n)++) {
+		struct csi_ctrl_topology *t = &tp->t[*used];
+		t->segments = tp->kv[*used];
+		t->n_segments = pb[i]->n_segments < 16 ? pb[i]->n_segments : 16;
+		for (size_t k = 0; k < t->n_segments; k++) {
+			tp->kv[*used][k].key = pb[i]->segments[k]->key;
+			tp->kv[*used][k].value = pb[i]->segments[k]->value;
+		}
+	}
+}
+
 static void exercise_create(const Csi__V1__CreateVolumeRequest *req)
 {
 	struct csi_kv kv[64];
-	size_t n = req->n_parameters < 64 ? req->n_parameters : 64;
+	size_t n = req->n_parameters < 64 ? req->n_parameters : 64, used = 0;
 	struct csi_vol_params p;
+	struct csi_error e;
+	static struct topo tp;
 	char err[256];
 	const char *zid;
 
@@ -63,16 +89,25 @@ static void exercise_create(const Csi__V1__CreateVolumeRequest *req)
 		long long gib = 0, iops = 0;
 		if (t && req->capacity_range &&
 		    csi_size_resolve(t, true, req->capacity_range->required_bytes,
-				     req->capacity_range->limit_bytes, 0, &gib, err,
-				     sizeof(err)) == 0 &&
+				     req->capacity_range->limit_bytes, 0, &gib, &e) == CSI_OK &&
 		    csi_iops_resolve(t, &p, gib, &iops, err, sizeof(err)) == 0)
 			csi_throughput_check(t, p.throughput, iops, err, sizeof(err));
 		csi_vol_params_release(&p);
 	}
-	csi_pick_zone(req->accessibility_requirements, &zid);
-	csi_zone_allowed(req->accessibility_requirements, "us-east-1a");
-	for (size_t i = 0; i < req->n_volume_capabilities; i++)
-		csi_cap_supported(req->volume_capabilities[i], true);
+	if (req->accessibility_requirements) {
+		const Csi__V1__TopologyRequirement *r = req->accessibility_requirements;
+		terms_of(&tp, &used, r->requisite, r->n_requisite, &tp.req.requisite,
+			 &tp.req.n_requisite);
+		terms_of(&tp, &used, r->preferred, r->n_preferred, &tp.req.preferred,
+			 &tp.req.n_preferred);
+		csi_pick_zone(&tp.req, &zid);
+		csi_zone_allowed(&tp.req, "us-east-1a");
+	}
+	for (size_t i = 0; i < req->n_volume_capabilities; i++) {
+		struct csi_cap cap;
+		csi_cap_of_pb(req->volume_capabilities[i], &cap);
+		csi_cap_supported(&cap, true);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

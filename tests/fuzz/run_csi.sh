@@ -15,7 +15,7 @@ if ! command -v "$CC" >/dev/null; then
 	echo "0 passed, 0 failed, 1 skipped"
 	exit 0
 fi
-make -s build/default/gen/modules/csi/csi.pb-c.c build/default/gen/awsk8s_version.h >/dev/null || exit 1
+make -s build/default/gen/common/csi/csi.pb-c.c build/default/gen/awsk8s_version.h >/dev/null || exit 1
 PKGS="libcurl openssl libcjson yaml-0.1 libmicrohttpd libxml-2.0 grpc libprotobuf-c"
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 # shellcheck disable=SC2086
@@ -23,8 +23,8 @@ CFLAGS="-std=gnu17 -O1 -g -D_GNU_SOURCE -I. -Ibuild/default/gen $(pkg-config --c
 B=$out FUZZ_LOG=$out/csi_build.log
 . tests/fuzz/lib.sh
 if ! fuzz_objects common/base/*.c common/aws/*.c common/http/*.c common/metrics/*.c \
-	common/grpc/*.c modules/csi/csi_common.c modules/csi/csi_identity.c \
-	modules/csi/csi_controller*.c build/default/gen/modules/csi/csi.pb-c.c; then
+	common/grpc/*.c common/csi/*.c modules/csi-controller/*.c \
+	build/default/gen/common/csi/csi.pb-c.c; then
 	echo "FAIL - the fuzz harness builds ($fuzz_failed)"
 	tail -n 20 "$out/csi_build.log"
 	echo "0 passed, 1 failed, 0 skipped"

@@ -17,7 +17,7 @@ if ! command -v protoc >/dev/null; then
 	t_summary
 fi
 mkdir -p "$T_TMP/py"
-if protoc --proto_path="$T_ROOT/modules/csi" --python_out="$T_TMP/py" "$T_ROOT/modules/csi/csi.proto"; then
+if protoc --proto_path="$T_ROOT/common/csi" --python_out="$T_TMP/py" "$T_ROOT/common/csi/csi.proto"; then
 	ok "protoc generates Python messages from csi.proto"
 else
 	fail "protoc generates Python messages from csi.proto"

@@ -21,11 +21,12 @@ sys.exit(0 if any(r.get("seen", 0) > 0 and sys.argv[1] in str(r.get("action")) f
 	done
 	return 1
 }
-# signal_during ACTION PID SIG: once the proxy holds a call of ACTION, sends SIG to PID and
-# waits until it is gone; for SIGTERM, one check that it exits within 3 s
+# signal_during ACTION PID SIG [LOG]: once the proxy holds a call of ACTION, sends SIG to PID
+# and waits until it is gone; for SIGTERM, one check that it exits within 3 s
 signal_during() {
 	local t0 i ms
-	pending "$1" || fail "SIG$3 during $1: the call reached the proxy"
+	pending "$1" || fail "SIG$3 during $1: the call reached the proxy" \
+		"$(tail -n 12 "${4:-/dev/null}" 2>/dev/null)"
 	t0=$(date +%s%N)
 	kill "-$3" "$2" 2>/dev/null
 	for ((i = 0; i < 200; i++)); do kill -0 "$2" 2>/dev/null || break; sleep 0.05; done
@@ -90,19 +91,20 @@ for sig in KILL TERM; do
 	read -r iid dns < <(instance "kn-$sig")
 	node_create "$dns" "aws:///us-east-1a/$iid" "10.244.$k.0/24"
 	fault '{"service":"ec2","action":"DescribeInstances","effect":"delay","seconds":4,"count":1}'
-	ccm_start "ccm-$sig" --allocate-node-cidrs=true --configure-cloud-routes=true \
-		--cluster-cidr=10.244.0.0/16 --route-reconciliation-period=1s || fail "ccm starts"
+	# the route controller off here: it could create the route while initialisation is held
+	ccm_start "ccm-$sig" --controllers=cloud-node,cloud-node-lifecycle || fail "ccm starts"
 	pid=$(cat "$T_TMP/ccm-$sig.pid")
-	signal_during DescribeInstances "$pid" "$sig"
+	signal_during DescribeInstances "$pid" "$sig" "$T_TMP/ccm-$sig.log"
 	clear_faults
 	initialized "$dns" && fail "SIG$sig during initialisation: the Node is not initialised yet"
+	[ "$(routes_to "10.244.$k.0/24")" = 0 ] || fail "SIG$sig during initialisation: no route yet"
 	fault '{"service":"ec2","action":"CreateRoute","effect":"delay","seconds":4,"count":1}'
 	ccm_start "ccm2-$sig" --allocate-node-cidrs=true --configure-cloud-routes=true \
 		--cluster-cidr=10.244.0.0/16 --route-reconciliation-period=1s || fail "ccm restarts"
 	pid=$(cat "$T_TMP/ccm2-$sig.pid")
 	wait_until 20 initialized "$dns" && ok "SIG$sig during initialisation, restart: the Node is initialised" \
 		|| fail "SIG$sig during initialisation, restart: the Node is initialised"
-	signal_during CreateRoute "$pid" "$sig"
+	signal_during CreateRoute "$pid" "$sig" "$T_TMP/ccm2-$sig.log"
 	clear_faults
 	sleep 4.5
 	ccm_start "ccm3-$sig" --allocate-node-cidrs=true --configure-cloud-routes=true \

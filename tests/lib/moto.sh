@@ -58,6 +58,12 @@ _tb_kill() {
 		sleep 0.05
 	done
 	kill -9 "$pid" 2>/dev/null
+	# reap it when it is our child (a zombie still answers kill -0), else give it 2 s
+	wait "$pid" 2>/dev/null
+	for ((i = 0; i < 40; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.05
+	done
 	return 0
 }
 

@@ -1,3 +1,4 @@
+/* Base64 over OpenSSL: both alphabets, strict decoding that says what and where. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -5,49 +6,90 @@
 #include "common/base/base64.h"
 #include "tests/unit/harness.h"
 
-static const struct {
-	const char *plain, *std;
-} rfc4648[] = {
-	{"", ""},	      {"f", "Zg=="},	     {"fo", "Zm8="},	     {"foo", "Zm9v"},
-	{"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"},
-};
-
-TEST(base64_rfc4648_vectors)
+TEST(base64_roundtrip_both_alphabets)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(rfc4648); i++) {
-		_cleanup_free_ char *e = NULL, *d = NULL;
+	static const char *const in[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+	static const char *const std[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=",
+					  "Zm9vYmFy"};
+	static const char *const url[] = {"", "Zg", "Zm8", "Zm9v", "Zm9vYg", "Zm9vYmE", "Zm9vYmFy"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(in); i++) {
+		char *s;
+		void *d;
 		size_t n;
-		ASSERT_OK(base64_encode(rfc4648[i].plain, strlen(rfc4648[i].plain), BASE64_STD, &e));
-		ASSERT_STREQ(e, rfc4648[i].std);
-		ASSERT_OK(base64_decode(e, strlen(e), BASE64_STD, &d, &n, NULL));
-		ASSERT_EQ(n, strlen(rfc4648[i].plain));
-		ASSERT_STREQ(d, rfc4648[i].plain); /* NUL-terminated */
+		ASSERT_OK(base64_encode(in[i], strlen(in[i]), BASE64_STD, &s));
+		ASSERT_STREQ(s, std[i]);
+		ASSERT_OK(base64_decode(s, strlen(s), BASE64_STD, &d, &n));
+		ASSERT_EQ(n, strlen(in[i]));
+		ASSERT_STREQ(d, in[i]);
+		free(s);
+		free(d);
+		ASSERT_OK(base64_encode(in[i], strlen(in[i]), BASE64_URL, &s));
+		ASSERT_STREQ(s, url[i]);
+		ASSERT_OK(base64_decode(s, strlen(s), BASE64_URL, &d, &n));
+		ASSERT_EQ(n, strlen(in[i]));
+		ASSERT_STREQ(d, in[i]);
+		free(s);
+		free(d);
 	}
+	/* the two alphabets differ in 62 and 63 */
+	const unsigned char bin[] = {0xfb, 0xff, 0xbf};
+	char *s;
+	ASSERT_OK(base64_encode(bin, sizeof(bin), BASE64_STD, &s));
+	ASSERT_STREQ(s, "+/+/");
+	free(s);
+	ASSERT_OK(base64_encode(bin, sizeof(bin), BASE64_URL, &s));
+	ASSERT_STREQ(s, "-_-_");
+	free(s);
+}
+
+TEST(base64_decode_is_strict)
+{
+	void *d;
+	size_t n;
+	static const char *const bad_url[] = {"Zg==", "Z", "Zm9v+", "Zm9/", "Zm 9v", "Zm9v\n"};
+	static const char *const bad_std[] = {"Zg", "Zm9", "Z===", "Zg=a", "-_-_", "Zm9v\n   "};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad_url); i++)
+		ASSERT_ERR(base64_decode(bad_url[i], strlen(bad_url[i]), BASE64_URL, &d, &n),
+			   EINVAL);
+	for (size_t i = 0; i < ARRAY_SIZE(bad_std); i++)
+		ASSERT_ERR(base64_decode(bad_std[i], strlen(bad_std[i]), BASE64_STD, &d, &n),
+			   EINVAL);
+	/* binary content with a NUL survives; the length tells */
+	ASSERT_OK(base64_decode("AGE", 3, BASE64_URL, &d, &n));
+	ASSERT_EQ(n, 2);
+	ASSERT_EQ(((char *)d)[0], 0);
+	ASSERT_EQ(((char *)d)[1], 'a');
+	free(d);
 }
 
 TEST(base64_url_safe_without_padding)
 {
 	static const unsigned char bin[] = {0xfb, 0xff, 0xbf};
-	_cleanup_free_ char *std = NULL, *url = NULL, *url2 = NULL, *d = NULL;
+	_cleanup_free_ char *std = NULL, *url = NULL, *url2 = NULL;
+	_cleanup_free_ void *d = NULL;
 	size_t n;
 
 	ASSERT_OK(base64_encode(bin, 2, BASE64_STD, &std));
 	ASSERT_STREQ(std, "+/8=");
-	ASSERT_OK(base64_encode(bin, 2, BASE64_URL | BASE64_NOPAD, &url));
+	ASSERT_OK(base64_encode(bin, 2, BASE64_URL, &url));
 	ASSERT_STREQ(url, "-_8");
 	ASSERT_OK(base64_encode(bin, 3, BASE64_URL, &url2));
 	ASSERT_STREQ(url2, "-_-_");
-	ASSERT_OK(base64_decode("-_8", 3, BASE64_URL | BASE64_NOPAD, &d, &n, NULL));
+	ASSERT_OK(base64_decode("-_8", 3, BASE64_URL, &d, &n));
 	ASSERT_EQ(n, 2);
 	ASSERT_TRUE(memcmp(d, bin, 2) == 0);
 }
 
+/* base64_check() of s; base64_decode() must agree with it. */
 static int dec(const char *s, unsigned flags, struct base64_error *e)
 {
-	char *d = NULL;
-	int r = base64_decode(s, strlen(s), flags, &d, NULL, e);
+	void *d = NULL;
+	int r = base64_check(s, strlen(s), flags, e);
+	int r2 = base64_decode(s, strlen(s), flags, &d, NULL);
 	free(d);
-	return r;
+	return r == r2 ? r : -EPROTO;
 }
 
 TEST(base64_strict_decode_says_what_and_where)
@@ -75,9 +117,10 @@ TEST(base64_strict_decode_says_what_and_where)
 	ASSERT_ERR(dec("Zm 9v", BASE64_STD, &e), EINVAL);
 	ASSERT_EQ(e.offset, 2);
 	ASSERT_ERR(dec("-_8=", BASE64_STD, &e), EINVAL); /* URL alphabet in a standard text */
-	ASSERT_ERR(dec("+/8", BASE64_URL | BASE64_NOPAD, &e), EINVAL);
-	ASSERT_ERR(dec("Zg==", BASE64_URL | BASE64_NOPAD, &e), EINVAL);
+	ASSERT_ERR(dec("+/8", BASE64_URL, &e), EINVAL); /* and the standard one in a URL text */
+	ASSERT_ERR(dec("Zg==", BASE64_URL, &e), EINVAL);
 	ASSERT_STREQ(e.what, "padding where none is allowed");
+	ASSERT_OK(dec("Zg==", BASE64_URL | BASE64_PAD_OPTIONAL, NULL));
 	ASSERT_ERR(dec("=", BASE64_STD | BASE64_PAD_OPTIONAL, &e), EINVAL);
 	/* relaxed by flags */
 	ASSERT_OK(dec("Zg", BASE64_STD | BASE64_PAD_OPTIONAL, NULL));
@@ -115,19 +158,20 @@ TEST(base64_same_bytes_as_the_old_encoders_and_round_trips)
 	unsigned char in[64];
 	char old[128];
 	unsigned seed = 7;
-	static const unsigned decode_flags[] = {BASE64_STD, BASE64_URL | BASE64_NOPAD};
+	static const unsigned decode_flags[] = {BASE64_STD, BASE64_URL};
 
 	for (int round = 0; round < 2000; round++) {
 		size_t n = (size_t)round % sizeof(in);
 		for (size_t i = 0; i < n; i++)
 			in[i] = (unsigned char)(rand_r(&seed) & 0xff);
 		for (int url = 0; url < 2; url++) {
-			_cleanup_free_ char *e = NULL, *d = NULL;
+			_cleanup_free_ char *e = NULL;
+			_cleanup_free_ void *d = NULL;
 			size_t dn;
 			old_encode(in, n, url, old);
-			ASSERT_OK(base64_encode(in, n, url ? BASE64_URL | BASE64_NOPAD : BASE64_STD, &e));
+			ASSERT_OK(base64_encode(in, n, url ? BASE64_URL : BASE64_STD, &e));
 			ASSERT_STREQ(e, old);
-			ASSERT_OK(base64_decode(e, strlen(e), decode_flags[url], &d, &dn, NULL));
+			ASSERT_OK(base64_decode(e, strlen(e), decode_flags[url], &d, &dn));
 			ASSERT_EQ(dn, n);
 			ASSERT_TRUE(memcmp(d, in, n) == 0);
 		}
@@ -136,8 +180,11 @@ TEST(base64_same_bytes_as_the_old_encoders_and_round_trips)
 
 TEST(base64_caps_the_input)
 {
-	char *d = NULL;
-	ASSERT_ERR(base64_encode("", BASE64_MAX_INPUT + 1, BASE64_STD, &d), EMSGSIZE);
-	ASSERT_ERR(base64_decode("", BASE64_MAX_INPUT + 1, BASE64_STD, &d, NULL, NULL), EMSGSIZE);
+	char *s = NULL;
+	void *d = NULL;
+	ASSERT_ERR(base64_encode("", BASE64_MAX_INPUT + 1, BASE64_STD, &s), E2BIG);
+	ASSERT_ERR(base64_decode("", BASE64_MAX_INPUT + 1, BASE64_STD, &d, NULL), E2BIG);
+	ASSERT_ERR(base64_check("", BASE64_MAX_INPUT + 1, BASE64_STD, NULL), E2BIG);
+	ASSERT_NULL(s);
 	ASSERT_NULL(d);
 }

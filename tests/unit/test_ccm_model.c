@@ -12,7 +12,7 @@
 	}
 
 /* Loads a recorded DescribeInstances reply. */
-static int load_instances(const char *name, struct ccm_instance **list, size_t *n)
+static int load_instances(const char *name, struct ec2_instance **list, size_t *n)
 {
 	size_t len;
 	_cleanup_free_ char *data = test_read_file(test_data(name), &len);
@@ -26,15 +26,15 @@ static int load_instances(const char *name, struct ccm_instance **list, size_t *
 		return r;
 	*list = NULL;
 	*n = 0;
-	r = ccm_instances_from_reply(xmlDocGetRootElement(doc), list, n);
+	r = ec2_instances_parse(xmlDocGetRootElement(doc), list, n);
 	xmlFreeDoc(doc);
 	return r;
 }
 
-static void free_instances(struct ccm_instance *l, size_t n)
+static void free_instances(struct ec2_instance *l, size_t n)
 {
 	for (size_t k = 0; k < n; k++)
-		ccm_instance_release(&l[k]);
+		ec2_instance_release(&l[k]);
 	free(l);
 }
 
@@ -52,11 +52,11 @@ static char *addr_str(const cJSON *a)
 
 TEST(ccm_model_parse_moto)
 {
-	struct ccm_instance *l;
+	struct ec2_instance *l;
 	size_t n;
 	ASSERT_OK(load_instances("ccm/describe-instances-moto.xml", &l, &n));
 	ASSERT_EQ(n, 1);
-	struct ccm_instance *i = &l[0];
+	struct ec2_instance *i = &l[0];
 	ASSERT_STREQ(i->id, "i-527750eaf978ecc34");
 	ASSERT_STREQ(i->state, "running");
 	ASSERT_STREQ(i->type, "m5.large");
@@ -69,7 +69,7 @@ TEST(ccm_model_parse_moto)
 	ASSERT_EQ(i->n_enis, 2);
 	ASSERT_EQ(i->enis[1].device_index, 1);
 	ASSERT_EQ(strv_len(i->enis[1].private_ips), 3);
-	ASSERT_STREQ(ccm_instance_tag(i, "Name"), "node-a");
+	ASSERT_STREQ(ec2_instance_tag(i, "Name"), "node-a");
 	ASSERT_TRUE(ccm_tags_have_cluster(i->tags, i->n_tags, "c1"));
 	ASSERT_TRUE(ccm_tags_cluster_owned(i->tags, i->n_tags, "c1"));
 	ASSERT_FALSE(ccm_tags_have_cluster(i->tags, i->n_tags, "c2"));
@@ -84,21 +84,21 @@ TEST(ccm_model_parse_moto)
 		     "ExternalDNS=ec2-54-214-90-146.compute-1.amazonaws.com");
 	cJSON_Delete(a);
 
-	struct ccm_instance c;
-	ASSERT_OK(ccm_instance_copy(i, &c));
+	struct ec2_instance c;
+	ASSERT_OK(ec2_instance_copy(i, &c));
 	ASSERT_STREQ(c.enis[1].private_ips[2], "172.31.6.156");
 	ASSERT_STREQ(c.tags[0].value, "node-a");
-	ccm_instance_release(&c);
+	ec2_instance_release(&c);
 	free_instances(l, n);
 }
 
 TEST(ccm_model_addresses_families)
 {
-	struct ccm_instance *l;
+	struct ec2_instance *l;
 	size_t n;
 	ASSERT_OK(load_instances("ccm/describe-instances-aws.xml", &l, &n));
 	ASSERT_EQ(n, 3);
-	struct ccm_instance *i = &l[0];
+	struct ec2_instance *i = &l[0];
 	ASSERT_FALSE(i->source_dest_check);
 	ASSERT_NULL(i->public_dns); /* <dnsName/> */
 
@@ -232,25 +232,25 @@ TEST(ccm_model_provider_ids)
 
 TEST(ccm_model_cluster_tags)
 {
-	struct ccm_tag t1[] = {TAG("Name", "x"), TAG("kubernetes.io/cluster/c1", "shared")};
+	struct ec2_tag t1[] = {TAG("Name", "x"), TAG("kubernetes.io/cluster/c1", "shared")};
 	const char *id;
 	ASSERT_OK(ccm_cluster_id_from_tags(t1, 2, &id));
 	ASSERT_STREQ(id, "c1");
 	ASSERT_TRUE(ccm_tags_have_cluster(t1, 2, "c1"));
 	ASSERT_FALSE(ccm_tags_cluster_owned(t1, 2, "c1"));
-	struct ccm_tag t2[] = {TAG("KubernetesCluster", "old")};
+	struct ec2_tag t2[] = {TAG("KubernetesCluster", "old")};
 	ASSERT_OK(ccm_cluster_id_from_tags(t2, 1, &id));
 	ASSERT_STREQ(id, "old");
 	ASSERT_TRUE(ccm_tags_have_cluster(t2, 1, "old"));
 	ASSERT_TRUE(ccm_tags_cluster_owned(t2, 1, "old"));
 	ASSERT_FALSE(ccm_tags_have_cluster(t2, 1, "other"));
-	struct ccm_tag t3[] = {TAG("kubernetes.io/cluster/a", "owned"),
+	struct ec2_tag t3[] = {TAG("kubernetes.io/cluster/a", "owned"),
 			       TAG("kubernetes.io/cluster/b", "owned")};
 	ASSERT_ERR(ccm_cluster_id_from_tags(t3, 2, &id), ENOTUNIQ);
-	struct ccm_tag t4[] = {TAG("kubernetes.io/cluster/a", "owned"),
+	struct ec2_tag t4[] = {TAG("kubernetes.io/cluster/a", "owned"),
 			       TAG("KubernetesCluster", "b")};
 	ASSERT_ERR(ccm_cluster_id_from_tags(t4, 2, &id), ENOTUNIQ);
-	struct ccm_tag t5[] = {TAG("kubernetes.io/cluster/a", "owned"),
+	struct ec2_tag t5[] = {TAG("kubernetes.io/cluster/a", "owned"),
 			       TAG("KubernetesCluster", "a")};
 	ASSERT_OK(ccm_cluster_id_from_tags(t5, 2, &id));
 	ASSERT_STREQ(id, "a");
@@ -262,7 +262,7 @@ TEST(ccm_model_cluster_tags)
 
 TEST(ccm_model_states)
 {
-	struct ccm_instance i = {0};
+	struct ec2_instance i = {0};
 	const char *states[] = {"pending", "running",	    "stopping",
 				"stopped", "shutting-down", "terminated"};
 	bool exists[] = {true, true, true, true, true, false};
@@ -286,9 +286,9 @@ TEST(ccm_model_states)
 	};
 	for (size_t k = 0; k < ARRAY_SIZE(items); k++) {
 		xmlDoc *doc = NULL;
-		struct ccm_instance x = {0};
+		struct ec2_instance x = {0};
 		ASSERT_OK(aws_xml_parse(items[k], strlen(items[k]), &doc, NULL, 0));
-		ASSERT_ERR(ccm_instance_from_xml(xmlDocGetRootElement(doc), &x), EBADMSG);
+		ASSERT_ERR(ec2_instance_parse(xmlDocGetRootElement(doc), &x), EBADMSG);
 		xmlFreeDoc(doc);
 	}
 	ASSERT_FALSE(ccm_instance_exists(NULL));
@@ -311,10 +311,10 @@ TEST(ccm_model_lifecycle)
 	ASSERT_STREQ(ccm_lifecycle_action_name(CCM_LC_DELETE), "delete");
 }
 
-static struct ccm_instance mk(const char *id, const char *state, const char *dns,
-			      struct ccm_tag *tags, size_t nt)
+static struct ec2_instance mk(const char *id, const char *state, const char *dns,
+			      struct ec2_tag *tags, size_t nt)
 {
-	return (struct ccm_instance){.id = (char *)id,
+	return (struct ec2_instance){.id = (char *)id,
 				     .state = (char *)state,
 				     .private_dns = (char *)dns,
 				     .tags = tags,
@@ -323,12 +323,12 @@ static struct ccm_instance mk(const char *id, const char *state, const char *dns
 
 TEST(ccm_model_match)
 {
-	struct ccm_tag ta[] = {TAG("kubernetes.io/cluster/c1", "owned"), TAG("Name", "worker-a")};
-	struct ccm_tag tb[] = {TAG("kubernetes.io/cluster/c1", "owned"), TAG("Name", "worker-b")};
-	struct ccm_tag tother[] = {TAG("kubernetes.io/cluster/c2", "owned"),
+	struct ec2_tag ta[] = {TAG("kubernetes.io/cluster/c1", "owned"), TAG("Name", "worker-a")};
+	struct ec2_tag tb[] = {TAG("kubernetes.io/cluster/c1", "owned"), TAG("Name", "worker-b")};
+	struct ec2_tag tother[] = {TAG("kubernetes.io/cluster/c2", "owned"),
 				   TAG("Name", "worker-b")};
-	struct ccm_tag tdup[] = {TAG("KubernetesCluster", "c1"), TAG("Name", "dup")};
-	struct ccm_instance c[] = {
+	struct ec2_tag tdup[] = {TAG("KubernetesCluster", "c1"), TAG("Name", "dup")};
+	struct ec2_instance c[] = {
 	    mk("i-a", "running", "ip-10-0-0-1.ec2.internal", ta, 2),
 	    mk("i-b", "stopped", "ip-10-0-0-2.ec2.internal", tb, 2),
 	    mk("i-old", "terminated", "ip-10-0-0-3.ec2.internal", ta, 2),
@@ -374,7 +374,7 @@ TEST(ccm_model_labels)
 	ASSERT_ERR(ccm_zone_to_region("", reg, sizeof(reg)), EINVAL);
 	ASSERT_ERR(ccm_zone_to_region("zone", reg, sizeof(reg)), EINVAL);
 
-	struct ccm_instance i = {.type = (char *)"m5.large", .zone = (char *)"eu-central-1b"};
+	struct ec2_instance i = {.type = (char *)"m5.large", .zone = (char *)"eu-central-1b"};
 	cJSON *l;
 	ASSERT_OK(ccm_instance_labels(&i, NULL, "euc1-az3", &l));
 	ASSERT_STREQ(json_str_key(l, CCM_LABEL_INSTANCE_TYPE), "m5.large");

@@ -228,13 +228,13 @@ TEST(ccm_routes_plan_duplicate_claims)
 
 TEST(ccm_routes_orphans)
 {
-	struct ccm_tag mine[] = {{(char *)"kubernetes.io/cluster/c1", (char *)"owned"}};
-	struct ccm_tag other[] = {{(char *)"kubernetes.io/cluster/c2", (char *)"owned"}};
-	struct ccm_instance a = {
+	struct ec2_tag mine[] = {{(char *)"kubernetes.io/cluster/c1", (char *)"owned"}};
+	struct ec2_tag other[] = {{(char *)"kubernetes.io/cluster/c2", (char *)"owned"}};
+	struct ec2_instance a = {
 	    .id = (char *)"i-1", .state = (char *)"running", .tags = mine, .n_tags = 1};
-	struct ccm_instance b = {
+	struct ec2_instance b = {
 	    .id = (char *)"i-2", .state = (char *)"running", .tags = other, .n_tags = 1};
-	struct ccm_instance c = {
+	struct ec2_instance c = {
 	    .id = (char *)"i-3", .state = (char *)"terminated", .tags = other, .n_tags = 1};
 	ASSERT_TRUE(ccm_route_orphan_delete(NULL, "c1"));
 	ASSERT_TRUE(ccm_route_orphan_delete(&a, "c1"));
@@ -245,10 +245,10 @@ TEST(ccm_routes_orphans)
 
 TEST(ccm_routes_target_eni)
 {
-	struct ccm_eni one[] = { { .id = (char *)"eni-a", .device_index = 0 } };
-	struct ccm_eni two[] = { { .id = (char *)"eni-b", .device_index = 1 },
+	struct ec2_eni one[] = { { .id = (char *)"eni-a", .device_index = 0 } };
+	struct ec2_eni two[] = { { .id = (char *)"eni-b", .device_index = 1 },
 				 { .id = (char *)"eni-a", .device_index = 0 } };
-	struct ccm_instance i = { .id = (char *)"i-1", .enis = one, .n_enis = 1 };
+	struct ec2_instance i = { .id = (char *)"i-1", .enis = one, .n_enis = 1 };
 	/* one interface: routes by instance ID, as upstream */
 	ASSERT_NULL(ccm_route_target_eni(&i));
 	/* several: the primary interface (device index 0), wherever it is listed */

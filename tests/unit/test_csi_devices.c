@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 #include "tests/unit/harness.h"
 
 TEST(csi_devices_list_is_upstreams)

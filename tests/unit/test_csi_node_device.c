@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "common/base/buf.h"
-#include "modules/csi/csi_node_device.h"
+#include "modules/csi-node/csi_node_device.h"
 #include "tests/unit/harness.h"
 
 static char byid[512], sys[512];

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "common/base/buf.h"
-#include "modules/csi/csi_node_exec.h"
-#include "modules/csi/csi_node_format.h"
+#include "modules/csi-node/csi_node_exec.h"
+#include "modules/csi-node/csi_node_format.h"
 #include "tests/unit/harness.h"
 
 static char *joined(char **v)
@@ -30,7 +30,7 @@ TEST(csi_node_format_opts)
 {
 	struct csi_format_opts o;
 	char msg[256];
-	struct csi_node_kv ctx[] = {
+	struct csi_kv ctx[] = {
 	    {"blocksize", "4096"},	  {"InodeSize", "512"},	    {"bytesPerInode", "16384"},
 	    {"numberofinodes", "100000"}, {"ext4bigalloc", "true"}, {"ext4ClusterSize", "65536"},
 	    {"unrelated", "x"},
@@ -79,23 +79,22 @@ TEST(csi_node_format_opts_rejected)
 {
 	struct csi_format_opts o;
 	char msg[256];
-	static const struct csi_node_kv bad[][1] = {
-		{ { "blockSize", "4096 -O metadata_csum" } },
-		{ { "blockSize", "-1" } },
-		{ { "blockSize", "" } },
-		{ { "blockSize", "0" } },
-		{ { "inodeSize", "1e3" } },
-		{ { "numberOfInodes", "12345678901234567890123" } },
-		{ { "ext4BigAlloc", "maybe" } },
-		{ { "ext4ClusterSize", "16384" } }, /* without bigalloc */
+	static const struct csi_kv bad[][1] = {
+	    {{"blockSize", "4096 -O metadata_csum"}},
+	    {{"blockSize", "-1"}},
+	    {{"blockSize", ""}},
+	    {{"blockSize", "0"}},
+	    {{"inodeSize", "1e3"}},
+	    {{"numberOfInodes", "12345678901234567890123"}},
+	    {{"ext4BigAlloc", "maybe"}},
+	    {{"ext4ClusterSize", "16384"}}, /* without bigalloc */
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		ASSERT_ERR(csi_format_opts_parse("ext4", bad[i], 1, &o, msg, sizeof(msg)), EINVAL);
-	const struct csi_node_kv e3[] = { { "ext4BigAlloc", "true" } };
+	const struct csi_kv e3[] = {{"ext4BigAlloc", "true"}};
 	ASSERT_ERR(csi_format_opts_parse("ext3", e3, 1, &o, msg, sizeof(msg)), EINVAL);
-	const struct csi_node_kv off[] = {{"ext4BigAlloc", "false"},
-					  {"ext4EncryptionSupport", "true"}};
+	const struct csi_kv off[] = {{"ext4BigAlloc", "false"}, {"ext4EncryptionSupport", "true"}};
 	ASSERT_OK(csi_format_opts_parse("ext4", off, 2, &o, msg, sizeof(msg)));
 	ASSERT_FALSE(o.bigalloc);
 	ASSERT_TRUE(o.encrypt);
@@ -112,10 +111,10 @@ TEST(csi_node_fs_types)
 	ASSERT_FALSE(csi_fs_compatible("ext4", "xfs"));
 	ASSERT_FALSE(csi_fs_compatible("ext3", "ext4"));
 	ASSERT_FALSE(csi_fs_compatible("xfs", "ext4"));
-	const struct csi_node_kv kv[] = { { "DevicePath", "/dev/x" }, { "a", NULL } };
-	ASSERT_STREQ(csi_node_kv_get(kv, 2, "devicepath"), "/dev/x");
-	ASSERT_STREQ(csi_node_kv_get(kv, 2, "a"), "");
-	ASSERT_NULL(csi_node_kv_get(kv, 2, "b"));
+	const struct csi_kv kv[] = {{"DevicePath", "/dev/x"}, {"a", NULL}};
+	ASSERT_STREQ(csi_kv_get(kv, 2, "devicepath"), "/dev/x");
+	ASSERT_STREQ(csi_kv_get(kv, 2, "a"), "");
+	ASSERT_NULL(csi_kv_get(kv, 2, "b"));
 }
 
 TEST(csi_node_resize_argv)
@@ -193,7 +192,7 @@ TEST(csi_node_probe_and_size_real_mkfs)
 	ASSERT_ERR(csi_fs_size(img, &bytes, &bs), EMEDIUMTYPE);
 
 	const char *ext4[] = { "mkfs.ext4", "-q", "-F", "-m0", "-b", "4096", img, NULL };
-	ASSERT_EQ(csi_exec(ext4, 0, NULL), 0);
+	ASSERT_EQ(csi_exec(ext4, 0, NULL, NULL), 0);
 	ASSERT_EQ(csi_fs_probe(img, &p), 1);
 	ASSERT_STREQ(p.type, "ext4");
 	ASSERT_OK(csi_fs_size(img, &bytes, &bs));
@@ -202,7 +201,7 @@ TEST(csi_node_probe_and_size_real_mkfs)
 
 	ASSERT_OK(make_image("xfs.img", 320 << 20, img, sizeof(img)));
 	const char *xfs[] = { "mkfs.xfs", "-q", "-f", img, NULL };
-	ASSERT_EQ(csi_exec(xfs, 0, NULL), 0);
+	ASSERT_EQ(csi_exec(xfs, 0, NULL, NULL), 0);
 	ASSERT_EQ(csi_fs_probe(img, &p), 1);
 	ASSERT_STREQ(p.type, "xfs");
 	ASSERT_OK(csi_fs_size(img, &bytes, &bs));

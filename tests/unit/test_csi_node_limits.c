@@ -1,5 +1,5 @@
 /* Unit tests: the attach limit csi-node reports (figures from DescribeInstanceTypes). */
-#include "modules/csi/csi_node_limits.h"
+#include "modules/csi-node/csi_node_limits.h"
 #include "tests/unit/harness.h"
 
 static struct csi_node_limits_input base(void)

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/aws/xml.h"
-#include "modules/csi/csi_node.h"
+#include "modules/csi-node/csi_node.h"
 #include "tests/unit/harness.h"
 
 static xmlDoc *load(const char *name)
@@ -83,7 +83,7 @@ TEST(csi_node_meta_provider_id)
 		   ENAMETOOLONG);
 }
 
-static const char *topo_get(const struct csi_node_kv *kv, size_t n, const char *key)
+static const char *topo_get(const struct csi_kv *kv, size_t n, const char *key)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(kv[i].key, key) == 0)
@@ -95,7 +95,7 @@ TEST(csi_node_meta_topology)
 {
 	struct csi_node_meta m = {
 	    .zone = (char *)"us-west-2a", .zone_id = (char *)"usw2-az1", .enis = 1};
-	struct csi_node_kv *kv;
+	struct csi_kv *kv;
 	size_t n;
 
 	ASSERT_OK(csi_node_topology(&m, &kv, &n));

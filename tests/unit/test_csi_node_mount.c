@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "common/base/buf.h"
-#include "modules/csi/csi_node_mount.h"
+#include "modules/csi-node/csi_node_mount.h"
 #include "tests/unit/harness.h"
 
 static const char mountinfo[] =
@@ -65,6 +65,8 @@ TEST(csi_node_mountinfo_malformed)
 		"x 1 259:1 / / rw - ext4 /dev/x rw\n",                    /* bad id */
 		"22 1 259:1 / / rw - ext4\n",                             /* short tail */
 		"22 1\n",
+		"proc /proc proc rw 0 0\n",                                /* fstab, not mountinfo */
+		"22 1 259:1 / / rw - ext4 /dev/x rw\n22 1 259 / / rw - ext4 /dev/x rw\n",
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)

@@ -3,8 +3,7 @@
 #include <sys/stat.h>
 
 #include "common/base/buf.h"
-#include "common/grpc/rpc.h"
-#include "modules/csi/csi_node_internal.h"
+#include "modules/csi-node/csi_node_internal.h"
 #include "tests/unit/harness.h"
 
 static struct csi_node *new_node(void)
@@ -32,78 +31,78 @@ static struct csi_node_volume_req req_mount(const char *vol, const char *staging
 TEST(csi_node_service_invalid_arguments)
 {
 	struct csi_node *n = new_node();
-	struct csi_node_status st;
+	struct csi_error st;
 	struct csi_node_volume_req r;
 
 	ASSERT_NOT_NULL(n);
 	r = req_mount("", "/st", NULL);
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
-	ASSERT_CONTAINS(st.msg, "volume id");
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
+	ASSERT_CONTAINS(st.message, "volume id");
 	r = req_mount("vol/../x", "/st", NULL);
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
 	r = req_mount("vol-1", "", NULL);
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
 	r = req_mount("vol-1", "relative", NULL);
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
 	r = req_mount("vol-1", "/a/../b", NULL);
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
 	r = req_mount("vol-1", "/st", NULL);
 	r.cap.present = false;
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
-	ASSERT_CONTAINS(st.msg, "capability");
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
+	ASSERT_CONTAINS(st.message, "capability");
 	r = req_mount("vol-1", "/st", NULL);
 	r.cap.fs_type = "btrfs";
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
 	r.cap.fs_type = "ntfs";
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
-	ASSERT_CONTAINS(st.msg, "Windows");
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
+	ASSERT_CONTAINS(st.message, "Windows");
 	r = req_mount("vol-1", "/st", NULL);
 	r.cap.access_mode = 5; /* multi-attach only for block */
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
 	r.cap.access_mode = 3;
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
 	r = req_mount("vol-1", "/st", NULL);
-	const struct csi_node_kv vc[] = { { "blockSize", "x" } };
+	const struct csi_kv vc[] = {{"blockSize", "x"}};
 	r.volume_context = vc;
 	r.n_volume_context = 1;
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
 	r = req_mount("vol-1", "/st", NULL);
 	const char *flags[] = { "bind" };
 	r.cap.mount_flags = flags;
 	r.cap.n_mount_flags = 1;
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_INVALID_ARGUMENT);
 	/* publish: the target is required and differs from the staging path */
 	r = req_mount("vol-1", "/st", "");
-	ASSERT_EQ(csi_node_publish(n, &r, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_publish(n, &r, &st), CSI_INVALID_ARGUMENT);
 	r = req_mount("vol-1", "/st", "/st");
-	ASSERT_EQ(csi_node_publish(n, &r, &st), RPC_INVALID_ARGUMENT);
-	ASSERT_EQ(csi_node_unpublish(n, "vol-1", "", &st), RPC_INVALID_ARGUMENT);
-	ASSERT_EQ(csi_node_unstage(n, "", "/st", &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_publish(n, &r, &st), CSI_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_unpublish(n, "vol-1", "", &st), CSI_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_unstage(n, "", "/st", &st), CSI_INVALID_ARGUMENT);
 	struct csi_node_expand_req e = { .volume_id = "vol-1", .volume_path = "" };
 	int64_t bytes;
-	ASSERT_EQ(csi_node_expand(n, &e, &bytes, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_expand(n, &e, &bytes, &st), CSI_INVALID_ARGUMENT);
 	struct csi_node_stats s;
-	ASSERT_EQ(csi_node_get_stats(n, "", "/x", &s, &st), RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_node_get_stats(n, "", "/x", &s, &st), CSI_INVALID_ARGUMENT);
 	csi_node_free(n);
 }
 
 TEST(csi_node_service_block_stage_is_a_noop)
 {
 	struct csi_node *n = new_node();
-	struct csi_node_status st;
+	struct csi_error st;
 	struct csi_node_volume_req r = req_mount("vol-1", "/nonexistent/st", NULL);
 
 	ASSERT_NOT_NULL(n);
 	r.cap.block = true;
 	r.cap.access_mode = 5; /* io2 Multi-Attach */
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_OK);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_OK);
 	csi_node_free(n);
 }
 
 TEST(csi_node_service_missing_things)
 {
 	struct csi_node *n = new_node();
-	struct csi_node_status st;
+	struct csi_error st;
 	char st_path[1024], tgt[1024];
 
 	ASSERT_NOT_NULL(n);
@@ -111,54 +110,55 @@ TEST(csi_node_service_missing_things)
 	(void)str_printf(tgt, sizeof(tgt), "%s/target", test_tmpdir());
 	/* the volume has no device: NotFound */
 	struct csi_node_volume_req r = req_mount("vol-0123", st_path, NULL);
-	const struct csi_node_kv pc[] = { { "devicePath", "/dev/xvdzz" } };
+	const struct csi_kv pc[] = {{"devicePath", "/dev/xvdzz"}};
 	r.publish_context = pc;
 	r.n_publish_context = 1;
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_NOT_FOUND);
-	ASSERT_CONTAINS(st.msg, "vol-0123");
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_NOT_FOUND);
+	ASSERT_CONTAINS(st.message, "vol-0123");
 	/* publish of a volume that is not staged */
 	r = req_mount("vol-0123", st_path, tgt);
-	ASSERT_EQ(csi_node_publish(n, &r, &st), RPC_FAILED_PRECONDITION);
-	ASSERT_CONTAINS(st.msg, "not staged");
+	ASSERT_EQ(csi_node_publish(n, &r, &st), CSI_FAILED_PRECONDITION);
+	ASSERT_CONTAINS(st.message, "not staged");
 	/* unstage / unpublish of what is not there: OK, twice; an empty directory is removed */
-	ASSERT_EQ(csi_node_unstage(n, "vol-0123", st_path, &st), RPC_OK);
+	ASSERT_EQ(csi_node_unstage(n, "vol-0123", st_path, &st), CSI_OK);
 	ASSERT_EQ(mkdir(tgt, 0750), 0);
-	ASSERT_EQ(csi_node_unpublish(n, "vol-0123", tgt, &st), RPC_OK);
+	ASSERT_EQ(csi_node_unpublish(n, "vol-0123", tgt, &st), CSI_OK);
 	struct stat sb;
 	ASSERT_TRUE(stat(tgt, &sb) < 0 && errno == ENOENT);
-	ASSERT_EQ(csi_node_unpublish(n, "vol-0123", tgt, &st), RPC_OK);
+	ASSERT_EQ(csi_node_unpublish(n, "vol-0123", tgt, &st), CSI_OK);
 	/* stats and expand of a missing path: NotFound; of a plain directory: abnormal */
 	struct csi_node_stats s;
-	ASSERT_EQ(csi_node_get_stats(n, "vol-0123", tgt, &s, &st), RPC_NOT_FOUND);
-	ASSERT_EQ(csi_node_get_stats(n, "vol-0123", test_tmpdir(), &s, &st), RPC_OK);
+	ASSERT_EQ(csi_node_get_stats(n, "vol-0123", tgt, &s, &st), CSI_NOT_FOUND);
+	ASSERT_EQ(csi_node_get_stats(n, "vol-0123", test_tmpdir(), &s, &st), CSI_OK);
 	ASSERT_TRUE(s.abnormal);
 	ASSERT_FALSE(s.has_bytes);
 	ASSERT_CONTAINS(s.message, "not mounted");
 	struct csi_node_expand_req e = { .volume_id = "vol-0123", .volume_path = tgt };
 	int64_t bytes;
-	ASSERT_EQ(csi_node_expand(n, &e, &bytes, &st), RPC_NOT_FOUND);
+	ASSERT_EQ(csi_node_expand(n, &e, &bytes, &st), CSI_NOT_FOUND);
 	e.volume_path = test_tmpdir();
-	ASSERT_EQ(csi_node_expand(n, &e, &bytes, &st), RPC_FAILED_PRECONDITION);
+	ASSERT_EQ(csi_node_expand(n, &e, &bytes, &st), CSI_FAILED_PRECONDITION);
 	csi_node_free(n);
 }
 
 TEST(csi_node_service_one_call_per_volume)
 {
 	struct csi_node *n = new_node();
-	struct csi_node_status st;
+	struct csi_error st;
 
 	ASSERT_NOT_NULL(n);
-	ASSERT_TRUE(csi_node_inflight_begin(n, "vol-1"));
-	ASSERT_FALSE(csi_node_inflight_begin(n, "vol-1"));
+	ASSERT_EQ(csi_node_lock(n, "vol-1", &st), CSI_OK);
+	ASSERT_EQ(csi_node_lock(n, "vol-1", &st), CSI_ABORTED);
+	ASSERT_STREQ(st.message, "an operation on volume vol-1 is already in progress");
 	struct csi_node_volume_req r = req_mount("vol-1", "/st", NULL);
-	ASSERT_EQ(csi_node_stage(n, &r, &st), RPC_ABORTED);
-	ASSERT_EQ(csi_node_unstage(n, "vol-1", "/st", &st), RPC_ABORTED);
-	ASSERT_EQ(csi_node_unpublish(n, "vol-1", "/t", &st), RPC_ABORTED);
+	ASSERT_EQ(csi_node_stage(n, &r, &st), CSI_ABORTED);
+	ASSERT_EQ(csi_node_unstage(n, "vol-1", "/st", &st), CSI_ABORTED);
+	ASSERT_EQ(csi_node_unpublish(n, "vol-1", "/t", &st), CSI_ABORTED);
 	/* another volume is not held up */
-	ASSERT_EQ(csi_node_unstage(n, "vol-2", "/nonexistent/st", &st), RPC_OK);
-	csi_node_inflight_end(n, "vol-1");
-	ASSERT_TRUE(csi_node_inflight_begin(n, "vol-1"));
-	csi_node_inflight_end(n, "vol-1");
+	ASSERT_EQ(csi_node_unstage(n, "vol-2", "/nonexistent/st", &st), CSI_OK);
+	csi_node_unlock(n, "vol-1");
+	ASSERT_EQ(csi_node_lock(n, "vol-1", &st), CSI_OK);
+	csi_node_unlock(n, "vol-1");
 	ASSERT_TRUE(csi_node_access_mode_valid(1, false));
 	ASSERT_TRUE(csi_node_access_mode_valid(2, false));
 	ASSERT_TRUE(csi_node_access_mode_valid(7, false));

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modules/csi/csi_controller.h"
+#include "modules/csi-controller/csi_controller_internal.h"
 #include "tests/unit/harness.h"
 
 #define KV(k, v)                                                                                   \
@@ -129,43 +129,43 @@ TEST(csi_params_size_rounding_and_limits)
 	const struct csi_vol_type *gp3 = csi_vol_type_find("gp3"), *io2 = csi_vol_type_find("io2"),
 				  *st1 = csi_vol_type_find("st1");
 	long long gib = 0;
-	char err[256];
+	struct csi_error err;
 
-	ASSERT_EQ(csi_size_resolve(gp3, false, 0, 0, 0, &gib, err, sizeof(err)), 0);
+	ASSERT_EQ(csi_size_resolve(gp3, false, 0, 0, 0, &gib, &err), 0);
 	ASSERT_EQ(gib, 100);
-	ASSERT_EQ(csi_size_resolve(gp3, true, 1, 0, 0, &gib, err, sizeof(err)), 0);
+	ASSERT_EQ(csi_size_resolve(gp3, true, 1, 0, 0, &gib, &err), 0);
 	ASSERT_EQ(gib, 1);
-	ASSERT_EQ(csi_size_resolve(gp3, true, GIB + 1, 0, 0, &gib, err, sizeof(err)), 0);
+	ASSERT_EQ(csi_size_resolve(gp3, true, GIB + 1, 0, 0, &gib, &err), 0);
 	ASSERT_EQ(gib, 2);
-	ASSERT_EQ(csi_size_resolve(gp3, true, 10 * GIB, 10 * GIB, 0, &gib, err, sizeof(err)), 0);
+	ASSERT_EQ(csi_size_resolve(gp3, true, 10 * GIB, 10 * GIB, 0, &gib, &err), 0);
 	ASSERT_EQ(gib, 10);
 	/* rounding up past the limit */
-	ASSERT_EQ(csi_size_resolve(gp3, true, GIB + 1, GIB + 100, 0, &gib, err, sizeof(err)),
-		  RPC_OUT_OF_RANGE);
+	ASSERT_EQ(csi_size_resolve(gp3, true, GIB + 1, GIB + 100, 0, &gib, &err),
+		  CSI_OUT_OF_RANGE);
 	/* malformed ranges */
-	ASSERT_EQ(csi_size_resolve(gp3, true, -1, 0, 0, &gib, err, sizeof(err)),
-		  RPC_INVALID_ARGUMENT);
-	ASSERT_EQ(csi_size_resolve(gp3, true, 10 * GIB, 5 * GIB, 0, &gib, err, sizeof(err)),
-		  RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_size_resolve(gp3, true, -1, 0, 0, &gib, &err),
+		  CSI_INVALID_ARGUMENT);
+	ASSERT_EQ(csi_size_resolve(gp3, true, 10 * GIB, 5 * GIB, 0, &gib, &err),
+		  CSI_INVALID_ARGUMENT);
 	/* per-type limits */
-	ASSERT_EQ(csi_size_resolve(io2, true, 2 * GIB, 0, 0, &gib, err, sizeof(err)),
-		  RPC_OUT_OF_RANGE);
-	ASSERT_CONTAINS(err, "io2 volumes must be 4 to 65536 GiB");
-	ASSERT_EQ(csi_size_resolve(st1, true, 100 * GIB, 0, 0, &gib, err, sizeof(err)),
-		  RPC_OUT_OF_RANGE);
-	ASSERT_EQ(csi_size_resolve(gp3, true, 70000 * GIB, 0, 0, &gib, err, sizeof(err)),
-		  RPC_OUT_OF_RANGE);
+	ASSERT_EQ(csi_size_resolve(io2, true, 2 * GIB, 0, 0, &gib, &err),
+		  CSI_OUT_OF_RANGE);
+	ASSERT_CONTAINS(err.message, "io2 volumes must be 4 to 65536 GiB");
+	ASSERT_EQ(csi_size_resolve(st1, true, 100 * GIB, 0, 0, &gib, &err),
+		  CSI_OUT_OF_RANGE);
+	ASSERT_EQ(csi_size_resolve(gp3, true, 70000 * GIB, 0, 0, &gib, &err),
+		  CSI_OUT_OF_RANGE);
 	/* the default follows the type's minimum and a source snapshot */
-	ASSERT_EQ(csi_size_resolve(st1, false, 0, 0, 0, &gib, err, sizeof(err)), 0);
+	ASSERT_EQ(csi_size_resolve(st1, false, 0, 0, 0, &gib, &err), 0);
 	ASSERT_EQ(gib, 125);
-	ASSERT_EQ(csi_size_resolve(gp3, false, 0, 0, 200, &gib, err, sizeof(err)), 0);
+	ASSERT_EQ(csi_size_resolve(gp3, false, 0, 0, 200, &gib, &err), 0);
 	ASSERT_EQ(gib, 200);
-	ASSERT_EQ(csi_size_resolve(gp3, false, 0, 0, 8, &gib, err, sizeof(err)), 0);
+	ASSERT_EQ(csi_size_resolve(gp3, false, 0, 0, 8, &gib, &err), 0);
 	ASSERT_EQ(gib, 8); /* from a source: its size, not the 100 GiB default */
-	ASSERT_EQ(csi_size_resolve(gp3, true, 50 * GIB, 0, 200, &gib, err, sizeof(err)),
-		  RPC_OUT_OF_RANGE);
+	ASSERT_EQ(csi_size_resolve(gp3, true, 50 * GIB, 0, 200, &gib, &err),
+		  CSI_OUT_OF_RANGE);
 	/* a limit under 100 GiB with no required size */
-	ASSERT_EQ(csi_size_resolve(gp3, true, 0, 20 * GIB, 0, &gib, err, sizeof(err)), 0);
+	ASSERT_EQ(csi_size_resolve(gp3, true, 0, 20 * GIB, 0, &gib, &err), 0);
 	ASSERT_EQ(gib, 20);
 }
 
@@ -217,30 +217,15 @@ TEST(csi_params_iops)
 
 TEST(csi_params_zone_choice)
 {
-	Csi__V1__Topology__SegmentsEntry e1 = CSI__V1__TOPOLOGY__SEGMENTS_ENTRY__INIT,
-					 e2 = CSI__V1__TOPOLOGY__SEGMENTS_ENTRY__INIT,
-					 e3 = CSI__V1__TOPOLOGY__SEGMENTS_ENTRY__INIT;
-	Csi__V1__Topology t1 = CSI__V1__TOPOLOGY__INIT, t2 = CSI__V1__TOPOLOGY__INIT,
-			  t3 = CSI__V1__TOPOLOGY__INIT;
-	Csi__V1__TopologyRequirement req = CSI__V1__TOPOLOGY_REQUIREMENT__INIT;
-	Csi__V1__Topology__SegmentsEntry *s1[] = {&e1}, *s2[] = {&e2}, *s3[] = {&e3};
-	Csi__V1__Topology *requisite[] = {&t1, &t2}, *preferred[] = {&t2};
+	const struct csi_kv s1[] = {{CSI_TOPOLOGY_ZONE_KEY, "us-east-1a"}},
+			    s2[] = {{CSI_WELL_KNOWN_ZONE_KEY, "us-east-1b"}},
+			    s3[] = {{CSI_ZONE_ID_KEY, "use1-az4"}};
+	const struct csi_ctrl_topology t1 = {s1, 1}, t2 = {s2, 1}, t3 = {s3, 1};
+	const struct csi_ctrl_topology requisite[] = {t1, t2}, preferred[] = {t2};
+	struct csi_ctrl_topology_req req = {.requisite = requisite, .n_requisite = 2};
 	const char *zid;
 
-	e1.key = (char *)CSI_TOPOLOGY_ZONE_KEY;
-	e1.value = (char *)"us-east-1a";
-	e2.key = (char *)CSI_WELL_KNOWN_ZONE_KEY;
-	e2.value = (char *)"us-east-1b";
-	e3.key = (char *)CSI_ZONE_ID_KEY;
-	e3.value = (char *)"use1-az4";
-	t1.n_segments = t2.n_segments = t3.n_segments = 1;
-	t1.segments = s1;
-	t2.segments = s2;
-	t3.segments = s3;
-
 	ASSERT_NULL(csi_pick_zone(NULL, &zid));
-	req.n_requisite = 2;
-	req.requisite = requisite;
 	ASSERT_STREQ(csi_pick_zone(&req, &zid), "us-east-1a");
 	req.n_preferred = 1;
 	req.preferred = preferred;
@@ -249,10 +234,8 @@ TEST(csi_params_zone_choice)
 	ASSERT_TRUE(csi_zone_allowed(&req, "us-east-1b"));
 	ASSERT_FALSE(csi_zone_allowed(&req, "us-east-1c"));
 	ASSERT_TRUE(csi_zone_allowed(NULL, "us-east-1c"));
-	Csi__V1__Topology *only_id[] = {&t3};
-	Csi__V1__TopologyRequirement r2 = CSI__V1__TOPOLOGY_REQUIREMENT__INIT;
-	r2.n_requisite = 1;
-	r2.requisite = only_id;
+	const struct csi_ctrl_topology only_id[] = {t3};
+	struct csi_ctrl_topology_req r2 = {.requisite = only_id, .n_requisite = 1};
 	ASSERT_NULL(csi_pick_zone(&r2, &zid));
 	ASSERT_STREQ(zid, "use1-az4");
 }

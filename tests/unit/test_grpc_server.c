@@ -12,12 +12,12 @@
 
 #include "common/base/json.h"
 #include "common/base/timeutil.h"
+#include "common/csi/csi.pb-c.h"
+#include "common/csi/plugin.h"
 #include "common/grpc/client.h"
 #include "common/grpc/pbjson.h"
 #include "common/grpc/server.h"
 #include "common/metrics/metrics.h"
-#include "modules/csi/csi.pb-c.h"
-#include "modules/csi/csi_common.h"
 #include "tests/unit/harness.h"
 
 static int h_sleep(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)

@@ -1,0 +1,39 @@
+/* The ccm's controllers, each a row of ccm.c's controller table (common/kube/controller.h):
+ *
+ *   cloud-node            keys = Node names; initializes Nodes with the uninitialized taint
+ *   cloud-node-status     one key, every --node-status-update-frequency: addresses and labels
+ *                         of initialized Nodes
+ *   cloud-node-lifecycle  one key, every --node-monitor-period: NotReady Nodes
+ *   route                 one key, every --route-reconciliation-period and on Node changes
+ *
+ * They all read the one Node informer, and run only while this replica leads. The informer's
+ * handlers (in ccm.c) pass each Node event to the *_changed / *_deleted hooks below. */
+#pragma once
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "modules/ccm/ccm_ctx.h"
+
+/* cloud-node and cloud-node-status (ccm_node.c); ud of both: the struct ccm_node_ctl */
+struct ccm_node_ctl;
+int ccm_node_new(struct ccm *m, struct ccm_node_ctl **ret);
+void ccm_node_free(struct ccm_node_ctl *ctl);
+int ccm_node_reconcile(void *ud, const char *key, int64_t *requeue_after_ns);
+int ccm_node_start(struct controller *c); /* queues the tainted Nodes of the store */
+int ccm_node_resync(void *ud, const char *key, int64_t *requeue_after_ns);
+/* c: the cloud-node controller */
+void ccm_node_changed(struct controller *c, const cJSON *old, const cJSON *node);
+void ccm_node_deleted(struct controller *c, const cJSON *node);
+
+/* cloud-node-lifecycle (ccm_lifecycle.c); ud: the struct ccm */
+int ccm_lc_monitor(void *ud, const char *key, int64_t *requeue_after_ns);
+int ccm_lc_start(struct controller *c);
+
+/* route (ccm_route.c); ud: the struct ccm_route_ctl */
+struct ccm_route_ctl;
+int ccm_route_new(struct ccm *m, struct ccm_route_ctl **ret);
+void ccm_route_free(struct ccm_route_ctl *ctl);
+int ccm_route_pass(void *ud, const char *key, int64_t *requeue_after_ns);
+int ccm_route_start(struct controller *c);
+/* c: the route controller; node NULL for a deletion */
+void ccm_route_changed(struct controller *c, const cJSON *old, const cJSON *node);

@@ -1,0 +1,128 @@
+/* aws-k8s csi-controller: the EBS CSI driver's controller plugin (the upstream driver's
+ * `aws-ebs-csi-driver controller`). This file holds the usage text, the flag table and main,
+ * which wires the flags into the service (csi_controller_service.h) and serves it through the
+ * gRPC adapter (csi_controller_grpc.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/aws/client.h"
+#include "common/aws/tags.h"
+#include "common/base/buf.h"
+#include "common/base/flags.h"
+#include "common/base/log.h"
+#include "common/csi/plugin.h"
+#include "modules/csi-controller/csi_controller.h"
+#include "modules/csi-controller/csi_controller_grpc.h"
+#include "modules/csi-controller/csi_controller_internal.h"
+
+#define CTRL_MAX_EXTRA_TAGS 256
+
+static const char ctrl_usage[] =
+    "Serves the CSI Identity and Controller services of the EBS CSI driver (ebs.csi.aws.com)\n"
+    "on --endpoint: volumes, attachments, snapshots, expansion and modification through the\n"
+    "EC2 API. A drop-in for the upstream driver's `controller` mode: same flags, same\n"
+    "environment (AWS_REGION, AWS_EC2_ENDPOINT, the AWS credential chain), same tags. The\n"
+    "upstream mode argument `controller` is accepted and ignored.";
+
+static char **f_extra_tags, **f_extra_volume_tags;
+static char *f_cluster_id, *f_user_agent;
+static bool f_sdk_debug, f_warn_invalid_tag, f_batching, f_deprecated_metrics;
+static int64_t f_modify_timeout;
+
+static const struct flag ctrl_flags[] = {
+    CSI_COMMON_FLAGS,
+    {"extra-tags", FLAG_MAP, &f_extra_tags, NULL, NULL,
+     "Extra tags to attach to each dynamically provisioned resource (key1=value1,key2=value2)."},
+    {"extra-volume-tags", FLAG_MAP, &f_extra_volume_tags, NULL, NULL,
+     "DEPRECATED: use --extra-tags."},
+    {"k8s-tag-cluster-id", FLAG_STRING, &f_cluster_id, "", NULL,
+     "ID of the Kubernetes cluster used for tagging provisioned EBS volumes (optional)."},
+    {"aws-sdk-debug-log", FLAG_BOOL, &f_sdk_debug, "false", NULL, "Log AWS calls (as -v 4 does)."},
+    {"warn-on-invalid-tag", FLAG_BOOL, &f_warn_invalid_tag, "false", NULL,
+     "Warn and skip an invalid tag instead of failing the request."},
+    {"user-agent-extra", FLAG_STRING, &f_user_agent, "", NULL,
+     "Extra string appended to the user agent."},
+    {"batching", FLAG_BOOL, &f_batching, "true", NULL,
+     "Merge concurrent Describe calls by ID into one call (on by default here)."},
+    {"modify-volume-request-handler-timeout", FLAG_DURATION, &f_modify_timeout, "2s", NULL,
+     "Window in which ControllerExpandVolume and ControllerModifyVolume calls for one volume "
+     "are merged into one ModifyVolume."},
+    {"deprecated-metrics", FLAG_BOOL, &f_deprecated_metrics, "false", NULL,
+     "Accepted for compatibility; no effect."},
+    LOG_FLAGS,
+    {NULL},
+};
+
+/* --extra-tags key=value,... into the controller's tags (a key given twice keeps the last). */
+static int push_tags(struct csi_ctrl *c, char **kv)
+{
+	for (char **p = kv; p && *p; p++) {
+		const char *eq = strchr(*p, '=');
+		char err[256];
+		_cleanup_free_ char *key = eq ? strndup(*p, (size_t)(eq - *p)) : NULL;
+		if (!eq)
+			continue;
+		if (!key)
+			return -ENOMEM;
+		if (csi_tag_check(key, eq + 1, err, sizeof(err)) < 0) {
+			fprintf(stderr, "aws-k8s csi-controller: --extra-tags: %s\n", err);
+			return -EINVAL;
+		}
+		if (csi_kv_set(&c->extra_tags, &c->n_extra_tags, CTRL_MAX_EXTRA_TAGS, key, eq + 1) <
+		    0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int csi_controller_main(int argc, char **argv)
+{
+	struct csi_ctrl c = {0};
+	struct csi_identity id = {.controller = true, .probe = csi_ctrl_probe, .probe_ud = &c};
+	char ua[160], err[256];
+	int r, n;
+
+	n = flags_parse("csi-controller", ctrl_usage, ctrl_flags, argc, argv);
+	if (n < 0)
+		return flags_exit_code(n);
+	if (n > 1 || (n == 1 && strcmp(argv[0], "controller") != 0)) {
+		fprintf(stderr,
+			"aws-k8s csi-controller: unexpected argument '%s' (the mode is always "
+			"controller; "
+			"run csi-node for the node service)\n",
+			n > 1 ? argv[1] : argv[0]);
+		flags_free(ctrl_flags);
+		return 2;
+	}
+	if (f_sdk_debug && log_verbosity < 4)
+		log_verbosity = 4;
+	if (push_tags(&c, f_extra_volume_tags) < 0 || push_tags(&c, f_extra_tags) < 0) {
+		r = 2;
+		goto out;
+	}
+	c.cluster_id = f_cluster_id && *f_cluster_id ? f_cluster_id : NULL;
+	if (c.cluster_id && aws_cluster_id_check(c.cluster_id, err, sizeof(err)) < 0) {
+		/* the tag key kubernetes.io/cluster/<ID> must be one AWS accepts */
+		fprintf(stderr, "aws-k8s csi-controller: --k8s-tag-cluster-id: %s\n", err);
+		r = 2;
+		goto out;
+	}
+	c.tag_opts.warn_on_invalid_tag = f_warn_invalid_tag;
+	c.modify_window_ns = f_modify_timeout;
+	c.batching = f_batching;
+	snprintf(ua, sizeof(ua), "csi-controller%s%s", f_user_agent && *f_user_agent ? " " : "",
+		 f_user_agent ? f_user_agent : "");
+	if ((r = csi_ctrl_setup(&c, &(struct aws_client_opts){.user_agent = ua})) < 0) {
+		log_error("failed to set up the controller (AWS client, region, AWS_EC2_ENDPOINT)",
+			  KV_E(r));
+		r = 1;
+		goto out;
+	}
+	r = csi_serve("csi-controller", &id, csi_ctrl_methods, &c);
+out:
+	csi_ctrl_release(&c);
+	flags_free(ctrl_flags);
+	return r;
+}

@@ -1,0 +1,327 @@
+/* aws-k8s csi-node: the EBS CSI node plugin. Flags as the upstream driver's node mode has
+ * them (aws-ebs-csi-driver `node`), plus a few of ours, marked as such in --help. */
+#include "modules/csi-node/csi_node.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/aws/client.h"
+#include "common/aws/ids.h"
+#include "common/aws/imds.h"
+#include "common/base/buf.h"
+#include "common/base/flags.h"
+#include "common/base/log.h"
+#include "common/csi/plugin.h"
+#include "common/kube/kubeflags.h"
+#include "common/kube/rest.h"
+#include "modules/csi-node/csi_node_service.h"
+
+static const char node_usage[] =
+	"Serves the CSI Identity and Node services of the EBS CSI driver on --endpoint, as the\n"
+	"upstream driver's node mode does (run it as a privileged DaemonSet with /dev, the\n"
+	"kubelet directory and the plugin socket directory mounted). The node id is the EC2\n"
+	"instance id, from the instance metadata service or from the Kubernetes Node named by\n"
+	"$CSI_NODE_NAME (--metadata-sources), or given with --node-id. Every value a source\n"
+	"serves is checked (instance id, zone, zone id, region, instance type, outpost ARN): a\n"
+	"source that serves a malformed one is not used, and the next one is asked.\n\n"
+	"Test mode: --device-dir DIR finds volumes through DIR instead of /dev/disk/by-id,\n"
+	"where a link nvme-Amazon_Elastic_Block_Store_vol<id without dash> -> /dev/loopN stands\n"
+	"for an attached EBS volume; with --node-id and --availability-zone the node runs with no\n"
+	"AWS at all (local smoke tests, the project's integration tests).";
+
+static long long attach_limit, reserved;
+static bool legacy_xfs, windows_host_process, describe_types;
+static char *mount_prefix, **metadata_sources, *node_id, *zone, *instance_type, *device_dir;
+static int64_t mkfs_timeout;
+
+static const struct flag node_flags[] = {
+	CSI_COMMON_FLAGS,
+	{ "kubeconfig", FLAG_STRING, &kube_flag_kubeconfig, NULL, NULL,
+	  "Absolute path to a kubeconfig file. The default is the empty string, which causes the "
+	  "in-cluster config to be used (for the kubernetes metadata source)." },
+	{ "metadata-sources", FLAG_STRLIST, &metadata_sources, "imds,kubernetes", NULL,
+	  "Dictates which sources are used to retrieve instance metadata. The driver will "
+	  "attempt to rely on each source in order until one succeeds. Valid options include "
+	  "'imds' and 'kubernetes'." },
+	{ "volume-attach-limit", FLAG_INT, &attach_limit, "-1", NULL,
+	  "Value for the maximum number of volumes attachable per node. If specified, the limit "
+	  "applies to all nodes and overrides --reserved-volume-attachments. If not specified, the "
+	  "value is computed from the instance type.", -1, 1000000 },
+	{ "reserved-volume-attachments", FLAG_INT, &reserved, "-1", NULL,
+	  "Number of volume attachments reserved for system use. Not used when "
+	  "--volume-attach-limit is specified. When -1, the attached volumes that are not CSI "
+	  "volumes are counted (from EC2, else from instance metadata).", -1, 1000 },
+	{ "legacy-xfs", FLAG_BOOL, &legacy_xfs, "false", NULL,
+	  "Formats XFS volumes with `bigtime=0,inobtcount=0,reflink=0`, so that they can be "
+	  "mounted onto nodes with linux kernel <= v5.4." },
+	{ "windows-host-process", FLAG_BOOL, &windows_host_process, "false", NULL,
+	  "Accepted for compatibility; Windows is not supported." },
+	{ "csi-mount-point-prefix", FLAG_STRING, &mount_prefix, "", NULL,
+	  "Accepted for compatibility (a prefix of the mount points of CSI volumes)." },
+	{ "logtostderr", FLAG_BOOL, NULL, "true", NULL,
+	  "Accepted for compatibility; logs go to stderr." },
+	{ "node-id", FLAG_STRING, &node_id, NULL, NULL,
+	  "(aws-k8s) The node id (instance id) to report, instead of asking the metadata "
+	  "sources." },
+	{ "availability-zone", FLAG_STRING, &zone, NULL, NULL,
+	  "(aws-k8s) The zone to report, instead of asking the metadata sources." },
+	{ "instance-type", FLAG_STRING, &instance_type, NULL, NULL,
+	  "(aws-k8s) The instance type for the attach limit, instead of asking the metadata "
+	  "sources." },
+	{ "describe-instance-type", FLAG_BOOL, &describe_types, "true", NULL,
+	  "(aws-k8s) Ask EC2 for the instance type's attach limit (DescribeInstanceTypes) and for "
+	  "the attached non-CSI volumes (DescribeVolumes), instead of defaults and metadata." },
+	{ "device-dir", FLAG_STRING, &device_dir, NULL, NULL,
+	  "(aws-k8s, test mode) Find volume devices through links in this directory instead of "
+	  "/dev/disk/by-id (see above)." },
+	{ "mkfs-timeout", FLAG_DURATION, &mkfs_timeout, "10m", NULL,
+	  "(aws-k8s) How long mkfs, fsck and resize may run before they are killed." },
+	LOG_FLAGS,
+	{ NULL },
+};
+
+static bool source_enabled(const char *name)
+{
+	return strv_contains(metadata_sources, name);
+}
+
+/* Where a field of a metadata source is read from, for the error that names it. */
+static const char *field_origin(const char *source, const char *field)
+{
+	static const struct {
+		const char *source, *field, *origin;
+	} origins[] = {
+		{ "imds", "instance-id", "meta-data/instance-id" },
+		{ "imds", "instance-type", "meta-data/instance-type" },
+		{ "imds", "availability-zone", "meta-data/placement/availability-zone" },
+		{ "imds", "availability-zone-id", "meta-data/placement/availability-zone-id" },
+		{ "imds", "region", "meta-data/placement/region" },
+		{ "imds", "outpost-arn", "meta-data/outpost-arn" },
+		{ "kubernetes", "instance-id", "spec.providerID" },
+		{ "kubernetes", "availability-zone",
+		  "spec.providerID or label topology.kubernetes.io/zone" },
+		{ "kubernetes", "availability-zone-id", "label topology.k8s.aws/zone-id" },
+		{ "kubernetes", "region", "label topology.kubernetes.io/region" },
+		{ "kubernetes", "instance-type", "label node.kubernetes.io/instance-type" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(origins); i++)
+		if (strcmp(origins[i].source, source) == 0 && strcmp(origins[i].field, field) == 0)
+			return origins[i].origin;
+	return "";
+}
+
+/* Uses what a metadata source said (the values m does not have yet), unless one of its values
+ * is malformed: a source that serves one bad value is trusted for none, and the next source
+ * is asked instead (as upstream moves on when a source fails). */
+static int take_source(const char *source, struct csi_node_meta *got, struct csi_node_meta *m)
+{
+	struct csi_node_meta_fault f;
+	char esc[160];
+
+	if (csi_node_meta_check(got, &f) < 0) {
+		log_error("malformed instance metadata: not using this source",
+			  KV_S("source", source), KV_S("field", f.field),
+			  KV_S("from", field_origin(source, f.field)),
+			  KV_S("value", aws_value_escape(f.value, esc, sizeof(esc))),
+			  KV_S("problem", f.problem));
+		return -EBADMSG;
+	}
+	csi_node_meta_merge(m, got);
+	return 0;
+}
+
+static int gather_metadata(struct csi_node_meta *m, struct aws_client **ret_aws)
+{
+	struct aws_client *aws = NULL;
+	bool rejected = false;
+	int r;
+
+	if (node_id && (m->instance_id = strdup(node_id)) == NULL)
+		return -ENOMEM;
+	if (zone && (m->zone = strdup(zone)) == NULL)
+		return -ENOMEM;
+	if (instance_type && (m->instance_type = strdup(instance_type)) == NULL)
+		return -ENOMEM;
+	bool complete = m->instance_id && m->zone;
+	bool need_aws = describe_types && attach_limit < 0;
+
+	if ((!complete || need_aws) && source_enabled("imds")) {
+		if ((r = aws_client_new(&(struct aws_client_opts){.user_agent = "csi-node"},
+					&aws)) < 0) {
+			log_warn("cannot create the AWS client", KV_E(r));
+		} else if (!complete || !m->instance_type || m->enis < 0) {
+			struct csi_node_meta got = { .enis = -1 };
+			r = csi_node_meta_from_imds(aws_client_imds(aws), &got);
+			if (r < 0 && !complete)
+				log_warn("instance metadata unavailable", KV_E(r));
+			rejected |= take_source("imds", &got, m) < 0;
+			csi_node_meta_release(&got);
+		}
+	}
+	complete = m->instance_id && m->zone;
+	const char *kube_node = getenv("CSI_NODE_NAME");
+	if (!complete && source_enabled("kubernetes") && kube_node && *kube_node) {
+		struct kube_client *kc = NULL;
+		char err[512];
+		if ((r = kube_client_from_flags("csi-node", &kc, err, sizeof(err))) < 0) {
+			log_warn("cannot reach Kubernetes for the node's metadata",
+				 KV_S("error", err));
+		} else {
+			struct csi_node_meta got = { .enis = -1 };
+			if ((r = csi_node_meta_from_kube(kc, kube_node, &got)) < 0)
+				log_warn("cannot read the node's metadata from Kubernetes",
+					 KV_S("node", kube_node), KV_E(r));
+			rejected |= take_source("kubernetes", &got, m) < 0;
+			csi_node_meta_release(&got);
+			kube_client_free(kc);
+		}
+	}
+	*ret_aws = aws;
+	/* a zone given on the command line wins over the region a source gave */
+	if (m->zone && m->region && !aws_zone_in_region(m->zone, m->region)) {
+		free(m->region);
+		m->region = NULL;
+	}
+	if (m->instance_id)
+		return 0;
+	return rejected ? -EBADMSG : -ENODATA;
+}
+
+/* A value given on the command line must have its format (a usage error otherwise). */
+static bool flag_value_ok(const char *flag, const char *v, bool (*valid)(const char *),
+			  const char *what)
+{
+	char esc[160];
+
+	if (!v || valid(v))
+		return true;
+	fprintf(stderr, "aws-k8s csi-node: --%s: \"%s\" is not %s\n", flag,
+		aws_value_escape(v, esc, sizeof(esc)), what);
+	return false;
+}
+
+static long long compute_limit(const struct csi_node_meta *m, struct aws_client *aws)
+{
+	struct csi_node_limits_input in = {
+		.attach_limit = attach_limit,
+		.reserved = reserved,
+		.instance_type = m->instance_type,
+		.enis = m->enis,
+		.non_csi_volumes = -1,
+		.bdm = m->bdm,
+	};
+	struct csi_node_type_facts facts;
+	char why[256];
+	int r;
+
+	if (attach_limit < 0 && describe_types && aws) {
+		if (m->instance_type &&
+		    (r = csi_node_ec2_type_facts(aws, m->instance_type, &facts)) == 0)
+			in.facts = &facts;
+		else if (m->instance_type)
+			log_info("no instance type facts from EC2; using defaults",
+				 KV_S("type", m->instance_type), KV_E(r));
+		int n;
+		if (reserved < 0 &&
+		    (r = csi_node_ec2_non_csi_volumes(aws, m->instance_id, &n)) == 0)
+			in.non_csi_volumes = n + (n == 0); /* the root volume is always there */
+	}
+	long long limit = csi_node_max_volumes(&in, why, sizeof(why));
+	log_info("attach limit", KV_I("max_volumes_per_node", limit), KV_S("how", why),
+		 KV_S("instance_type", m->instance_type ? m->instance_type : ""),
+		 KV_I("interfaces", m->enis));
+	return limit;
+}
+
+int csi_node_main(int argc, char **argv)
+{
+	struct csi_node_meta meta = { .enis = -1 };
+	struct aws_client *aws = NULL;
+	struct csi_node *node = NULL;
+	struct csi_kv *topo = NULL;
+	size_t ntopo = 0;
+	int r, ret = 1, n = flags_parse("csi-node", node_usage, node_flags, argc, argv);
+
+	if (n < 0)
+		return flags_exit_code(n);
+	if (n > 0) {
+		fprintf(stderr, "aws-k8s csi-node: unexpected argument '%s'\n", argv[0]);
+		ret = 2;
+		goto out;
+	}
+	if (attach_limit != -1 && reserved != -1) {
+		fprintf(stderr, "aws-k8s csi-node: only one of --volume-attach-limit and "
+				"--reserved-volume-attachments may be specified\n");
+		ret = 2;
+		goto out;
+	}
+	for (size_t i = 0; metadata_sources && metadata_sources[i]; i++) {
+		if (strcmp(metadata_sources[i], "imds") != 0 &&
+		    strcmp(metadata_sources[i], "kubernetes") != 0) {
+			fprintf(stderr,
+				"aws-k8s csi-node: --metadata-sources: invalid source '%s' (imds, "
+				"kubernetes)\n",
+				metadata_sources[i]);
+			ret = 2;
+			goto out;
+		}
+	}
+	if (!flag_value_ok("node-id", node_id, aws_instance_id_valid,
+			   "an EC2 instance id (i- and 8 or 17 hex digits)") ||
+	    !flag_value_ok("availability-zone", zone, aws_zone_valid, "an availability zone") ||
+	    !flag_value_ok("instance-type", instance_type, aws_instance_type_valid,
+			   "an EC2 instance type (family.size)")) {
+		ret = 2;
+		goto out;
+	}
+	if (windows_host_process) {
+		fprintf(stderr,
+			"aws-k8s csi-node: --windows-host-process: Windows is not supported\n");
+		ret = 2;
+		goto out;
+	}
+	if ((r = gather_metadata(&meta, &aws)) < 0) {
+		log_error("cannot tell the node id: no metadata source gave a well-formed one; give "
+			  "--node-id, or make the instance metadata service or the Kubernetes Node "
+			  "($CSI_NODE_NAME) reachable",
+			  KV_E(r));
+		goto out;
+	}
+	long long limit = compute_limit(&meta, aws);
+	if ((r = csi_node_topology(&meta, &topo, &ntopo)) < 0) {
+		log_error("out of memory", KV_E(r));
+		goto out;
+	}
+	struct csi_node_config cfg = {
+		.devices = { .by_id_dir = device_dir },
+		.legacy_xfs = legacy_xfs,
+		.mkfs_timeout_ns = mkfs_timeout,
+		.node_id = meta.instance_id,
+		.max_volumes = limit,
+		.topology = topo,
+		.n_topology = ntopo,
+	};
+	if ((r = csi_node_new(&cfg, &node)) < 0) {
+		log_error("cannot set up the node service", KV_E(r));
+		goto out;
+	}
+	log_info("node", KV_S("node_id", meta.instance_id),
+		 KV_S("zone", meta.zone ? meta.zone : ""),
+		 KV_S("region", meta.region ? meta.region : ""),
+		 KV_S("device_dir", device_dir ? device_dir : "/dev/disk/by-id"));
+	struct csi_identity id = { .controller = false };
+	struct csi_node_untaint *untaint =
+		csi_node_untaint_start(getenv("CSI_NODE_NAME"), csi_flags.driver_name);
+	ret = csi_serve("csi-node", &id, csi_node_methods, node);
+	csi_node_untaint_stop(untaint);
+out:
+	csi_node_free(node);
+	csi_node_topology_free(topo, ntopo);
+	aws_client_free(aws);
+	csi_node_meta_release(&meta);
+	flags_free(node_flags);
+	return ret;
+}

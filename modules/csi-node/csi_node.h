@@ -1,0 +1,99 @@
+/* aws-k8s csi-node: the EBS CSI node plugin (a DaemonSet on every node).
+ *
+ *   csi_node.c         flags and csi_node_main
+ *   csi_node_meta.c    what the node reports about itself: instance id, zone, topology,
+ *                      attach-limit inputs (metadata service, Kubernetes, EC2)
+ *   csi_node_grpc.c    the Node service over gRPC (the method table below)
+ *   csi_node_service.c, csi_node_publish.c, csi_node_expand.c
+ *                      the Node calls as plain C (csi_node_service.h)
+ *   csi_node_mount.c, csi_node_device.c, csi_node_format.c, csi_node_exec.c,
+ *   csi_node_limits.c  the pieces they are made of
+ *   csi_node_taint.c   removing the startup taint from the Node */
+#pragma once
+#include <cjson/cJSON.h>
+#include <libxml/tree.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/grpc/server.h"
+#include "modules/csi-node/csi_node_format.h"
+#include "modules/csi-node/csi_node_limits.h"
+
+int csi_node_main(int argc, char **argv);
+
+/* /csi.v1.Node/...; userdata is the struct csi_node. */
+extern const struct rpc_method csi_node_methods[];
+
+/* What the node knows about its instance. */
+struct csi_node_meta {
+	char *instance_id;
+	char *instance_type;
+	char *zone;
+	char *zone_id;
+	char *region;
+	char *outpost_arn;
+	int enis;   /* attached network interfaces; -1 unknown */
+	char **bdm; /* metadata block-device-mapping as "key=device"; NULL unknown */
+};
+
+void csi_node_meta_release(struct csi_node_meta *m);
+
+struct aws_imds;
+struct aws_client;
+struct kube_client;
+
+/* Fills the fields of m that are still unset from the instance metadata service. The values
+ * are taken as served: check them with csi_node_meta_check. */
+int csi_node_meta_from_imds(struct aws_imds *imds, struct csi_node_meta *m);
+/* Fills the unset instance id, zone, zone id, region and instance type from the Kubernetes
+ * Node object of node_name (spec.providerID "aws:///<zone>/<instance-id>", its zone, zone-id,
+ * region and instance-type labels). A providerID that cannot be parsed is kept whole as the
+ * instance id, so that csi_node_meta_check reports it. -ENODATA when there is no instance id. */
+int csi_node_meta_from_kube(struct kube_client *kc, const char *node_name, struct csi_node_meta *m);
+
+/* The first malformed value of a metadata source: its field ("instance-id",
+ * "availability-zone", "availability-zone-id", "region", "instance-type", "outpost-arn"), the
+ * value as given, and what is wrong with it. */
+struct csi_node_meta_fault {
+	const char *field;
+	const char *value;
+	const char *problem;
+};
+/* Checks every value m has with the formats of common/aws/ids.h, and that the zone is in the
+ * region when both are known: 0, or -EBADMSG with the first fault in *ret. */
+int csi_node_meta_check(const struct csi_node_meta *m, struct csi_node_meta_fault *ret);
+/* Moves into m the values of from that m does not have yet (from keeps the others). */
+void csi_node_meta_merge(struct csi_node_meta *m, struct csi_node_meta *from);
+/* Parses a providerID "aws:///us-east-1a/i-0abc" (or "aws:////i-0abc"). */
+int csi_node_parse_provider_id(const char *provider_id, char *zone, size_t zlen, char *id,
+			       size_t idlen);
+
+/* The NodeGetInfo topology of m: the two zone keys, kubernetes.io/os, the zone id when known,
+ * and the outpost keys. Keys and values are malloc'd into ret (free with
+ * csi_node_topology_free). */
+int csi_node_topology(const struct csi_node_meta *m, struct csi_kv **ret, size_t *ret_n);
+void csi_node_topology_free(struct csi_kv *kv, size_t n);
+
+/* EC2: the attach-limit facts of an instance type (DescribeInstanceTypes), and how many volumes
+ * attached to an instance are not CSI volumes (DescribeVolumes filtered by attachment): a CSI
+ * volume carries the driver's tags (CSIVolumeName, ebs.csi.aws.com/cluster) or is attached
+ * under a name the CSI controller hands out (/dev/xvdaa-xvddz). */
+int csi_node_ec2_type_facts(struct aws_client *c, const char *instance_type,
+			    struct csi_node_type_facts *ret);
+int csi_node_ec2_non_csi_volumes(struct aws_client *c, const char *instance_id, int *ret);
+/* The reply parsers behind them (for tests). */
+int csi_node_parse_type_facts(const xmlNode *result, const char *instance_type,
+			      struct csi_node_type_facts *ret);
+int csi_node_parse_non_csi_volumes(const xmlNode *result, const char *instance_id, int *ret);
+
+/* The taint new nodes may carry until the node plugin runs (upstream's name). */
+#define CSI_NODE_STARTUP_TAINT "ebs.csi.aws.com/agent-not-ready"
+
+/* Starts removing the startup taint from node_name in the background (see csi_node_taint.c);
+ * NULL when node_name is empty. csi_node_untaint_stop ends it (at shutdown) and frees it. */
+struct csi_node_untaint;
+struct csi_node_untaint *csi_node_untaint_start(const char *node_name, const char *driver);
+void csi_node_untaint_stop(struct csi_node_untaint *u);
+/* The JSON patch that removes the startup taint from a Node object: 1 and the patch (malloc'd)
+ * in ret, 0 when the node has no such taint, -ENOMEM. */
+int csi_node_untaint_patch(const cJSON *node, char **ret);
