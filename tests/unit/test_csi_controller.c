@@ -826,6 +826,9 @@ TEST(csi_ctrl_publish_stuck_attaching_is_undone)
 	pthread_mutex_lock(&S.lock);
 	S.attach_polls = 1;
 	pthread_mutex_unlock(&S.lock);
+	/* the retry must not be judged stuck: its wait for the detach, the attach and two polls
+	 * can take more than 150 ms on a loaded machine */
+	e.ctrl.stuck_attaching_ns = 60 * NSEC_PER_SEC;
 	/* the retry waits for the detach, then uses another name */
 	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq, &out, msg, sizeof(msg)), RPC_OK);
 	ASSERT_CONTAINS(out, "/dev/xvdab");
