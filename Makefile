@@ -2,6 +2,8 @@
 #   make                         build ./aws-k8s
 #   make test                    build and run every test (unit + integration)
 #   make SANITIZE=address,undefined test   the same under ASan+UBSan
+#   make tsan                    the unit tests under ThreadSanitizer (build/tsan/)
+#   make check                   the static checks: -Werror build, cppcheck, tests/check/run
 #   make bench                   run the benchmarks under tests/bench/
 #   make clean
 CC ?= cc
@@ -13,7 +15,10 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 GIT_DIRTY := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 
-ifdef SANITIZE
+ifeq ($(SANITIZE),thread)
+B := build/tsan
+BIN := $(B)/aws-k8s
+else ifdef SANITIZE
 B := build/san
 BIN := $(B)/aws-k8s
 else
@@ -41,7 +46,7 @@ TEST_SRCS := $(wildcard tests/unit/*.c)
 TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS))
 UNIT := $(B)/unit-tests
 
-.PHONY: all test unit bench demo clean fmt lint FORCE
+.PHONY: all test unit tsan check bench demo clean fmt lint FORCE
 .SECONDARY: $(GEN_C) $(GEN_H)
 all: $(BIN)
 
@@ -76,8 +81,21 @@ test: $(BIN) $(UNIT)
 	AWS_K8S=$(abspath $(BIN)) UNIT_TESTS=$(abspath $(UNIT)) \
 		$(if $(SANITIZE),BINARY_TESTS_ONLY=1 TEST_LOGDIR=$(abspath $(B))/test-logs) tests/run
 
+# Under SANITIZE=thread, the libraries built without it are suppressed (tests/unit/tsan.supp).
+ifeq ($(SANITIZE),thread)
+SAN_ENV := TSAN_OPTIONS="second_deadlock_stack=1 suppressions=$(abspath tests/unit/tsan.supp) \
+	$(TSAN_OPTIONS)"
+endif
+
 unit: $(UNIT)
-	$(UNIT)
+	$(SAN_ENV) $(UNIT) $(UNIT_ARGS)
+
+# ThreadSanitizer over the unit tests of the threaded parts (objects in build/tsan/). The whole
+# suite runs under it with `make SANITIZE=thread unit`.
+TSAN_TESTS := kube_wq kube_controllers grpc_ cancel signals http_ aws_batch aws_creds kube_rest \
+	kube_events
+tsan:
+	$(MAKE) SANITIZE=thread unit UNIT_ARGS="$(TSAN_TESTS)"
 
 demo: $(BIN)
 	AWS_K8S=$(abspath $(BIN)) tests/demo/run
@@ -88,9 +106,18 @@ bench: $(BIN)
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
+# cppcheck; its false positives are listed in tests/check/cppcheck.supp.
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		-I. -D_GNU_SOURCE main.c common modules
+		--suppressions-list=tests/check/cppcheck.supp -I. -D_GNU_SOURCE main.c common modules
+
+# The build with -Werror, cppcheck, then every executable tests/check/*.sh and *.py
+# (tests/check/run): banned functions, the compile-must-fail test of the log API, the
+# copy-paste detector (jscpd: `npm ci --prefix tests/check` installs it), the cycle check...
+check: $(BIN) $(UNIT)
+	@$(MAKE) --no-print-directory lint
+	@echo "ok - lint (cppcheck)"
+	tests/check/run
 
 clean:
 	rm -rf build aws-k8s

@@ -15,6 +15,7 @@
 #include "common/aws/xml.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
+#include "common/base/secret.h"
 #include "common/base/signals.h"
 #include "common/base/timeutil.h"
 #include "common/http/client.h"
@@ -457,7 +458,7 @@ static int attempt(struct aws_client *c, const struct aws_request *rq,
 	hr.cancel = cancel_root(); /* a stop aborts the call in flight */
 	http_response_init(&resp);
 	r = http_client_do(c->http, &hr, &resp);
-	explicit_bzero(sig.authorization, sizeof(sig.authorization));
+	secret_wipe(sig.authorization, sizeof(sig.authorization));
 	aws_credentials_release(&own);
 	if (r < 0) {
 		aws_error_set(err, 0, "", "%s %s: %s", rq->action, ep->url,

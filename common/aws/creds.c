@@ -8,23 +8,15 @@
 #include <string.h>
 
 #include "common/base/buf.h"
-
-static void free_secret(char **s)
-{
-	if (*s) {
-		explicit_bzero(*s, strlen(*s));
-		free(*s);
-		*s = NULL;
-	}
-}
+#include "common/base/secret.h"
 
 void aws_credentials_release(struct aws_credentials *c)
 {
 	if (!c)
 		return;
-	free_secret(&c->access_key_id);
-	free_secret(&c->secret_access_key);
-	free_secret(&c->session_token);
+	secret_freep(&c->access_key_id);
+	secret_freep(&c->secret_access_key);
+	secret_freep(&c->session_token);
 	c->expiration_ns = 0;
 }
 

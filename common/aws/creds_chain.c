@@ -12,6 +12,7 @@
 #include "common/aws/xml.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
+#include "common/base/secret.h"
 #include "common/base/timeutil.h"
 #include "common/http/client.h"
 
@@ -21,15 +22,6 @@
 static char *xstrdup(const char *s)
 {
 	return s && *s ? strdup(s) : NULL;
-}
-
-static void free_str(char **s)
-{
-	if (*s) {
-		explicit_bzero(*s, strlen(*s));
-		free(*s);
-		*s = NULL;
-	}
 }
 
 int aws_creds_new(const struct aws_creds_io *io, const struct aws_creds_opts *o,
@@ -93,9 +85,9 @@ void aws_creds_free(struct aws_creds *p)
 	if (!p)
 		return;
 	aws_credentials_release(&p->cur);
-	free_str(&p->ak);
-	free_str(&p->sk);
-	free_str(&p->token);
+	secret_freep(&p->ak);
+	secret_freep(&p->sk);
+	secret_freep(&p->token);
 	free(p->role_arn);
 	free(p->token_file);
 	free(p->session_name);
@@ -193,7 +185,7 @@ static int profile_role(struct aws_creds *p, const char *profile, const char *ro
 				return -ENOKEY;
 			profile_get(profile, "aws_session_token", &tok);
 			r = aws_credentials_set(&base, ak, sk, tok, 0);
-			explicit_bzero(sk, strlen(sk));
+			secret_wipe_str(sk);
 		} else {
 			r = profile_creds(p, src, depth + 1, &base);
 		}
@@ -252,9 +244,9 @@ static int profile_creds(struct aws_creds *p, const char *profile, int depth,
 		return -ENOKEY;
 	profile_get(profile, "aws_session_token", &tok);
 	r = aws_credentials_set(ret, ak, sk, tok, 0);
-	explicit_bzero(sk, strlen(sk));
+	secret_wipe_str(sk);
 	if (tok)
-		explicit_bzero(tok, strlen(tok));
+		secret_wipe_str(tok);
 	return r;
 }
 

@@ -11,6 +11,7 @@
 
 #include "common/aws/creds.h"
 #include "common/base/buf.h"
+#include "common/base/secret.h"
 
 #define INI_MAX_SIZE ((size_t)1 << 20)
 #define INI_MAX_KEYS 4096
@@ -34,7 +35,7 @@ void aws_ini_free(struct aws_ini *ini)
 		free(ini->e[i].section);
 		free(ini->e[i].key);
 		if (ini->e[i].value) {
-			explicit_bzero(ini->e[i].value, strlen(ini->e[i].value));
+			secret_wipe_str(ini->e[i].value);
 			free(ini->e[i].value);
 		}
 	}
@@ -78,7 +79,7 @@ static int ini_set(struct aws_ini *ini, const char *section, const char *k, size
 	for (size_t i = 0; i < ini->n; i++) {
 		if (strcmp(ini->e[i].section, section) == 0 && strcmp(ini->e[i].key, key) == 0) {
 			free(key);
-			explicit_bzero(ini->e[i].value, strlen(ini->e[i].value));
+			secret_wipe_str(ini->e[i].value);
 			free(ini->e[i].value);
 			ini->e[i].value = val;
 			return 0;
@@ -225,7 +226,7 @@ int aws_ini_load(const char *path, bool config_style, struct aws_ini **ret)
 	if (r == 0)
 		r = aws_ini_parse(b.data ? b.data : "", b.len, config_style, ret);
 	if (b.data)
-		explicit_bzero(b.data, b.len);
+		secret_wipe(b.data, b.len);
 	buf_release(&b);
 	return r;
 }

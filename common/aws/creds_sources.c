@@ -14,18 +14,10 @@
 #include "common/aws/xml.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
+#include "common/base/secret.h"
 #include "common/base/timeutil.h"
 
 #define TOKEN_FILE_MAX (64 * 1024)
-
-static void free_str(char **s)
-{
-	if (*s) {
-		explicit_bzero(*s, strlen(*s));
-		free(*s);
-		*s = NULL;
-	}
-}
 
 /* --- STS ---------------------------------------------------------------------------------- */
 
@@ -79,12 +71,12 @@ int aws_creds_read_token_file(const char *path, char **ret)
 		if ((r = buf_append(&b, chunk, n)) < 0)
 			break;
 	fclose(f);
-	explicit_bzero(chunk, sizeof(chunk));
+	secret_wipe(chunk, sizeof(chunk));
 	if (r == 0)
 		r = buf_puts(&b, "");
 	if (r < 0) {
 		if (b.data)
-			explicit_bzero(b.data, b.len);
+			secret_wipe(b.data, b.len);
 		buf_release(&b);
 		return r;
 	}
@@ -127,13 +119,13 @@ int aws_creds_assume_role_web_identity(struct aws_creds *p, const char *role_arn
 		r = aws_query_add(&q, "RoleSessionName", session);
 	if (r >= 0)
 		r = aws_query_add(&q, "WebIdentityToken", token);
-	explicit_bzero(token, strlen(token));
+	secret_wipe_str(token);
 	free(token);
 	if (r >= 0)
 		r = sts_call(p, &rq, &rep, &err);
 	/* the token was in the request: wipe the copy in the parameters */
 	for (size_t i = 0; i < q.n; i++)
-		explicit_bzero(q.values[i], strlen(q.values[i]));
+		secret_wipe_str(q.values[i]);
 	aws_query_release(&q);
 	if (r < 0) {
 		log_v(2, "AssumeRoleWithWebIdentity failed", KV_S("role", role_arn),
@@ -275,7 +267,7 @@ int aws_creds_container_fetch(struct aws_creds *p, struct aws_credentials *ret)
 			return -ENOMEM;
 	}
 	if (token && strpbrk(token, "\r\n")) {
-		free_str(&token);
+		secret_freep(&token);
 		return -EINVAL;
 	}
 	h.value = token;
@@ -288,7 +280,7 @@ int aws_creds_container_fetch(struct aws_creds *p, struct aws_credentials *ret)
 		if (r == 0 && resp.status == 200) {
 			r = json_credentials(resp.body.data ? resp.body.data : "", resp.body.len,
 					     ret);
-			explicit_bzero(resp.body.data, resp.body.len);
+			secret_wipe(resp.body.data, resp.body.len);
 			http_response_release(&resp);
 			break;
 		}
@@ -304,7 +296,7 @@ int aws_creds_container_fetch(struct aws_creds *p, struct aws_credentials *ret)
 		http_response_release(&resp);
 		log_v(3, "container credentials request failed", KV_E(r));
 	}
-	free_str(&token);
+	secret_freep(&token);
 	return r;
 }
 
@@ -330,7 +322,7 @@ int aws_creds_imds_fetch(struct aws_creds *p, struct aws_credentials *ret)
 	if ((r = aws_imds_get_buf(m, path, &b)) >= 0) {
 		r = json_credentials(b.data ? b.data : "", b.len, ret);
 		if (b.data)
-			explicit_bzero(b.data, b.len);
+			secret_wipe(b.data, b.len);
 	}
 	buf_release(&b);
 	return r;

@@ -11,6 +11,7 @@
 #include "common/base/buf.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
+#include "common/base/secret.h"
 
 void aws_error_clear(struct aws_error *e)
 {
@@ -53,8 +54,8 @@ static void set_message(struct aws_error *e, const char *src, size_t len)
 	raw[len] = 0;
 	log_redact(raw, red, sizeof(red));
 	copy_clean(e->message, sizeof(e->message), red, sizeof(red));
-	explicit_bzero(raw, sizeof(raw));
-	explicit_bzero(red, sizeof(red));
+	secret_wipe(raw, sizeof(raw));
+	secret_wipe(red, sizeof(red));
 }
 
 void aws_error_set(struct aws_error *e, long status, const char *code, const char *fmt, ...)

@@ -9,6 +9,7 @@
 
 #include "common/base/json.h"
 #include "common/base/log.h"
+#include "common/base/secret.h"
 #include "common/base/timeutil.h"
 #include "common/http/client.h"
 
@@ -87,7 +88,7 @@ void aws_imds_free(struct aws_imds *m)
 		return;
 	http_client_free(m->http);
 	pthread_mutex_destroy(&m->lock);
-	explicit_bzero(m->token, sizeof(m->token));
+	secret_wipe(m->token, sizeof(m->token));
 	free(m);
 }
 
@@ -147,7 +148,7 @@ static int token_fetch(struct aws_imds *m)
 		    resp.body.len < sizeof(m->token)) {
 			str_copy(m->token, sizeof(m->token), resp.body.data);
 			str_strip(m->token);
-			explicit_bzero(resp.body.data, resp.body.len);
+			secret_wipe(resp.body.data, resp.body.len);
 			m->token_expires = start + (int64_t)m->token_ttl_s * NSEC_PER_SEC;
 			http_response_release(&resp);
 			return 0;
@@ -188,7 +189,7 @@ static int token_get(struct aws_imds *m, bool force, char *tok, size_t n)
 	} else if (!force && m->token[0] && m->token_expires - IMDS_TOKEN_MARGIN_NS > now) {
 		str_copy(tok, n, m->token);
 	} else {
-		explicit_bzero(m->token, sizeof(m->token));
+		secret_wipe(m->token, sizeof(m->token));
 		r = token_fetch(m);
 		if (r == 0)
 			str_copy(tok, n, m->token);
@@ -234,7 +235,7 @@ int aws_imds_get_buf(struct aws_imds *m, const char *path, struct buf *out)
 		if (r == 0 && resp.status == 200) {
 			r = buf_append(out, resp.body.data ? resp.body.data : "", resp.body.len);
 			http_response_release(&resp);
-			explicit_bzero(tok, sizeof(tok));
+			secret_wipe(tok, sizeof(tok));
 			return r;
 		}
 		if (r == 0 && resp.status == 401 && !retried_401) {
@@ -265,7 +266,7 @@ int aws_imds_get_buf(struct aws_imds *m, const char *path, struct buf *out)
 		if (!transient(r, 0) && r != -EREMOTEIO)
 			break;
 	}
-	explicit_bzero(tok, sizeof(tok));
+	secret_wipe(tok, sizeof(tok));
 	log_v(5, "instance metadata request failed", KV_S("path", path), KV_E(r));
 	return r;
 }

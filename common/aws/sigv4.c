@@ -1,5 +1,6 @@
 /* AWS Signature Version 4 (see sigv4.h). */
 #include "common/aws/sigv4.h"
+#include "common/base/secret.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -67,7 +68,7 @@ static void tls_free(void *p)
 	if (!t)
 		return;
 	EVP_MD_CTX_free(t->ctx);
-	explicit_bzero(t, sizeof(*t));
+	secret_wipe(t, sizeof(*t));
 	free(t);
 }
 
@@ -143,9 +144,9 @@ static int hmac(struct sigv4_tls *t, const void *key, size_t klen, const void *m
 		pad[i] = k[i] ^ 0x5c;
 	if (r >= 0)
 		r = sha256(t, pad, sizeof(pad), inner, sizeof(inner), out);
-	explicit_bzero(k, sizeof(k));
-	explicit_bzero(pad, sizeof(pad));
-	explicit_bzero(inner, sizeof(inner));
+	secret_wipe(k, sizeof(k));
+	secret_wipe(pad, sizeof(pad));
+	secret_wipe(inner, sizeof(inner));
 	return r;
 }
 
@@ -177,9 +178,9 @@ static int signing_key(struct sigv4_tls *t, const char *secret, const char *date
 	memcpy(t->secret_hash, sh, sizeof(sh));
 	memcpy(t->key, out, SHA256_LEN);
 out:
-	explicit_bzero(ks, sizeof(ks));
-	explicit_bzero(k1, sizeof(k1));
-	explicit_bzero(k2, sizeof(k2));
+	secret_wipe(ks, sizeof(ks));
+	secret_wipe(k1, sizeof(k1));
+	secret_wipe(k2, sizeof(k2));
 	return r;
 }
 
@@ -515,8 +516,8 @@ int sigv4_sign_ex(const struct sigv4_input *in, const struct aws_credentials *cr
 	}
 	r = 0;
 out:
-	explicit_bzero(k, sizeof(k));
-	explicit_bzero(k2, sizeof(k2));
+	secret_wipe(k, sizeof(k));
+	secret_wipe(k2, sizeof(k2));
 	buf_release(&creq);
 	buf_release(&sts);
 	buf_release(&signed_list);

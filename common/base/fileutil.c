@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/base/buf.h"
+#include "common/base/secret.h"
 
 #define TMP_TRIES 100
 
@@ -206,7 +207,7 @@ int file_read_all(const char *path, size_t max, char **ret, size_t *ret_len)
 		}
 		r = buf_append(&b, chunk, (size_t)n);
 	}
-	explicit_bzero(chunk, sizeof(chunk));
+	secret_wipe(chunk, sizeof(chunk));
 	close(fd);
 	if (r < 0)
 		return r == -EMSGSIZE ? -EFBIG : r;

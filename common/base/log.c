@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-int log_verbosity;
-enum log_format log_format = LOG_FORMAT_TEXT;
+_Atomic int log_verbosity;
+_Atomic enum log_format log_format = LOG_FORMAT_TEXT;
 long long log_flag_v;
 char *log_flag_format;
 static int log_fd = STDERR_FILENO;
@@ -289,18 +289,19 @@ static void line_value(struct line *l, const struct log_kv *kv)
 	}
 }
 
-void log_emit(enum log_level level, const char *file, int line, const char *msg, ...)
+void log_emit(enum log_level level, const char *file, int line, const char *msg,
+	      const struct log_kv *kv)
 {
 	struct line l = { .len = 0 };
 	struct timeval tv;
 	struct tm tm;
 	const char *base = strrchr(file, '/');
-	va_list ap;
 	int saved_errno = errno;
+	enum log_format format = log_format; /* one format for the whole line */
 
 	base = base ? base + 1 : file;
 	gettimeofday(&tv, NULL);
-	if (log_format == LOG_FORMAT_JSON) {
+	if (format == LOG_FORMAT_JSON) {
 		line_printf(&l, "{\"ts\":%.3f,\"caller\":\"%s:%d\",\"msg\":",
 			    (double)tv.tv_sec * 1000.0 + (double)tv.tv_usec / 1000.0, base, line);
 		line_quote(&l, msg);
@@ -313,24 +314,19 @@ void log_emit(enum log_level level, const char *file, int line, const char *msg,
 			    (long)tv.tv_usec, (int)gettid(), base, line);
 		line_quote(&l, msg);
 	}
-	va_start(ap, msg);
-	for (;;) {
-		struct log_kv kv = va_arg(ap, struct log_kv);
-		if (kv.type == LOG_KV_END)
-			break;
-		if (log_format == LOG_FORMAT_JSON) {
+	for (; kv && kv->type != LOG_KV_END; kv++) {
+		if (format == LOG_FORMAT_JSON) {
 			line_putc(&l, ',');
-			line_quote(&l, kv.key);
+			line_quote(&l, kv->key);
 			line_putc(&l, ':');
 		} else {
 			line_putc(&l, ' ');
-			line_puts(&l, kv.key);
+			line_puts(&l, kv->key);
 			line_putc(&l, '=');
 		}
-		line_value(&l, &kv);
+		line_value(&l, kv);
 	}
-	va_end(ap);
-	if (log_format == LOG_FORMAT_JSON)
+	if (format == LOG_FORMAT_JSON)
 		line_putc(&l, '}');
 	l.buf[l.len++] = '\n';
 	ssize_t w = write(log_fd, l.buf, l.len);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/base64.h"
 #include "common/base/buf.h"
 #include "common/base/timeutil.h"
 #include "common/grpc/rpc.h"
@@ -36,30 +37,13 @@ static bool field_is_secret(const ProtobufCFieldDescriptor *f)
 	return strcmp(f->name, "secrets") == 0 || strcmp(f->name, "mount_flags") == 0;
 }
 
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 static cJSON *b64_json(const ProtobufCBinaryData *b)
 {
-	struct buf out = BUF_INIT(0);
-	cJSON *j;
+	_cleanup_free_ char *s = NULL;
 
-	for (size_t i = 0; i < b->len; i += 3) {
-		uint32_t v = (uint32_t)b->data[i] << 16;
-		if (i + 1 < b->len)
-			v |= (uint32_t)b->data[i + 1] << 8;
-		if (i + 2 < b->len)
-			v |= b->data[i + 2];
-		char q[4] = {b64chars[(v >> 18) & 63], b64chars[(v >> 12) & 63],
-			     i + 1 < b->len ? b64chars[(v >> 6) & 63] : '=',
-			     i + 2 < b->len ? b64chars[v & 63] : '='};
-		if (buf_append(&out, q, 4) < 0) {
-			buf_release(&out);
-			return NULL;
-		}
-	}
-	j = cJSON_CreateString(out.data ? out.data : "");
-	buf_release(&out);
-	return j;
+	if (base64_encode(b->data, b->len, BASE64_STD, &s) < 0)
+		return NULL;
+	return cJSON_CreateString(s);
 }
 
 static cJSON *msg_json(const ProtobufCMessage *m, unsigned flags, int depth);
@@ -294,36 +278,17 @@ static bool name_matches(const char *key, const char *proto_name)
 	return !*p && !*k;
 }
 
+/* proto3 JSON: either alphabet, padding optional */
 static int b64_decode(const char *s, ProtobufCBinaryData *out)
 {
-	size_t n = strlen(s), o = 0;
-	uint8_t *d = malloc(n / 4 * 3 + 3);
-	uint32_t acc = 0;
-	int bits = 0;
+	void *d;
+	size_t n;
+	int r = base64_decode(s, strlen(s), BASE64_ANY_ALPHABET | BASE64_PAD_OPTIONAL, &d, &n);
 
-	if (!d)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		const char *c;
-		if (s[i] == '=')
-			break;
-		if (s[i] == '-' || s[i] == '_')
-			c = strchr(b64chars, s[i] == '-' ? '+' : '/');
-		else
-			c = strchr(b64chars, s[i]);
-		if (!c || !*c) {
-			free(d);
-			return -EINVAL;
-		}
-		acc = acc << 6 | (uint32_t)(c - b64chars);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			d[o++] = (uint8_t)(acc >> bits);
-		}
-	}
+	if (r < 0)
+		return r;
 	out->data = d;
-	out->len = o;
+	out->len = n;
 	return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
+#include "common/base/tsan.h"
 #include "common/grpc/pbjson.h"
 #include "common/grpc/server_internal.h"
 #include "common/metrics/metrics.h"
@@ -86,6 +87,7 @@ static int request_new_call(struct rpc_server *s)
 	c->state = ST_REQUEST;
 	grpc_call_details_init(&c->details);
 	grpc_metadata_array_init(&c->md);
+	tsan_release(c); /* c comes back as the tag of a completion, on the queue's thread */
 	e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md, s->cq, s->cq, c);
 	if (e != GRPC_CALL_OK) {
 		log_v(4, "grpc: request_call failed", KV_S("error", grpc_call_error_to_string(e)));
@@ -131,7 +133,9 @@ static void call_finish(struct rpc_call *c)
 	ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
 	n++;
 	c->state = ST_SEND;
-	e = grpc_call_start_batch(c->call, ops, n, c, NULL);
+	grpc_call *call = c->call; /* read before c is handed over */
+	tsan_release(c);
+	e = grpc_call_start_batch(call, ops, n, c, NULL);
 	if (e != GRPC_CALL_OK) {
 		/* The completion will never come: account for the call here. */
 		struct rpc_server *s = c->srv;
@@ -348,17 +352,14 @@ static void log_call(struct rpc_call *c)
 	kv[n++] = KV_S("code", rpc_code_name(c->code));
 	if (c->code != RPC_OK)
 		kv[n++] = KV_S("error", c->message ? c->message : "");
-	while (n < ARRAY_SIZE(kv))
-		kv[n++] = LOG_END;
+	kv[n] = LOG_END;
 	if (c->code == RPC_OK && c->m && c->m->quiet && !log_enabled(4))
 		return;
 	if (c->code == RPC_INTERNAL || c->code == RPC_UNKNOWN || c->code == RPC_DATA_LOSS)
 		lvl = LOG_ERROR;
 	else if (c->code != RPC_OK)
 		lvl = LOG_WARNING;
-	log_emit(lvl, __FILE__, __LINE__, "grpc call", kv[0], kv[1], kv[2], kv[3], kv[4], kv[5],
-		 kv[6], kv[7], kv[8], kv[9], kv[10], kv[11], kv[12], kv[13], kv[14], kv[15],
-		 kv[16]);
+	log_emit(lvl, __FILE__, __LINE__, "grpc call", kv);
 }
 
 static void on_request(struct rpc_server *s, struct rpc_call *c, bool ok)
@@ -403,7 +404,9 @@ static void on_request(struct rpc_server *s, struct rpc_call *c, bool ok)
 	op.op = GRPC_OP_RECV_MESSAGE;
 	op.data.recv_message.recv_message = &c->recv;
 	c->state = ST_RECV;
-	if (grpc_call_start_batch(c->call, &op, 1, c, NULL) != GRPC_CALL_OK) {
+	grpc_call *call = c->call; /* read before c is handed over */
+	tsan_release(c);
+	if (grpc_call_start_batch(call, &op, 1, c, NULL) != GRPC_CALL_OK) {
 		rpc_call_error(c, RPC_INTERNAL, "cannot receive the request");
 		call_finish(c);
 	}
@@ -452,6 +455,7 @@ static void *cq_main(void *arg)
 			break;
 		if (ev.type != GRPC_OP_COMPLETE)
 			continue;
+		tsan_acquire(ev.tag); /* from the thread that started the operation */
 		if (ev.tag == &s->shutdown_tag) {
 			pthread_mutex_lock(&s->lock);
 			s->shutdown_done = true;
@@ -619,8 +623,10 @@ int rpc_server_start(struct rpc_server *s)
 			    s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 			if (ev.type == GRPC_QUEUE_SHUTDOWN)
 				break;
-			if (ev.type == GRPC_OP_COMPLETE && ev.tag != &s->shutdown_tag)
+			if (ev.type == GRPC_OP_COMPLETE && ev.tag != &s->shutdown_tag) {
+				tsan_acquire(ev.tag);
 				call_free(ev.tag);
+			}
 		}
 		grpc_server_destroy(s->server);
 		grpc_completion_queue_destroy(s->cq);

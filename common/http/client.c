@@ -20,6 +20,7 @@
 #include <strings.h>
 
 #include "common/base/log.h"
+#include "common/base/secret.h"
 #include "common/base/signals.h"
 #include "common/base/timeutil.h"
 
@@ -68,14 +69,6 @@ struct xfer {
 	int64_t last_rx_ns;
 	struct cancel *cancel; /* the request's: cancelling it ends the transfer */
 };
-
-static void secret_free(char *s)
-{
-	if (s) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
 
 static int dup_opt(const char *src, char **dst)
 {
@@ -411,7 +404,7 @@ static int slist_add(struct curl_slist **l, const char *s)
 static void slist_free_secure(struct curl_slist *l)
 {
 	for (struct curl_slist *i = l; i; i = i->next)
-		explicit_bzero(i->data, strlen(i->data));
+		secret_wipe_str(i->data);
 	curl_slist_free_all(l);
 }
 
@@ -455,7 +448,7 @@ static int build_headers(struct http_client *c, const struct http_request *req, 
 		if (r >= 0 && line.len)
 			r = slist_add(&l, line.data);
 		if (line.data)
-			explicit_bzero(line.data, line.cap);
+			secret_wipe(line.data, line.cap);
 	}
 	if (r >= 0 && !expect)
 		r = slist_add(&l, "Expect:");
@@ -624,7 +617,8 @@ static int run(struct handle *h, struct xfer *x, CURLcode *ret_res)
 		mc = curl_multi_perform(h->multi, &running);
 		if (mc != CURLM_OK || !running)
 			break;
-		if ((so && so->cancel && *so->cancel) || cancel_is_cancelled(x->cancel)) {
+		if ((so && so->cancel && __atomic_load_n(so->cancel, __ATOMIC_ACQUIRE)) ||
+		    cancel_is_cancelled(x->cancel)) {
 			r = -ECANCELED;
 			break;
 		}

@@ -8,18 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/base/base64.h"
 #include "common/base/buf.h"
 #include "common/base/fileutil.h"
 #include "common/base/json.h"
+#include "common/base/secret.h"
 #include "common/kube/yaml.h"
-
-static void free_secret(char *s)
-{
-	if (s) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
 
 void kube_config_free(struct kube_config *c)
 {
@@ -31,11 +25,11 @@ void kube_config_free(struct kube_config *c)
 	free(c->cert_file);
 	free(c->key_file);
 	free(c->cert_pem);
-	free_secret(c->key_pem);
-	free_secret(c->token);
+	secret_free(c->key_pem);
+	secret_free(c->token);
 	free(c->token_file);
 	free(c->username);
-	free_secret(c->password);
+	secret_free(c->password);
 	free(c->namespace);
 	free(c->context);
 	free(c->source);
@@ -70,66 +64,22 @@ int kube_read_token_file(const char *path, char **ret)
 	if (r == 0)
 		r = kube_token_check(data);
 	if (r < 0) {
-		free_secret(data);
+		secret_free(data);
 		return r;
 	}
 	*ret = data;
 	return 0;
 }
 
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
 int kube_base64_decode(const char *s, size_t len, char **ret, size_t *ret_len)
 {
-	char *out = malloc(len / 4 * 3 + 4);
-	size_t n = 0, pad = 0;
-	unsigned acc = 0, bits = 0;
+	void *d;
+	int r = base64_decode(s, len, BASE64_STD | BASE64_PAD_OPTIONAL | BASE64_SKIP_SPACE, &d,
+			      ret_len);
 
-	if (!out)
-		return -ENOMEM;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-			continue;
-		if (c == '=') {
-			pad++;
-			continue;
-		}
-		int v = b64_value(c);
-		if (v < 0 || pad) {
-			free(out);
-			return -EINVAL;
-		}
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[n++] = (char)((acc >> bits) & 0xff);
-		}
-	}
-	/* 6 leftover bits can't be; padding must complete the last quantum */
-	if (bits >= 6 || pad > 2 || (pad && (bits / 2 != pad))) {
-		free(out);
-		return -EINVAL;
-	}
-	out[n] = 0;
-	if (ret_len)
-		*ret_len = n;
-	*ret = out;
-	return 0;
+	if (r >= 0)
+		*ret = d;
+	return r;
 }
 
 /* Parsing context of one kubeconfig. */
@@ -208,10 +158,10 @@ static int kc_data(struct kc *k, const cJSON *obj, const char *where, const char
 		return r == -ENOMEM ? r
 				    : kc_fail(k, -EINVAL, "%s.%s: invalid base64", where, field);
 	if (strlen(out) != n || n == 0) {
-		free_secret(out);
+		secret_free(out);
 		return kc_fail(k, -EINVAL, "%s.%s: not PEM text", where, field);
 	}
-	free_secret(*ret);
+	secret_free(*ret);
 	*ret = out;
 	return 0;
 }
@@ -346,7 +296,7 @@ static int kc_user(struct kc *k, const cJSON *u, const char *where, struct kube_
 			return kc_fail(k, r == -ENOMEM ? r : -EINVAL,
 				       "%s.tokenFile '%s' cannot be read: %s", where, c->token_file,
 				       strerror(-r));
-		free_secret(c->token);
+		secret_free(c->token);
 		c->token = t;
 	}
 	if (has_cert || c->token || c->username)

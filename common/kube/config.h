@@ -72,7 +72,8 @@ int kube_token_check(const char *token);
 /* Reads a token file: whitespace around the token is dropped; -ENODATA when it is empty,
  * -EBADMSG when what is left holds a control character or the file a NUL (kube_token_check). */
 int kube_read_token_file(const char *path, char **ret);
-/* Strict base64 (standard alphabet, padding optional, white space ignored). */
+/* A kubeconfig's base64 (base64_decode: standard alphabet, padding optional, white space
+ * ignored). */
 int kube_base64_decode(const char *s, size_t len, char **ret, size_t *ret_len);
 /* Reads a whole regular file of at most max bytes (NUL-terminated); -EFBIG when larger,
  * -EINVAL for a device or a FIFO. */

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/base64.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
+#include "common/base/secret.h"
 #include "common/base/signals.h"
 #include "common/base/timeutil.h"
 #include "common/metrics/metrics.h"
@@ -56,14 +58,6 @@ static void metrics_once(void)
 			     (const char *[]){"verb", "host", NULL}, buckets, ARRAY_SIZE(buckets));
 }
 
-static void free_secret(char *s)
-{
-	if (s) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
 void kube_client_free(struct kube_client *c)
 {
 	if (!c)
@@ -72,50 +66,27 @@ void kube_client_free(struct kube_client *c)
 	free(c->server);
 	free(c->host);
 	free(c->ns);
-	free_secret(c->basic_auth);
+	secret_free(c->basic_auth);
 	free(c->token_file);
-	free_secret(c->token);
+	secret_free(c->token);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
-}
-
-static char *base64_encode(const char *s, size_t n)
-{
-	static const char tab[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char *out = malloc((n + 2) / 3 * 4 + 1), *p = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i += 3) {
-		unsigned v = (unsigned char)s[i] << 16;
-		if (i + 1 < n)
-			v |= (unsigned char)s[i + 1] << 8;
-		if (i + 2 < n)
-			v |= (unsigned char)s[i + 2];
-		*p++ = tab[(v >> 18) & 63];
-		*p++ = tab[(v >> 12) & 63];
-		*p++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-		*p++ = i + 2 < n ? tab[v & 63] : '=';
-	}
-	*p = 0;
-	return out;
 }
 
 static int basic_auth(const struct kube_config *cfg, char **ret)
 {
 	_cleanup_free_ char *pair = NULL;
 	char *b64;
-	int n = asprintf(&pair, "%s:%s", cfg->username, cfg->password ? cfg->password : "");
+	int r, n = asprintf(&pair, "%s:%s", cfg->username, cfg->password ? cfg->password : "");
 
 	if (n < 0)
 		return -ENOMEM;
-	b64 = base64_encode(pair, (size_t)n);
-	explicit_bzero(pair, (size_t)n);
-	if (!b64)
-		return -ENOMEM;
+	r = base64_encode(pair, (size_t)n, BASE64_STD, &b64);
+	secret_wipe(pair, (size_t)n);
+	if (r < 0)
+		return r;
 	n = asprintf(ret, "Basic %s", b64);
-	free_secret(b64);
+	secret_free(b64);
 	return n < 0 ? -ENOMEM : 0;
 }
 
@@ -244,13 +215,13 @@ static bool token_refresh(struct kube_client *c, bool force)
 	pthread_mutex_lock(&c->lock);
 	if (!c->token || strcmp(c->token, t) != 0) {
 		if (http_client_set_token(c->http, t) == 0) {
-			free_secret(c->token);
+			secret_free(c->token);
 			c->token = TAKE_PTR(t);
 			changed = true;
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	free_secret(t);
+	secret_free(t);
 	if (changed)
 		log_v(2, "token file changed, using the new token", KV_S("path", c->token_file));
 	return changed;

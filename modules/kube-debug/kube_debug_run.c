@@ -21,16 +21,28 @@
 #include "common/kube/watch.h"
 #include "modules/kube-debug/kube_debug_int.h"
 
+/* Set by the timer thread, by the event counter and by the main thread; read by all of them
+ * and by the watch: accessed atomically. */
 static volatile bool dbg_cancel;
 static long dbg_seen;
+
+static bool dbg_cancelled(void)
+{
+	return __atomic_load_n(&dbg_cancel, __ATOMIC_ACQUIRE);
+}
+
+static void dbg_set_cancel(bool v)
+{
+	__atomic_store_n(&dbg_cancel, v, __ATOMIC_RELEASE);
+}
 
 static void *timer_main(void *p)
 {
 	int64_t end = dbg.duration > 0 ? now_mono_ns() + dbg.duration : INT64_MAX;
 
-	while (!dbg_cancel) {
+	while (!dbg_cancelled()) {
 		if (stop_requested() || now_mono_ns() >= end) {
-			dbg_cancel = true;
+			dbg_set_cancel(true);
 			break;
 		}
 		sleep_ns(20 * NSEC_PER_MSEC);
@@ -40,14 +52,14 @@ static void *timer_main(void *p)
 
 static void timer_start(pthread_t *t)
 {
-	dbg_cancel = false;
+	dbg_set_cancel(false);
 	dbg_seen = 0;
 	pthread_create(t, NULL, timer_main, NULL);
 }
 
 static void timer_stop(pthread_t t)
 {
-	dbg_cancel = true;
+	dbg_set_cancel(true);
 	pthread_join(t, NULL);
 }
 
@@ -55,7 +67,7 @@ static void timer_stop(pthread_t t)
 static bool count_event(void)
 {
 	if (dbg.count > 0 && __atomic_add_fetch(&dbg_seen, 1, __ATOMIC_RELAXED) >= dbg.count) {
-		dbg_cancel = true;
+		dbg_set_cancel(true);
 		return true;
 	}
 	return false;
@@ -211,11 +223,11 @@ int dbg_informer(struct kube_client *kc, const struct kube_resource *res)
 	if ((r = kube_informer_new(kc, &o, &inf)) < 0 || (r = kube_informer_start(inf)) < 0)
 		return dbg_fail(r, NULL, "informer");
 	timer_start(&t);
-	while (!dbg_cancel && !kube_informer_wait_synced(inf, 100 * NSEC_PER_MSEC))
+	while (!dbg_cancelled() && !kube_informer_wait_synced(inf, 100 * NSEC_PER_MSEC))
 		;
 	if (kube_informer_has_synced(inf))
 		printf("SYNCED %zu\n", kube_store_len(kube_informer_store(inf)));
-	while (!dbg_cancel)
+	while (!dbg_cancelled())
 		sleep_ns(20 * NSEC_PER_MSEC);
 	timer_stop(t);
 	kube_informer_stop(inf);

@@ -7,7 +7,7 @@ cd "$ROOT" || exit 1
 B=build/bench-aws
 mkdir -p "$B"
 cc -std=gnu17 -O2 -D_GNU_SOURCE -I. $(pkg-config --cflags openssl) -o "$B/aws_sigv4_bench" \
-	tests/bench/aws_sigv4_bench.c common/aws/sigv4.c common/base/buf.c \
+	tests/bench/aws_sigv4_bench.c common/aws/sigv4.c common/base/buf.c common/base/secret.c \
 	$(pkg-config --libs openssl) || { echo "aws_sigv4: build failed"; exit 0; }
 "$B/aws_sigv4_bench" "${SIGV4_ITERATIONS:-200000}"
 python3 - <<'PY'

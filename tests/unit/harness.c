@@ -98,10 +98,18 @@ static void remove_tmpdir(void)
 	}
 }
 
+/* With arguments, a test runs when its name contains one of them. */
+static bool selected(const char *name, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strstr(name, argv[i]))
+			return true;
+	return argc < 2;
+}
+
 int main(int argc, char **argv)
 {
 	size_t passed = 0, failed = 0;
-	const char *filter = argc > 1 ? argv[1] : NULL;
 
 	const char *v = getenv("TEST_V");
 	if (v) {
@@ -115,7 +123,7 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < ntests; i++) {
 		struct timespec a, b;
-		if (filter && !strstr(tests[i].name, filter))
+		if (!selected(tests[i].name, argc, argv))
 			continue;
 		test_failed = false;
 		clock_gettime(CLOCK_MONOTONIC, &a);

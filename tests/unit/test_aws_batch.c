@@ -82,8 +82,16 @@ static int fake_fetch(void *ud, const char *const *ids, size_t n, struct aws_rep
 	return 0;
 }
 
+/* Holds the asker threads until every one is started. */
+struct start_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool open;
+};
+
 struct asker {
 	struct aws_batcher *b;
+	struct start_gate *start;
 	char id[32];
 	int r;
 	char dns[64];
@@ -95,6 +103,10 @@ static void *asker_run(void *arg)
 	struct asker *a = arg;
 	xmlDoc *doc = NULL;
 
+	pthread_mutex_lock(&a->start->lock);
+	while (!a->start->open)
+		pthread_cond_wait(&a->start->cond, &a->start->lock);
+	pthread_mutex_unlock(&a->start->lock);
 	a->r = aws_batcher_get(a->b, a->id, &doc, NULL);
 	if (a->r == 0) {
 		const char *id = aws_xml_text(xmlDocGetRootElement(doc), "instanceId");
@@ -107,16 +119,29 @@ static void *asker_run(void *arg)
 	return NULL;
 }
 
+/* Runs the askers in threads that ask all at once: starting 20 or 250 threads takes long enough
+ * on a loaded machine for a batch window to close between the first ask and the last. */
 static int run_askers(struct aws_batcher *b, struct asker *a, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		a[i].b = b;
-		if (pthread_create(&a[i].t, NULL, asker_run, &a[i]) != 0)
-			return -EAGAIN;
+	struct start_gate start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+	size_t started = 0;
+	int r = 0;
+
+	for (; started < n; started++) {
+		a[started].b = b;
+		a[started].start = &start;
+		if (pthread_create(&a[started].t, NULL, asker_run, &a[started]) != 0) {
+			r = -EAGAIN;
+			break;
+		}
 	}
-	for (size_t i = 0; i < n; i++)
+	pthread_mutex_lock(&start.lock);
+	start.open = true;
+	pthread_cond_broadcast(&start.cond);
+	pthread_mutex_unlock(&start.lock);
+	for (size_t i = 0; i < started; i++)
 		pthread_join(a[i].t, NULL);
-	return 0;
+	return r;
 }
 
 TEST(aws_batch_merges_concurrent_asks)
@@ -124,8 +149,8 @@ TEST(aws_batch_merges_concurrent_asks)
 	struct fake f = {.lock = PTHREAD_MUTEX_INITIALIZER};
 	struct aws_batcher_opts o = {.fetch = fake_fetch,
 				     .fetch_ud = &f,
-				     .window_ns = 20 * NSEC_PER_MSEC,
-				     .max_wait_ns = 200 * NSEC_PER_MSEC};
+				     .window_ns = 100 * NSEC_PER_MSEC,
+				     .max_wait_ns = 2 * NSEC_PER_SEC};
 	struct aws_batcher *b;
 	struct aws_batcher_stats st;
 	static struct asker a[250];
@@ -152,8 +177,8 @@ static void notfound_case(enum notfound_style style, int max_calls)
 	struct fake f = {.lock = PTHREAD_MUTEX_INITIALIZER, .style = style};
 	struct aws_batcher_opts o = {.fetch = fake_fetch,
 				     .fetch_ud = &f,
-				     .window_ns = 30 * NSEC_PER_MSEC,
-				     .max_wait_ns = 300 * NSEC_PER_MSEC};
+				     .window_ns = 200 * NSEC_PER_MSEC,
+				     .max_wait_ns = 2 * NSEC_PER_SEC};
 	struct aws_batcher *b;
 	struct asker a[20];
 

@@ -772,8 +772,10 @@ TEST(csi_ctrl_expand_and_modify_are_merged)
 	ASSERT_EQ(pthread_create(&t2, NULL, bg_call, &b4), 0);
 	pthread_join(t1, NULL);
 	pthread_join(t2, NULL);
-	ASSERT_EQ(b3.code, RPC_OK);
-	ASSERT_EQ(b4.code, RPC_ABORTED);
+	/* one of the two wins the window, the other is refused; the 50 ms head start of b3 does
+	 * not decide which on a loaded machine */
+	ASSERT_TRUE((b3.code == RPC_OK && b4.code == RPC_ABORTED) ||
+		    (b3.code == RPC_ABORTED && b4.code == RPC_OK));
 	free(b3.out);
 	free(b4.out);
 	env_stop(&e);
@@ -824,6 +826,9 @@ TEST(csi_ctrl_publish_stuck_attaching_is_undone)
 	pthread_mutex_lock(&S.lock);
 	S.attach_polls = 1;
 	pthread_mutex_unlock(&S.lock);
+	/* the retry must not be judged stuck: its wait for the detach, the attach and two polls
+	 * can take more than 150 ms on a loaded machine */
+	e.ctrl.stuck_attaching_ns = 60 * NSEC_PER_SEC;
 	/* the retry waits for the detach, then uses another name */
 	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq, &out, msg, sizeof(msg)), RPC_OK);
 	ASSERT_CONTAINS(out, "/dev/xvdab");

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/base/json.h"
@@ -25,6 +26,61 @@ static int h_sleep(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCM
 	while (now_mono_ns() < until && !rpc_call_stopping(call))
 		sleep_ns(5 * NSEC_PER_MSEC);
 	return RPC_OK; /* empty reply */
+}
+
+/* Calls to /t.T/Block wait at the gate until a test opens it (or the server stops): a test
+ * sees which calls run at once by counting those inside, not by the clock. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool open;
+	int entered;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
+
+static int h_block(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+	pthread_mutex_lock(&gate.lock);
+	gate.entered++;
+	pthread_cond_broadcast(&gate.cond);
+	while (!gate.open && !rpc_call_stopping(call)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * NSEC_PER_MSEC;
+		if (ts.tv_nsec >= NSEC_PER_SEC) {
+			ts.tv_sec++;
+			ts.tv_nsec -= NSEC_PER_SEC;
+		}
+		pthread_cond_timedwait(&gate.cond, &gate.lock, &ts);
+	}
+	pthread_mutex_unlock(&gate.lock);
+	return RPC_OK; /* empty reply */
+}
+
+static void gate_set(bool open)
+{
+	pthread_mutex_lock(&gate.lock);
+	gate.open = open;
+	if (!open)
+		gate.entered = 0;
+	pthread_cond_broadcast(&gate.cond);
+	pthread_mutex_unlock(&gate.lock);
+}
+
+/* Waits up to 10 s for n calls inside the gate and for the server to count inflight calls. */
+static bool gate_wait(struct rpc_server *s, int n, unsigned inflight)
+{
+	int64_t deadline = now_mono_ns() + 10 * NSEC_PER_SEC;
+	bool ok = false;
+
+	while (!ok && now_mono_ns() < deadline) {
+		pthread_mutex_lock(&gate.lock);
+		ok = gate.entered >= n;
+		pthread_mutex_unlock(&gate.lock);
+		ok = ok && rpc_server_inflight(s) >= inflight;
+		if (!ok)
+			sleep_ns(5 * NSEC_PER_MSEC);
+	}
+	return ok;
 }
 
 static int h_fail(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
@@ -61,6 +117,8 @@ static int h_wrong_reply(struct rpc_call *call, const ProtobufCMessage *in, Prot
 static const struct rpc_method test_methods[] = {
     {"/t.T/Sleep", &csi__v1__probe_request__descriptor, &csi__v1__probe_response__descriptor,
      h_sleep},
+    {"/t.T/Block", &csi__v1__probe_request__descriptor, &csi__v1__probe_response__descriptor,
+     h_block},
     {"/t.T/Fail", &csi__v1__delete_volume_request__descriptor,
      &csi__v1__delete_volume_response__descriptor, h_fail},
     {"/t.T/Info", &csi__v1__get_plugin_info_request__descriptor,
@@ -197,6 +255,7 @@ TEST(grpc_server_calls_and_errors)
 
 struct bg_call {
 	const char *ep;
+	const char *method; /* NULL: /t.T/Sleep */
 	struct rpc_status st;
 	int r;
 	int64_t took;
@@ -212,7 +271,7 @@ static void *bg_sleep(void *arg)
 
 	if ((b->r = rpc_client_new(b->ep, &c)) < 0)
 		return NULL;
-	b->r = rpc_client_call(c, "/t.T/Sleep", &req.base, &csi__v1__probe_response__descriptor,
+	b->r = rpc_client_call(c, b->method ? b->method : "/t.T/Sleep", &req.base, &csi__v1__probe_response__descriptor,
 			       10 * NSEC_PER_SEC, &rep, &b->st);
 	if (rep)
 		protobuf_c_message_free_unpacked(rep, NULL);
@@ -221,37 +280,43 @@ static void *bg_sleep(void *arg)
 	return NULL;
 }
 
+/* Eight calls are served at once: all eight are inside the handler together. The threads are
+ * joined and the server freed before any assertion, so that a failure cannot leave threads that
+ * write into this test's stack after it returned. */
 TEST(grpc_server_concurrent_calls)
 {
 	struct rpc_server *s;
 	char ep[512];
 	pthread_t th[8];
 	struct bg_call b[8];
-	int64_t t0 = now_mono_ns();
+	int started = 0;
 
+	gate_set(false);
 	ASSERT_OK(start(&s, ep, sizeof(ep)));
-	for (int i = 0; i < 8; i++) {
-		b[i] = (struct bg_call){.ep = ep};
-		ASSERT_EQ(pthread_create(&th[i], NULL, bg_sleep, &b[i]), 0);
+	for (; started < 8; started++) {
+		b[started] = (struct bg_call){.ep = ep, .method = "/t.T/Block"};
+		if (pthread_create(&th[started], NULL, bg_sleep, &b[started]) != 0)
+			break;
 	}
-	for (int i = 0; i < 8; i++)
+	bool together = gate_wait(s, 8, 8);
+	gate_set(true);
+	for (int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
-	int64_t took = now_mono_ns() - t0;
+	for (int i = 0; i < 200 && rpc_server_inflight(s) > 0;
+	     i++) /* the server counts after the close */
+		sleep_ns(5 * NSEC_PER_MSEC);
+	rpc_server_free(s);
+	ASSERT_EQ(started, 8);
+	ASSERT_TRUE(together);
 	for (int i = 0; i < 8; i++) {
 		ASSERT_OK(b[i].r);
 		ASSERT_EQ(b[i].st.code, RPC_OK);
 	}
-	/* 8 calls of 300 ms each, served at once */
-	ASSERT_LT(took, 1500 * NSEC_PER_MSEC);
-	for (int i = 0; i < 200 && rpc_server_inflight(s) > 0;
-	     i++) /* the server counts after the close */
-		sleep_ns(5 * NSEC_PER_MSEC);
 	ASSERT_GE(metric_value(metric_counter("grpc_server_handled_total", "",
 					      (const char *[]){"grpc_type", "grpc_service",
 							       "grpc_method", "grpc_code", NULL}),
-			       "unary", "t.T", "Sleep", "OK"),
+			       "unary", "t.T", "Block", "OK"),
 		  8);
-	rpc_server_free(s);
 }
 
 TEST(grpc_server_graceful_stop)
@@ -263,14 +328,19 @@ TEST(grpc_server_graceful_stop)
 
 	ASSERT_OK(start(&s, ep, sizeof(ep)));
 	b = (struct bg_call){.ep = ep};
-	ASSERT_EQ(pthread_create(&th, NULL, bg_sleep, &b), 0);
+	if (pthread_create(&th, NULL, bg_sleep, &b) != 0) {
+		rpc_server_free(s);
+		ASSERT_TRUE(!"pthread_create");
+	}
 	for (int i = 0; i < 200 && rpc_server_inflight(s) == 0; i++)
 		sleep_ns(5 * NSEC_PER_MSEC);
-	ASSERT_EQ(rpc_server_inflight(s), 1);
+	unsigned inflight = rpc_server_inflight(s);
 	int64_t t0 = now_mono_ns();
 	rpc_server_stop(s); /* the call in flight finishes first (it ends early: stopping) */
-	ASSERT_LT(now_mono_ns() - t0, 3 * NSEC_PER_SEC);
-	pthread_join(th, NULL);
+	int64_t took = now_mono_ns() - t0;
+	pthread_join(th, NULL); /* before any assertion: b is on this stack */
+	ASSERT_EQ(inflight, 1);
+	ASSERT_LT(took, 3 * NSEC_PER_SEC);
 	ASSERT_OK(b.r);
 	ASSERT_EQ(b.st.code, RPC_OK);
 	rpc_server_free(s);
@@ -406,42 +476,51 @@ TEST(grpc_pbjson_roundtrip)
 	cJSON_Delete(j);
 }
 
+/* With both workers held inside handlers and two more calls queued behind them, a quiet call
+ * (GetPluginInfo) is still answered: it does not wait in the queue. If it did, it would wait
+ * for the gate, which opens only after it returned, and end on its 5 s deadline (the held calls
+ * have 10 s). */
 TEST(grpc_server_quiet_calls_skip_the_queue)
 {
 	struct rpc_server *s;
-	struct rpc_client *c;
+	struct rpc_client *c = NULL;
 	char ep[512];
 	pthread_t th[4];
 	struct bg_call b[4];
-	struct rpc_status st;
+	struct rpc_status st = {0};
 	ProtobufCMessage *rep = NULL;
 	Csi__V1__GetPluginInfoRequest info = CSI__V1__GET_PLUGIN_INFO_REQUEST__INIT;
+	int started = 0, r = -1;
+	bool held = false;
 
+	gate_set(false);
 	snprintf(ep, sizeof(ep), "unix://%s/q.sock", test_tmpdir());
 	ASSERT_OK(rpc_server_new(&(struct rpc_server_opts){.endpoint = ep, .max_workers = 2}, &s));
 	ASSERT_OK(rpc_server_register(s, csi_identity_methods, &test_id));
 	ASSERT_OK(rpc_server_register(s, test_methods, NULL));
 	ASSERT_OK(rpc_server_start(s));
-	for (int i = 0; i < 4; i++) {
-		b[i] = (struct bg_call){.ep = ep};
-		ASSERT_EQ(pthread_create(&th[i], NULL, bg_sleep, &b[i]), 0);
+	for (; started < 4; started++) {
+		b[started] = (struct bg_call){.ep = ep, .method = "/t.T/Block"};
+		if (pthread_create(&th[started], NULL, bg_sleep, &b[started]) != 0)
+			break;
 	}
-	for (int i = 0; i < 200 && rpc_server_inflight(s) < 4; i++)
-		sleep_ns(5 * NSEC_PER_MSEC);
-	ASSERT_EQ(rpc_server_inflight(s), 4); /* two running, two queued */
-	ASSERT_OK(rpc_client_new(ep, &c));
-	int64_t t0 = now_mono_ns();
-	ASSERT_OK(rpc_client_call(c, "/csi.v1.Identity/GetPluginInfo", &info.base,
-				  &csi__v1__get_plugin_info_response__descriptor, 5 * NSEC_PER_SEC,
-				  &rep, &st));
-	int64_t took = now_mono_ns() - t0;
-	ASSERT_EQ(st.code, RPC_OK);
-	protobuf_c_message_free_unpacked(rep, NULL);
-	ASSERT_LT(took, 200 * NSEC_PER_MSEC); /* not behind the 300 ms calls */
-	for (int i = 0; i < 4; i++) {
+	/* two inside the handler, two queued */
+	held = gate_wait(s, 2, 4);
+	if (held && rpc_client_new(ep, &c) == 0)
+		r = rpc_client_call(c, "/csi.v1.Identity/GetPluginInfo", &info.base,
+				    &csi__v1__get_plugin_info_response__descriptor,
+				    5 * NSEC_PER_SEC, &rep, &st);
+	gate_set(true);
+	for (int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
-		ASSERT_EQ(b[i].st.code, RPC_OK);
-	}
+	if (rep)
+		protobuf_c_message_free_unpacked(rep, NULL);
 	rpc_client_free(c);
 	rpc_server_free(s);
+	ASSERT_EQ(started, 4);
+	ASSERT_TRUE(held);
+	ASSERT_OK(r);
+	ASSERT_EQ(st.code, RPC_OK);
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(b[i].st.code, RPC_OK);
 }

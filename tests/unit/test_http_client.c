@@ -1031,7 +1031,7 @@ static void *cancel_main(void *arg)
 	struct canceller *k = arg;
 	tsrv_sleep_ms(200);
 	k->at_ns = now_mono_ns();
-	k->flag = true;
+	__atomic_store_n(&k->flag, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 

@@ -223,22 +223,32 @@ static int failing_periodic(void *ud, const char *key, int64_t *requeue_after_ns
 	return -EAGAIN;
 }
 
-/* A failing periodic key backs off, but never waits longer than its period: with a 200 ms base
- * delay (doubling), retries 2+ would wait 400 ms, 800 ms...; they come every 100 ms. */
+/* A failing periodic key backs off, but never waits longer than its period: with a 2 s base
+ * delay (doubling), the retries would wait 2 s, 4 s, 8 s...; they come every 100 ms. The bounds
+ * are far apart (100 ms to 1 s against 2 s and more) and the test waits for the calls rather
+ * than for a fixed time, so that a loaded machine cannot fail it. */
 TEST(kube_wq_failing_periodic_key_keeps_its_period)
 {
 	struct periodic p = {.lock = PTHREAD_MUTEX_INITIALIZER};
 	struct kube_wq *q;
+	int64_t deadline = now_mono_ns() + 10 * NSEC_PER_SEC;
+	int calls = 0;
 
-	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){.base_delay_ns = 200 * NSEC_PER_MSEC}, &q));
+	ASSERT_OK(kube_wq_new(&(struct kube_wq_opts){.base_delay_ns = 2 * NSEC_PER_SEC}, &q));
 	ASSERT_OK(kube_wq_run(q, 1, failing_periodic, &p));
 	ASSERT_OK(kube_wq_add(q, "monitor"));
-	sleep_ns(750 * NSEC_PER_MSEC);
+	while (calls < 5 && now_mono_ns() < deadline) {
+		sleep_ns(10 * NSEC_PER_MSEC);
+		pthread_mutex_lock(&p.lock);
+		calls = p.calls;
+		pthread_mutex_unlock(&p.lock);
+	}
 	kube_wq_stop(q);
 	ASSERT_GE(p.calls, 5);
 	for (int i = 1; i < 5; i++) {
 		int64_t gap = p.at[i] - p.at[i - 1];
-		ASSERT_LT(gap, 180 * NSEC_PER_MSEC);
+		ASSERT_GE(gap, 100 * NSEC_PER_MSEC);
+		ASSERT_LT(gap, 1 * NSEC_PER_SEC);
 	}
 	kube_wq_free(q);
 }

@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -155,4 +156,102 @@ TEST(log_errno_name)
 	ASSERT_STREQ(errno_name(-ENOENT), "ENOENT");
 	ASSERT_STREQ(errno_name(EAGAIN), "EAGAIN");
 	ASSERT_STREQ(errno_name(99999), "E?");
+}
+
+/* Golden lines: every byte of a text and a JSON line but the clock, for each kind of value. The
+ * typed log API must keep these exactly. */
+static int golden_line, golden_info_line;
+
+static void emit_golden(void)
+{
+	golden_line = __LINE__ + 1;
+	log_warn("golden \"msg\"\twith Bearer abc.def", KV_S("s", "v a\x01l"), KV_S("nil", NULL),
+		 KV_S("password", "hunter2"), KV_I("i", -42), KV_U("u", 18446744073709551615ULL),
+		 KV_D("d", 0.25), KV_D("tiny", 1e-7), KV_B("yes", true), KV_B("no", false),
+		 KV_E(-EACCES));
+}
+
+static void emit_golden_info(void)
+{
+	golden_info_line = __LINE__ + 1;
+	log_info("plain");
+}
+
+/* Checks "LMMDD HH:MM:SS.uuuuuu " at the start of a text line and returns what follows. */
+static const char *skip_klog_clock(const char *s, char level)
+{
+	static const char shape[] = "L0000 00:00:00.000000 ";
+
+	for (size_t i = 0; i < sizeof(shape) - 1; i++) {
+		if (shape[i] == 'L' ? s[i] != level
+		    : shape[i] == '0' ? (s[i] < '0' || s[i] > '9')
+				      : s[i] != shape[i])
+			return NULL;
+	}
+	return s + sizeof(shape) - 1;
+}
+
+/* Checks `{"ts":<digits>.<3 digits>,` at the start of a JSON line and returns what follows. */
+static const char *skip_json_ts(const char *s)
+{
+	if (strncmp(s, "{\"ts\":", 6) != 0)
+		return NULL;
+	s += 6;
+	if (*s < '0' || *s > '9')
+		return NULL;
+	while (*s >= '0' && *s <= '9')
+		s++;
+	if (s[0] != '.' || !isdigit((unsigned char)s[1]) || !isdigit((unsigned char)s[2]) ||
+	    !isdigit((unsigned char)s[3]) || s[4] != ',')
+		return NULL;
+	return s + 5;
+}
+
+TEST(log_golden_text_lines)
+{
+	char want[512];
+	log_format = LOG_FORMAT_TEXT;
+	_cleanup_free_ char *out = capture(emit_golden);
+	ASSERT_NOT_NULL(out);
+	const char *rest = skip_klog_clock(out, 'W');
+	ASSERT_NOT_NULL(rest);
+	snprintf(want, sizeof(want),
+		 "%7d test_log.c:%d] \"golden \\\"msg\\\"\\twith Bearer <redacted>\" s=\"v a\\u0001l\" "
+		 "nil=\"<nil>\" password=\"<redacted>\" i=-42 u=18446744073709551615 d=0.25 "
+		 "tiny=1e-07 yes=true no=false err=\"Permission denied (EACCES)\"\n",
+		 (int)gettid(), golden_line);
+	ASSERT_STREQ(rest, want);
+
+	_cleanup_free_ char *out2 = capture(emit_golden_info);
+	ASSERT_NOT_NULL(out2);
+	rest = skip_klog_clock(out2, 'I');
+	ASSERT_NOT_NULL(rest);
+	snprintf(want, sizeof(want), "%7d test_log.c:%d] \"plain\"\n", (int)gettid(),
+		 golden_info_line);
+	ASSERT_STREQ(rest, want);
+}
+
+TEST(log_golden_json_lines)
+{
+	char want[512];
+	log_format = LOG_FORMAT_JSON;
+	_cleanup_free_ char *out = capture(emit_golden);
+	_cleanup_free_ char *out2 = capture(emit_golden_info);
+	log_format = LOG_FORMAT_TEXT;
+	ASSERT_NOT_NULL(out);
+	const char *rest = skip_json_ts(out);
+	ASSERT_NOT_NULL(rest);
+	snprintf(want, sizeof(want),
+		 "\"caller\":\"test_log.c:%d\",\"msg\":\"golden \\\"msg\\\"\\twith Bearer <redacted>\","
+		 "\"s\":\"v a\\u0001l\",\"nil\":\"<nil>\",\"password\":\"<redacted>\",\"i\":-42,"
+		 "\"u\":18446744073709551615,\"d\":0.25,\"tiny\":1e-07,\"yes\":true,\"no\":false,"
+		 "\"err\":\"Permission denied (EACCES)\"}\n",
+		 golden_line);
+	ASSERT_STREQ(rest, want);
+	ASSERT_NOT_NULL(out2);
+	rest = skip_json_ts(out2);
+	ASSERT_NOT_NULL(rest);
+	snprintf(want, sizeof(want), "\"caller\":\"test_log.c:%d\",\"msg\":\"plain\",\"v\":0}\n",
+		 golden_info_line);
+	ASSERT_STREQ(rest, want);
 }
