@@ -21,7 +21,6 @@
 
 #include "common/base/log.h"
 #include "common/base/secret.h"
-#include "common/base/signals.h"
 #include "common/base/timeutil.h"
 
 #define POOL_MAX_IDLE 8
@@ -656,7 +655,8 @@ static void set_error(struct http_response *resp, int r, const char *curl_msg, s
 	else if (curl_msg)
 		str_copy(msg, sizeof(msg), curl_msg);
 	else if (r == -ECANCELED)
-		str_copy(msg, sizeof(msg), stop_requested() ? "canceled: stopping" : "canceled");
+		str_copy(msg, sizeof(msg),
+			 cancel_is_cancelled(cancel_root()) ? "canceled: stopping" : "canceled");
 	else if (r == -ETIMEDOUT)
 		str_copy(msg, sizeof(msg), "no data within the idle timeout");
 	else
@@ -697,7 +697,9 @@ static int perform(struct http_client *c, const struct http_request *req,
 		buf_init(&x.line, x.max_line + 2);
 	}
 	r = setup(c, h->easy, req, &x, errbuf, &hdrs);
-	if (r >= 0)
+	if (r >= 0 && cancel_is_cancelled(x.cancel))
+		r = -ECANCELED; /* nothing is sent */
+	else if (r >= 0)
 		r = run(h, &x, &res);
 	if (r >= 0 && res != CURLE_OK)
 		r = x.err < 0 ? x.err : map_curl_error(res, h->easy);

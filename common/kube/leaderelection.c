@@ -168,7 +168,8 @@ static void observe(struct kube_le *le, cJSON *lease)
 }
 
 /* PUT (or POST when create) of a Lease with the given spec; the written Lease is observed. */
-static int write_lease(struct kube_le *le, cJSON *spec, bool create, int64_t timeout_ns)
+static int write_lease(struct kube_le *le, cJSON *spec, bool create, int64_t timeout_ns,
+		       struct cancel *ct)
 {
 	_cleanup_buf_ struct buf path = BUF_INIT(0);
 	_cleanup_free_ char *body = NULL;
@@ -196,7 +197,8 @@ static int write_lease(struct kube_le *le, cJSON *spec, bool create, int64_t tim
 	struct kube_call k = {.method = create ? "POST" : "PUT",
 			      .path = path.data,
 			      .body = body,
-			      .timeout_ns = timeout_ns};
+			      .timeout_ns = timeout_ns,
+			      .cancel = ct};
 	if ((r = kube_call_do(le->c, &k, &out, &st)) < 0) {
 		log_v(4, "cannot write the lease", KV_S("lease", le->name), KV_E(r),
 		      KV_S("reason", st.reason));
@@ -222,7 +224,7 @@ static int try_acquire_or_renew(struct kube_le *le, int64_t timeout_ns)
 	r = kube_call_do(le->c, &k, &lease, &st);
 	if (r == -ENOENT)
 		return write_lease(le, lease_spec(le, le->identity, dur, NULL, 0), true,
-				   timeout_ns);
+				   timeout_ns, NULL);
 	if (r < 0)
 		return r;
 	observe(le, lease);
@@ -235,7 +237,7 @@ static int try_acquire_or_renew(struct kube_le *le, int64_t timeout_ns)
 	const char *acquire = ours ? json_str(le->lease, "spec.acquireTime") : NULL;
 	_cleanup_free_ char *keep = acquire ? strdup(acquire) : NULL;
 	return write_lease(le, lease_spec(le, le->identity, dur, keep, ours ? trans : trans + 1),
-			   false, timeout_ns);
+			   false, timeout_ns, NULL);
 }
 
 static void release(struct kube_le *le)
@@ -246,8 +248,14 @@ static void release(struct kube_le *le)
 	if (!le->lease || !holder || strcmp(holder, le->identity) != 0)
 		return;
 	json_get_int(le->lease, "spec.leaseTransitions", &trans);
-	int r =
-	    write_lease(le, lease_spec(le, NULL, 1, NULL, trans), false, le->cfg.retry_period_ns);
+	/* after the stop, which cancels the client's token: a token of its own, bounded by the
+	 * retry period */
+	struct cancel *ct = NULL;
+	int r = cancel_new(NULL, &ct);
+	if (r == 0)
+		r = write_lease(le, lease_spec(le, NULL, 1, NULL, trans), false,
+				le->cfg.retry_period_ns, ct);
+	cancel_free(ct);
 	log_v(2, r < 0 ? "failed to release the lease" : "released the lease",
 	      KV_S("lease", le->name), KV_E(r));
 }

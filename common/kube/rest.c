@@ -12,7 +12,6 @@
 #include "common/base/json.h"
 #include "common/base/log.h"
 #include "common/base/secret.h"
-#include "common/base/signals.h"
 #include "common/base/timeutil.h"
 #include "common/metrics/metrics.h"
 
@@ -34,6 +33,7 @@ struct kube_client {
 	char *ns;
 	char *basic_auth; /* "Basic base64(user:password)" or NULL */
 	int64_t timeout_ns;
+	struct cancel *cancel; /* of the calls that name none */
 
 	pthread_mutex_t lock; /* guards the bucket and the token */
 	double qps, burst, tokens;
@@ -112,6 +112,7 @@ int kube_client_new(const struct kube_config *cfg, const struct kube_client_opts
 	c->tokens = c->burst;
 	c->last_ns = now_mono_ns();
 	c->timeout_ns = o->timeout_ns > 0 ? o->timeout_ns : 60 * NSEC_PER_SEC;
+	c->cancel = o->cancel ? o->cancel : cancel_root();
 	c->token_read_ns = now_mono_ns();
 	if (o->component && *o->component)
 		snprintf(ua, sizeof(ua), "aws-k8s-%s/%s", o->component, AWSK8S_VERSION);
@@ -162,13 +163,19 @@ const char *kube_client_namespace(const struct kube_client *c)
 	return c->ns;
 }
 
-/* The token bucket: takes a token, waiting for it outside the lock when there is none. */
-static void rate_wait(struct kube_client *c)
+struct cancel *kube_client_cancel(const struct kube_client *c)
+{
+	return c->cancel;
+}
+
+/* The token bucket: takes a token, waiting for it outside the lock when there is none;
+ * -ECANCELED when ct is cancelled first. */
+static int rate_wait(struct kube_client *c, struct cancel *ct)
 {
 	int64_t now, wait = 0;
 
 	if (c->qps < 0)
-		return;
+		return 0;
 	pthread_mutex_lock(&c->lock);
 	now = now_mono_ns();
 	c->tokens += (double)(now - c->last_ns) * c->qps / 1e9;
@@ -181,8 +188,10 @@ static void rate_wait(struct kube_client *c)
 	pthread_mutex_unlock(&c->lock);
 	if (wait > 0) {
 		log_v(6, "client-side throttling", KV_I("wait_ms", wait / NSEC_PER_MSEC));
-		sleep_ns(wait);
+		if (cancel_wait(ct, wait))
+			return -ECANCELED;
 	}
+	return 0;
 }
 
 /* Re-reads the token file once a minute, or at once with force; true when the token changed. */
@@ -369,8 +378,8 @@ static void record(const struct kube_client *c, const char *method, long status,
 
 /* One HTTP exchange with the client's headers; retries once after a 401 when a re-read token
  * file gave a new token. */
-static int exchange(struct kube_client *c, const struct kube_call *k, const char *url,
-		    struct http_response *resp)
+static int exchange(struct kube_client *c, const struct kube_call *k, struct cancel *ct,
+		    const char *url, struct http_response *resp)
 {
 	struct http_header hdrs[3];
 	size_t n = 0;
@@ -390,6 +399,7 @@ static int exchange(struct kube_client *c, const struct kube_call *k, const char
 	    .body = k->body,
 	    .body_len = k->body ? (k->body_len ? k->body_len : strlen(k->body)) : 0,
 	    .timeout_ns = k->timeout_ns,
+	    .cancel = ct,
 	};
 	for (int attempt = 0;; attempt++) {
 		int64_t t0 = now_mono_ns();
@@ -411,6 +421,7 @@ int kube_call_do(struct kube_client *c, const struct kube_call *k, cJSON **ret,
 	_cleanup_buf_ struct buf url = BUF_INIT(0);
 	struct kube_status local;
 	struct http_response resp;
+	struct cancel *ct = k->cancel ? k->cancel : c->cancel;
 	bool idempotent = strcmp(k->method, "GET") == 0;
 	int r;
 
@@ -421,10 +432,13 @@ int kube_call_do(struct kube_client *c, const struct kube_call *k, cJSON **ret,
 		return r;
 	http_response_init(&resp);
 	for (int attempt = 0;; attempt++) {
-		rate_wait(c);
-		token_refresh(c, false);
 		memset(st, 0, sizeof(*st));
-		if ((r = exchange(c, k, url.data, &resp)) < 0) {
+		if ((r = rate_wait(c, ct)) < 0) {
+			str_copy(st->message, sizeof(st->message), "canceled");
+			break;
+		}
+		token_refresh(c, false);
+		if ((r = exchange(c, k, ct, url.data, &resp)) < 0) {
 			str_copy(st->message, sizeof(st->message), resp.error);
 			break;
 		}
@@ -442,8 +456,9 @@ int kube_call_do(struct kube_client *c, const struct kube_call *k, cJSON **ret,
 		    st->retry_after_ns < MAX_RETRY_WAIT_NS ? st->retry_after_ns : MAX_RETRY_WAIT_NS;
 		log_v(4, "retrying after the server asked to", KV_S("url", url.data),
 		      KV_I("status", resp.status), KV_I("wait_ms", wait / NSEC_PER_MSEC));
-		if (stop_wait(wait)) {
+		if (cancel_wait(ct, wait)) {
 			r = -ECANCELED;
+			str_copy(st->message, sizeof(st->message), "canceled");
 			break;
 		}
 	}
@@ -471,7 +486,8 @@ int kube_stream(struct kube_client *c, const char *path_and_query, int64_t timeo
 	};
 	for (int attempt = 0;; attempt++) {
 		int64_t t0 = now_mono_ns();
-		rate_wait(c);
+		if ((r = rate_wait(c, c->cancel)) < 0)
+			return r;
 		token_refresh(c, false);
 		http_response_release(resp);
 		http_response_init(resp);

@@ -22,7 +22,12 @@
  * Every request waits for the client's token bucket (--kube-api-qps/--kube-api-burst), sends
  * "aws-k8s-<component>/<version>" as its user agent, and re-reads a token file once a minute
  * and after a 401 (service-account token rotation). A GET answered 429 or 5xx with a Retry-After
- * is retried up to KUBE_MAX_RETRIES times (waiting at most 10 s each time). */
+ * is retried up to KUBE_MAX_RETRIES times (waiting at most 10 s each time).
+ *
+ * Cancellation (cancel.h): a call ends with -ECANCELED as soon as its token is cancelled, in
+ * flight or in any of its waits (the token bucket, a Retry-After, a conflict retry). The token
+ * is the call's own (kube_call.cancel, kube_list_opts.cancel, kube_watch_opts.cancel) or else
+ * the client's (kube_client_opts.cancel, by default the process's: a stop ends every call). */
 #pragma once
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -30,6 +35,7 @@
 #include <stdint.h>
 
 #include "common/base/buf.h"
+#include "common/base/cancel.h"
 #include "common/http/client.h"
 #include "common/kube/config.h"
 
@@ -77,6 +83,7 @@ struct kube_client_opts {
 	int burst;	       /* 0: 10 */
 	int64_t timeout_ns;    /* per request (not streams); 0: 60 s */
 	size_t max_response;   /* 0: KUBE_DEFAULT_MAX_RESPONSE */
+	struct cancel *cancel; /* of the calls that name none; NULL: cancel_root() */
 };
 
 struct kube_client;
@@ -87,6 +94,8 @@ void kube_client_free(struct kube_client *c);
 const char *kube_client_server(const struct kube_client *c);
 /* The namespace of the configuration (context namespace, pod namespace or "default"). */
 const char *kube_client_namespace(const struct kube_client *c);
+/* The client's token (kube_client_opts.cancel, or cancel_root()). */
+struct cancel *kube_client_cancel(const struct kube_client *c);
 
 struct kube_list_opts {
 	const char *label_selector; /* "app=web,tier in (a,b)" */
@@ -97,6 +106,7 @@ struct kube_list_opts {
 	const char *resource_version_match; /* "NotOlderThan", "Exact" */
 	long long timeout_seconds;	    /* watch: server-side end of the stream */
 	bool allow_watch_bookmarks;
+	struct cancel *cancel; /* kube_list, kube_list_each: instead of the client's token */
 };
 
 enum kube_patch_type {
@@ -141,8 +151,9 @@ int kube_delete(struct kube_client *c, const struct kube_ref *ref, const struct 
 int kube_evict(struct kube_client *c, const char *ns, const char *name,
 	       const struct kube_delete_opts *o, struct kube_status *st);
 /* client-go's RetryOnConflict: GET, mutate, PUT; on -KUBE_ECONFLICT again, up to 5 times with a
- * short backoff. mutate returns 0 to write the object, 1 when nothing needs to change (no
- * PUT; returns 1), or < 0 to stop with that error. The written object goes to *ret. */
+ * short backoff (a wait on the client's token). mutate returns 0 to write the object, 1 when
+ * nothing needs to change (no PUT; returns 1), or < 0 to stop with that error. The written
+ * object goes to *ret. */
 int kube_update_retry(struct kube_client *c, const struct kube_ref *ref,
 		      int (*mutate)(void *ud, cJSON *obj), void *ud, cJSON **ret,
 		      struct kube_status *st);
@@ -157,6 +168,7 @@ struct kube_call {
 	const char *body;
 	size_t body_len; /* 0: strlen(body) */
 	int64_t timeout_ns;
+	struct cancel *cancel; /* instead of the client's token */
 };
 /* One request; on success the reply's JSON goes to *ret when ret is not NULL. */
 int kube_call_do(struct kube_client *c, const struct kube_call *k, cJSON **ret,

@@ -136,6 +136,13 @@ static int call_json(struct kube_client *c, const char *method, const char *path
 	return kube_call_do(c, &k, ret, st);
 }
 
+static int get_json(struct kube_client *c, const char *path, struct cancel *ct, cJSON **ret,
+		    struct kube_status *st)
+{
+	struct kube_call k = {.method = "GET", .path = path, .cancel = ct};
+	return kube_call_do(c, &k, ret, st);
+}
+
 int kube_get(struct kube_client *c, const struct kube_ref *ref, cJSON **ret, struct kube_status *st)
 {
 	_cleanup_buf_ struct buf p = BUF_INIT(0);
@@ -155,7 +162,7 @@ int kube_list(struct kube_client *c, const struct kube_ref *ref, const struct ku
 	int r = kube_path(ref, &p);
 	if (r < 0 || (r = kube_query(lo, false, &p)) < 0)
 		return r;
-	return call_json(c, "GET", p.data, NULL, NULL, ret, st);
+	return get_json(c, p.data, lo ? lo->cancel : NULL, ret, st);
 }
 
 int kube_list_each(struct kube_client *c, const struct kube_ref *ref,
@@ -325,8 +332,9 @@ int kube_update_retry(struct kube_client *c, const struct kube_ref *ref,
 	/* client-go's retry.DefaultRetry: 5 steps of 10 ms with 10% jitter */
 	for (int step = 0; step < 5; step++) {
 		cJSON *obj = NULL;
-		if (step > 0)
-			sleep_ns(10 * NSEC_PER_MSEC + (int64_t)random_below(NSEC_PER_MSEC));
+		if (step > 0 && cancel_wait(kube_client_cancel(c),
+					    10 * NSEC_PER_MSEC + (int64_t)random_below(NSEC_PER_MSEC)))
+			return -ECANCELED;
 		if ((r = kube_get(c, &get, &obj, st)) < 0)
 			return r;
 		if ((r = mutate(ud, obj)) != 0) {

@@ -1,0 +1,241 @@
+/* Cancellation of the Kubernetes client: calls in flight and their waits (token bucket,
+ * Retry-After) end with -ECANCELED as soon as their token is cancelled, against a peer that
+ * holds every request or answers it with one canned reply. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/base/cancel.h"
+#include "common/base/timeutil.h"
+#include "common/kube/rest.h"
+#include "tests/unit/harness.h"
+
+#define PEER_MAX_CONNS 64
+
+/* A peer on 127.0.0.1: answers each request with reply (then closes), or holds it open when
+ * reply is NULL, until peer_stop. */
+struct peer {
+	int lfd, port;
+	const char *reply;
+	atomic_int requests;
+	struct cancel *stop;
+	pthread_t th;
+	int held[PEER_MAX_CONNS];
+	int n_held;
+};
+
+/* Reads one request's head (the body, when any, is small and read with it). */
+static void read_request(int fd)
+{
+	char buf[16384];
+	size_t n = 0;
+
+	while (n < sizeof(buf) - 1) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 2000) <= 0)
+			return;
+		ssize_t k = read(fd, buf + n, sizeof(buf) - 1 - n);
+		if (k <= 0)
+			return;
+		n += (size_t)k;
+		buf[n] = 0;
+		if (strstr(buf, "\r\n\r\n"))
+			return;
+	}
+}
+
+static void *peer_main(void *arg)
+{
+	struct peer *p = arg;
+
+	for (;;) {
+		struct pollfd fds[2] = {{.fd = p->lfd, .events = POLLIN},
+					{.fd = cancel_fd(p->stop), .events = POLLIN}};
+		if (poll(fds, 2, -1) < 0 || fds[1].revents)
+			break;
+		int fd = accept(p->lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		read_request(fd);
+		atomic_fetch_add(&p->requests, 1);
+		if (!p->reply && p->n_held < PEER_MAX_CONNS) {
+			p->held[p->n_held++] = fd;
+			continue;
+		}
+		if (p->reply && write(fd, p->reply, strlen(p->reply)) < 0) {
+			/* the client went away: nothing to do */
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+static struct peer *peer_start(const char *reply)
+{
+	struct peer *p = calloc(1, sizeof(*p));
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+
+	if (!p)
+		return NULL;
+	p->reply = reply;
+	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(p->lfd, 16) < 0 || getsockname(p->lfd, (struct sockaddr *)&sa, &len) < 0 ||
+	    cancel_new(NULL, &p->stop) < 0 || pthread_create(&p->th, NULL, peer_main, p) != 0) {
+		if (p->lfd >= 0)
+			close(p->lfd);
+		cancel_free(p->stop);
+		free(p);
+		return NULL;
+	}
+	p->port = ntohs(sa.sin_port);
+	return p;
+}
+
+static void peer_stop(struct peer *p)
+{
+	if (!p)
+		return;
+	cancel_cancel(p->stop);
+	pthread_join(p->th, NULL);
+	for (int i = 0; i < p->n_held; i++)
+		close(p->held[i]);
+	close(p->lfd);
+	cancel_free(p->stop);
+	free(p);
+}
+
+static struct kube_client *client_for(struct peer *p, struct cancel *ct)
+{
+	char server[64];
+	struct kube_config cfg = {.server = server};
+	struct kube_client *kc = NULL;
+
+	snprintf(server, sizeof(server), "http://127.0.0.1:%d", p->port);
+	if (kube_client_new(&cfg, &(struct kube_client_opts){.qps = -1, .cancel = ct}, &kc) < 0)
+		return NULL;
+	return kc;
+}
+
+struct later {
+	struct cancel *c;
+	int ms;
+	pthread_t th;
+};
+
+static void *cancel_later_main(void *arg)
+{
+	struct later *l = arg;
+	sleep_ns(l->ms * NSEC_PER_MSEC);
+	cancel_cancel(l->c);
+	return NULL;
+}
+
+/* Cancels c after ms on another thread; join with later_join. */
+static void cancel_later(struct later *l, struct cancel *c, int ms)
+{
+	*l = (struct later){.c = c, .ms = ms};
+	pthread_create(&l->th, NULL, cancel_later_main, l);
+}
+
+static void later_join(struct later *l)
+{
+	pthread_join(l->th, NULL);
+}
+
+static int64_t ms_since(int64_t t0)
+{
+	return (now_mono_ns() - t0) / NSEC_PER_MSEC;
+}
+
+TEST(kube_cancel_call_in_flight)
+{
+	struct peer *p = peer_start(NULL); /* never answers */
+	struct cancel *ct = NULL;
+	struct kube_status st;
+	struct later l;
+	cJSON *obj = NULL;
+
+	ASSERT_TRUE(p != NULL);
+	ASSERT_OK(cancel_new(NULL, &ct));
+	struct kube_client *kc = client_for(p, ct);
+	ASSERT_TRUE(kc != NULL);
+	ASSERT_TRUE(kube_client_cancel(kc) == ct);
+	cancel_later(&l, ct, 100);
+	int64_t t0 = now_mono_ns();
+	int r = kube_get(kc, KUBE_REF(&kube_nodes, NULL, "n1"), &obj, &st);
+	int64_t ms = ms_since(t0);
+	later_join(&l);
+	kube_client_free(kc);
+	peer_stop(p);
+	cancel_free(ct);
+	ASSERT_ERR(r, ECANCELED);
+	ASSERT_GE(ms, 90);
+	ASSERT_LT(ms, 1000); /* the client's timeout is 60 s */
+	ASSERT_TRUE(obj == NULL);
+}
+
+TEST(kube_cancel_retry_after_wait)
+{
+	struct peer *p = peer_start("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 5\r\n"
+				    "Content-Type: application/json\r\nContent-Length: 2\r\n"
+				    "Connection: close\r\n\r\n{}");
+	struct cancel *call = NULL;
+	struct kube_status st;
+	struct later l;
+
+	ASSERT_TRUE(p != NULL);
+	ASSERT_OK(cancel_new(NULL, &call));
+	struct kube_client *kc = client_for(p, NULL); /* the process's token: not cancelled */
+	ASSERT_TRUE(kc != NULL);
+	ASSERT_TRUE(kube_client_cancel(kc) == cancel_root());
+	cancel_later(&l, call, 150);
+	int64_t t0 = now_mono_ns();
+	int r = kube_call_do(kc, &(struct kube_call){.method = "GET", .path = "/api/v1/nodes",
+						      .cancel = call},
+			     NULL, &st);
+	int64_t ms = ms_since(t0);
+	later_join(&l);
+	int requests = atomic_load(&p->requests);
+	kube_client_free(kc);
+	peer_stop(p);
+	cancel_free(call);
+	ASSERT_ERR(r, ECANCELED);
+	ASSERT_LT(ms, 1500); /* not the 5 s the server asked for */
+	ASSERT_EQ(requests, 1);
+	ASSERT_STREQ(st.message, "canceled");
+}
+
+TEST(kube_cancel_list_token_sends_nothing)
+{
+	struct peer *p = peer_start("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+				    "Content-Length: 12\r\nConnection: close\r\n\r\n{\"items\":[]}");
+	struct cancel *ct = NULL;
+	cJSON *list = NULL;
+
+	ASSERT_TRUE(p != NULL);
+	ASSERT_OK(cancel_new(NULL, &ct));
+	struct kube_client *kc = client_for(p, NULL);
+	ASSERT_TRUE(kc != NULL);
+	/* the list's own token wins over the client's */
+	ASSERT_OK(kube_list(kc, KUBE_REF(&kube_nodes, NULL, NULL),
+			    &(struct kube_list_opts){.cancel = ct}, &list, NULL));
+	cJSON_Delete(list);
+	list = NULL;
+	cancel_cancel(ct);
+	int r = kube_list(kc, KUBE_REF(&kube_nodes, NULL, NULL),
+			  &(struct kube_list_opts){.cancel = ct}, &list, NULL);
+	int requests = atomic_load(&p->requests);
+	kube_client_free(kc);
+	peer_stop(p);
+	cancel_free(ct);
+	ASSERT_ERR(r, ECANCELED);
+	ASSERT_EQ(requests, 1);
+}
