@@ -3,9 +3,10 @@
  * Each client keeps a small locked pool of curl handles: a request takes one (or makes one),
  * runs, and puts it back, so connections, DNS answers and TLS sessions are reused, and any
  * number of threads can use one client at once. A pooled handle is a curl easy handle plus its
- * own multi handle: the transfer is driven by curl_multi_perform/curl_multi_poll with a short
- * poll timeout, which lets a stream check its cancel flag and idle timer every POLL_MS, and
- * keeps the connection cache in the multi handle across requests. The pool is LIFO so that
+ * own multi handle: the transfer is driven by curl_multi_perform/curl_multi_poll, whose poll
+ * also watches the request's cancellation token (cancel_fd), so that cancelling it ends the
+ * transfer at once; the poll wakes by itself only for a stream's idle timer. The multi handle
+ * keeps the connection cache across requests. The pool is LIFO so that
  * the warmest handle (with a live connection) is used first; it keeps at most POOL_MAX_IDLE
  * idle handles, and everything is freed by http_client_free. Handles are not tied to threads,
  * so nothing is left behind when a thread exits. */
@@ -24,7 +25,7 @@
 #include "common/base/timeutil.h"
 
 #define POOL_MAX_IDLE 8
-#define POLL_MS 100
+#define POLL_MAX_MS 1000 /* a poll's longest sleep; curl's own timers wake it earlier */
 #define DEFAULT_CONNECT_TIMEOUT_NS (10 * NSEC_PER_SEC)
 #define DEFAULT_TIMEOUT_NS (60 * NSEC_PER_SEC)
 #define DEFAULT_MAX_RESPONSE ((size_t)64 << 20)
@@ -598,8 +599,9 @@ static int map_curl_error(CURLcode res, CURL *e)
 	}
 }
 
-/* Drives the transfer with the handle's multi, checking the stream's cancel flag and idle
- * timer between polls. Returns 0 and curl's result, or our own -errno. */
+/* Drives the transfer with the handle's multi, waking at once when the request's token is
+ * cancelled, and checking a stream's idle timer. Returns 0 and curl's result, or our own
+ * -errno. */
 static int run(struct handle *h, struct xfer *x, CURLcode *ret_res)
 {
 	const struct http_stream_opts *so = x->so;
@@ -616,18 +618,22 @@ static int run(struct handle *h, struct xfer *x, CURLcode *ret_res)
 		mc = curl_multi_perform(h->multi, &running);
 		if (mc != CURLM_OK || !running)
 			break;
-		if ((so && so->cancel && __atomic_load_n(so->cancel, __ATOMIC_ACQUIRE)) ||
-		    cancel_is_cancelled(x->cancel)) {
+		if (cancel_is_cancelled(x->cancel)) {
 			r = -ECANCELED;
 			break;
 		}
-		if (so && so->idle_timeout_ns > 0 &&
-		    now_mono_ns() - x->last_rx_ns >= so->idle_timeout_ns) {
-			r = -ETIMEDOUT;
-			break;
+		int ms = POLL_MAX_MS;
+		if (so && so->idle_timeout_ns > 0) {
+			int64_t left = so->idle_timeout_ns - (now_mono_ns() - x->last_rx_ns);
+			if (left <= 0) {
+				r = -ETIMEDOUT;
+				break;
+			}
+			if (left / NSEC_PER_MSEC + 1 < ms)
+				ms = (int)(left / NSEC_PER_MSEC) + 1;
 		}
 		/* the token's descriptor wakes the poll at once when it is cancelled */
-		mc = curl_multi_poll(h->multi, n_extra ? &stopfd : NULL, n_extra, POLL_MS, NULL);
+		mc = curl_multi_poll(h->multi, n_extra ? &stopfd : NULL, n_extra, ms, NULL);
 		if (mc != CURLM_OK)
 			break;
 	}

@@ -86,13 +86,13 @@ int http_client_do(struct http_client *c, const struct http_request *req, struct
  * the cap) and the call returns 0 with resp->status set. on_line returns 0 to go on, or a
  * negative errno to stop (returned by http_client_stream). The stream ends when the peer ends
  * the reply (0), on timeout_ns of the request (-ETIMEDOUT; 0 means no total limit), when no byte
- * arrives for idle_timeout_ns (-ETIMEDOUT; 0 = none), or when *cancel becomes true (-ECANCELED,
- * checked at least every 200 ms). A partial last line without '\n' is delivered at the end.
- * The line handed to on_line is always NUL-terminated. A non-2xx body is cut at the cap. */
+ * arrives for idle_timeout_ns (-ETIMEDOUT; 0 = none), or when the request's token
+ * (http_request.cancel) is cancelled (-ECANCELED, at once). A partial last line without '\n' is
+ * delivered at the end. The line handed to on_line is always NUL-terminated. A non-2xx body is
+ * cut at the cap. */
 struct http_stream_opts {
 	size_t max_line;          /* 0: 16 MiB */
 	int64_t idle_timeout_ns;
-	const volatile bool *cancel;
 	int (*on_line)(void *ud, const char *line, size_t len);
 	void *ud;
 };

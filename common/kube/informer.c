@@ -22,11 +22,12 @@ struct kube_informer {
 
 	pthread_t thread, resync_thread;
 	bool running, resync_running;
-	volatile bool cancel;
+	struct cancel *cancel; /* while running: a child of o.cancel */
 
-	pthread_mutex_t lock; /* guards synced, rv; with cond for waits */
+	pthread_mutex_t lock; /* guards synced, ended, rv; with cond for waits */
 	pthread_cond_t cond;
 	bool synced;
+	bool ended; /* the informer's thread has ended (cancelled) */
 	char *rv;
 
 	pthread_mutex_t handler_lock; /* one handler call at a time */
@@ -209,6 +210,7 @@ static int relist(struct kube_informer *inf, char **rv)
 	    .label_selector = inf->label_selector,
 	    .field_selector = inf->field_selector,
 	    .limit = inf->o.page_size > 0 ? inf->o.page_size : 500,
+	    .cancel = inf->cancel,
 	};
 	struct kube_status st;
 	struct kube_obj **gone = NULL;
@@ -219,6 +221,8 @@ static int relist(struct kube_informer *inf, char **rv)
 
 	kube_store_begin_replace(inf->store);
 	r = kube_list_each(inf->c, informer_ref(inf, &ref), &lo, on_list_item, inf, rv, &st);
+	if (r == -ECANCELED)
+		return r; /* stopping: not an error */
 	if (r < 0) {
 		STAT_INC(list_errors);
 		log_warn("failed to list", KV_S("informer", inf->name), KV_E(r),
@@ -247,19 +251,19 @@ static void *informer_main(void *p)
 	    .field_selector = inf->field_selector,
 	    .timeout_seconds = inf->o.watch_timeout_seconds,
 	    .max_event = inf->o.max_event,
-	    .cancel = &inf->cancel,
+	    .cancel = inf->cancel,
 	    .on_event = on_event,
 	    .ud = inf,
 	};
 	struct kube_ref ref;
 	bool listed_before = false;
 
-	while (!inf->cancel) {
+	while (!cancel_is_cancelled(inf->cancel)) {
 		char *rv = NULL;
 		int r = relist(inf, &rv);
 		if (r < 0) {
 			free(rv);
-			if (kube_sleep_cancellable(backoff_next(&b), &inf->cancel))
+			if (cancel_wait(inf->cancel, backoff_next(&b)))
 				break;
 			continue;
 		}
@@ -284,11 +288,12 @@ static void *informer_main(void *p)
 		else {
 			log_warn("watch failed, listing again", KV_S("informer", inf->name),
 				 KV_E(r));
-			if (kube_sleep_cancellable(backoff_next(&b), &inf->cancel))
+			if (cancel_wait(inf->cancel, backoff_next(&b)))
 				break;
 		}
 	}
 	pthread_mutex_lock(&inf->lock);
+	inf->ended = true;
 	pthread_cond_broadcast(&inf->cond);
 	pthread_mutex_unlock(&inf->lock);
 	return NULL;
@@ -298,12 +303,12 @@ static void *resync_main(void *p)
 {
 	struct kube_informer *inf = p;
 
-	while (!kube_sleep_cancellable(inf->o.resync_ns, &inf->cancel)) {
+	while (!cancel_wait(inf->cancel, inf->o.resync_ns)) {
 		struct kube_obj **v = NULL;
 		size_t n = 0;
 		if (!kube_informer_has_synced(inf) || kube_store_list(inf->store, &v, &n) < 0)
 			continue;
-		for (size_t i = 0; i < n && !inf->cancel; i++)
+		for (size_t i = 0; i < n && !cancel_is_cancelled(inf->cancel); i++)
 			call_add_update(inf, v[i], v[i]);
 		kube_objv_free(v, n);
 	}
@@ -351,9 +356,15 @@ int kube_informer_start(struct kube_informer *inf)
 
 	if (inf->running)
 		return -EALREADY;
-	inf->cancel = false;
-	if ((r = -pthread_create(&inf->thread, NULL, informer_main, inf)) < 0)
+	if ((r = cancel_new(inf->o.cancel, &inf->cancel)) < 0)
 		return r;
+	pthread_mutex_lock(&inf->lock);
+	inf->ended = false;
+	pthread_mutex_unlock(&inf->lock);
+	if ((r = -pthread_create(&inf->thread, NULL, informer_main, inf)) < 0) {
+		cancel_free(TAKE_PTR(inf->cancel));
+		return r;
+	}
 	inf->running = true;
 	if (inf->o.resync_ns > 0) {
 		if ((r = -pthread_create(&inf->resync_thread, NULL, resync_main, inf)) < 0) {
@@ -369,11 +380,12 @@ void kube_informer_stop(struct kube_informer *inf)
 {
 	if (!inf || !inf->running)
 		return;
-	inf->cancel = true;
+	cancel_cancel(inf->cancel);
 	pthread_join(inf->thread, NULL);
 	if (inf->resync_running)
 		pthread_join(inf->resync_thread, NULL);
 	inf->running = inf->resync_running = false;
+	cancel_free(TAKE_PTR(inf->cancel));
 }
 
 void kube_informer_free(struct kube_informer *inf)
@@ -403,23 +415,18 @@ bool kube_informer_has_synced(struct kube_informer *inf)
 
 bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ns)
 {
-	int64_t deadline = timeout_ns < 0 ? INT64_MAX : now_mono_ns() + timeout_ns;
+	int64_t now = now_mono_ns();
+	int64_t deadline = timeout_ns >= 0 && timeout_ns < INT64_MAX - now ? now + timeout_ns : -1;
+	struct timespec ts = {.tv_sec = deadline / NSEC_PER_SEC, .tv_nsec = deadline % NSEC_PER_SEC};
 	bool s;
 
+	/* the thread broadcasts when it has synced, and when it ends (cancelled) */
 	pthread_mutex_lock(&inf->lock);
-	while (!inf->synced && !inf->cancel && inf->running) {
-		int64_t left = deadline - now_mono_ns();
-		if (left <= 0)
+	while (!inf->synced && !inf->ended && inf->running)
+		if (deadline < 0)
+			pthread_cond_wait(&inf->cond, &inf->lock);
+		else if (pthread_cond_timedwait(&inf->cond, &inf->lock, &ts) == ETIMEDOUT)
 			break;
-		if (left > 200 * NSEC_PER_MSEC)
-			left = 200 * NSEC_PER_MSEC; /* re-check cancel now and then */
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		int64_t t = ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec + left;
-		ts.tv_sec = t / NSEC_PER_SEC;
-		ts.tv_nsec = t % NSEC_PER_SEC;
-		pthread_cond_timedwait(&inf->cond, &inf->lock, &ts);
-	}
 	s = inf->synced;
 	pthread_mutex_unlock(&inf->lock);
 	return s;

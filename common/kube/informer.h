@@ -62,6 +62,9 @@ struct kube_informer_opts {
 	size_t max_event;		 /* 0: KUBE_WATCH_MAX_EVENT */
 	size_t max_objects;		 /* 0: KUBE_INFORMER_MAX_OBJECTS */
 	const char *name;		 /* for logs; NULL: the plural */
+	/* A parent token: cancelling it stops the informer's list, watch and resync at once, as
+	 * kube_informer_stop does (which must still be called). NULL: kube_informer_stop alone. */
+	struct cancel *cancel;
 };
 
 struct kube_informer_stats {
@@ -76,12 +79,15 @@ struct kube_informer;
 
 int kube_informer_new(struct kube_client *c, const struct kube_informer_opts *o,
 		      struct kube_informer **ret);
+/* Starts the informer's threads under a new token (a child of o->cancel). */
 int kube_informer_start(struct kube_informer *inf);
-/* Stops the thread and waits for it; the store stays readable until free. */
+/* Cancels the informer's token (a list or watch in flight ends at once) and waits for its
+ * threads; the store stays readable until free. */
 void kube_informer_stop(struct kube_informer *inf);
 void kube_informer_free(struct kube_informer *inf);
 bool kube_informer_has_synced(struct kube_informer *inf);
-/* Waits until the first list is in the store; false on timeout (negative: no limit) or stop. */
+/* Waits until the first list is in the store; false on timeout (negative: no limit), or at once
+ * when the informer was cancelled or stopped before. */
 bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ns);
 struct kube_store *kube_informer_store(struct kube_informer *inf);
 /* The resourceVersion of the last list or of the last watch that ended (malloc'd), or NULL. */

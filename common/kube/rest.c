@@ -467,7 +467,7 @@ int kube_call_do(struct kube_client *c, const struct kube_call *k, cJSON **ret,
 }
 
 int kube_stream(struct kube_client *c, const char *path_and_query, int64_t timeout_ns,
-		const struct http_stream_opts *so, struct http_response *resp)
+		struct cancel *ct, const struct http_stream_opts *so, struct http_response *resp)
 {
 	_cleanup_buf_ struct buf url = BUF_INIT(0);
 	struct http_header hdrs[2] = {{"Accept", "application/json"}};
@@ -483,10 +483,11 @@ int kube_stream(struct kube_client *c, const char *path_and_query, int64_t timeo
 	    .headers = hdrs,
 	    .n_headers = n,
 	    .timeout_ns = timeout_ns,
+	    .cancel = ct ? ct : c->cancel,
 	};
 	for (int attempt = 0;; attempt++) {
 		int64_t t0 = now_mono_ns();
-		if ((r = rate_wait(c, c->cancel)) < 0)
+		if ((r = rate_wait(c, req.cancel)) < 0)
 			return r;
 		token_refresh(c, false);
 		http_response_release(resp);

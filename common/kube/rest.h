@@ -175,9 +175,10 @@ int kube_call_do(struct kube_client *c, const struct kube_call *k, cJSON **ret,
 		 struct kube_status *st);
 int kube_path(const struct kube_ref *ref, struct buf *out);
 int kube_query(const struct kube_list_opts *lo, bool watch, struct buf *out);
-/* A stream (watch) with the client's rate limit, token and TLS; see http_client_stream. */
+/* A stream (watch) with the client's rate limit, token and TLS; see http_client_stream. It ends
+ * with -ECANCELED when ct is cancelled (NULL: the client's token). */
 int kube_stream(struct kube_client *c, const char *path_and_query, int64_t timeout_ns,
-		const struct http_stream_opts *so, struct http_response *resp);
+		struct cancel *ct, const struct http_stream_opts *so, struct http_response *resp);
 
 /* The -errno for an HTTP status and Status reason (reason may be NULL). */
 int kube_errno(long http, const char *reason);

@@ -165,14 +165,14 @@ static int stream_once(struct kube_client *c, const struct kube_ref *ref,
 	struct http_stream_opts so = {
 	    .max_line = o->max_event ? o->max_event : KUBE_WATCH_MAX_EVENT,
 	    .idle_timeout_ns = o->idle_timeout_ns,
-	    .cancel = o->cancel,
 	    .on_line = on_line,
 	    .ud = w,
 	};
 	STAT_INC(stats, streams);
 	http_response_init(&resp);
 	/* the server ends the stream after timeoutSeconds; the client gives it 30 s more */
-	r = kube_stream(c, path.data, (lo.timeout_seconds + 30) * NSEC_PER_SEC, &so, &resp);
+	r = kube_stream(c, path.data, (lo.timeout_seconds + 30) * NSEC_PER_SEC, o->cancel, &so,
+			&resp);
 	if (r == 0 && resp.status != 200) {
 		st->retry_after_ns = 0;
 		r = kube_status_parse(resp.status, resp.body.data, resp.body.len, st);
@@ -208,16 +208,17 @@ int kube_watch_loop(struct kube_client *c, const struct kube_ref *ref,
 		    const struct kube_watch_opts *o, char **rv, struct kube_watch_stats *stats)
 {
 	struct backoff b = {.base_ns = BACKOFF_BASE_NS, .max_ns = BACKOFF_MAX_NS, .jitter = 1.0};
+	struct cancel *ct = o->cancel ? o->cancel : kube_client_cancel(c);
 	int64_t last_err = 0;
 	struct kube_status st;
 	struct wctx w;
 
 	for (;;) {
-		if (o->cancel && *o->cancel)
+		if (cancel_is_cancelled(ct))
 			return -ECANCELED;
 		int64_t t0 = now_mono_ns();
 		int r = stream_once(c, ref, o, rv, &st, stats, &w);
-		if ((o->cancel && *o->cancel) || r == -ECANCELED)
+		if (cancel_is_cancelled(ct) || r == -ECANCELED)
 			return -ECANCELED;
 		if (w.handler_failed || r == -KUBE_EGONE)
 			return r;
@@ -234,7 +235,7 @@ int kube_watch_loop(struct kube_client *c, const struct kube_ref *ref,
 		      KV_E(very_short ? -EPROTO : r), KV_S("reason", st.reason),
 		      KV_S("message", very_short ? "very short watch" : st.message),
 		      KV_I("retry_ms", d / NSEC_PER_MSEC));
-		if (kube_sleep_cancellable(d, o->cancel))
+		if (cancel_wait(ct, d))
 			return -ECANCELED;
 	}
 }

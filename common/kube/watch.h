@@ -34,7 +34,9 @@ struct kube_watch_opts {
 	bool pass_bookmarks;
 	size_t max_event;	 /* 0: KUBE_WATCH_MAX_EVENT */
 	int64_t idle_timeout_ns; /* 0: none (the server's timeout ends a quiet stream) */
-	const volatile bool *cancel;
+	/* Ends the stream in flight and the loop's backoff at once (-ECANCELED); NULL: the
+	 * client's token (kube_client_cancel). */
+	struct cancel *cancel;
 	/* Takes ownership of obj; a result < 0 ends the stream with that result. */
 	int (*on_event)(void *ud, enum kube_event_type type, cJSON *obj);
 	void *ud;
@@ -54,7 +56,8 @@ struct kube_watch_stats {
 int kube_watch_stream(struct kube_client *c, const struct kube_ref *ref,
 		      const struct kube_watch_opts *o, char **rv, struct kube_status *st,
 		      struct kube_watch_stats *stats);
-/* Streams until cancelled (-ECANCELED), too old (-KUBE_EGONE), or on_event fails. */
+/* Streams until o->cancel is cancelled (-ECANCELED), too old (-KUBE_EGONE), or on_event
+ * fails. */
 int kube_watch_loop(struct kube_client *c, const struct kube_ref *ref,
 		    const struct kube_watch_opts *o, char **rv, struct kube_watch_stats *stats);
 
@@ -65,5 +68,5 @@ int kube_watch_decode(const char *line, size_t len, enum kube_event_type *ret_ty
 		      struct kube_status *st);
 
 /* Sleeps up to ns, waking early when *cancel becomes true (checked every 50 ms); returns
- * whether it was cancelled. */
+ * whether it was cancelled. Going: use cancel_wait(). */
 bool kube_sleep_cancellable(int64_t ns, const volatile bool *cancel);

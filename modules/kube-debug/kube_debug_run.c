@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/base/cancel.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
 #include "common/base/signals.h"
@@ -21,53 +22,43 @@
 #include "common/kube/watch.h"
 #include "modules/kube-debug/kube_debug_int.h"
 
-/* Set by the timer thread, by the event counter and by the main thread; read by all of them
- * and by the watch: accessed atomically. */
-static volatile bool dbg_cancel;
+/* The running action's token: cancelled by --count, --duration or a stop (its parent is the
+ * process's token). */
+static struct cancel *dbg_cancel;
 static long dbg_seen;
 
-static bool dbg_cancelled(void)
-{
-	return __atomic_load_n(&dbg_cancel, __ATOMIC_ACQUIRE);
-}
-
-static void dbg_set_cancel(bool v)
-{
-	__atomic_store_n(&dbg_cancel, v, __ATOMIC_RELEASE);
-}
-
+/* --duration: cancels the action's token when it has passed. */
 static void *timer_main(void *p)
 {
-	int64_t end = dbg.duration > 0 ? now_mono_ns() + dbg.duration : INT64_MAX;
-
-	while (!dbg_cancelled()) {
-		if (stop_requested() || now_mono_ns() >= end) {
-			dbg_set_cancel(true);
-			break;
-		}
-		sleep_ns(20 * NSEC_PER_MSEC);
-	}
+	cancel_wait(dbg_cancel, dbg.duration > 0 ? dbg.duration : -1);
+	cancel_cancel(dbg_cancel);
 	return NULL;
 }
 
-static void timer_start(pthread_t *t)
+static int timer_start(pthread_t *t)
 {
-	dbg_set_cancel(false);
+	int r;
+
 	dbg_seen = 0;
-	pthread_create(t, NULL, timer_main, NULL);
+	if ((r = cancel_new(cancel_root(), &dbg_cancel)) < 0)
+		return r;
+	if ((r = -pthread_create(t, NULL, timer_main, NULL)) < 0)
+		cancel_free(TAKE_PTR(dbg_cancel));
+	return r;
 }
 
 static void timer_stop(pthread_t t)
 {
-	dbg_set_cancel(true);
+	cancel_cancel(dbg_cancel);
 	pthread_join(t, NULL);
+	cancel_free(TAKE_PTR(dbg_cancel));
 }
 
 /* Counts an event; true once --count is reached (and cancels). */
 static bool count_event(void)
 {
 	if (dbg.count > 0 && __atomic_add_fetch(&dbg_seen, 1, __ATOMIC_RELAXED) >= dbg.count) {
-		dbg_set_cancel(true);
+		cancel_cancel(dbg_cancel);
 		return true;
 	}
 	return false;
@@ -100,7 +91,6 @@ int dbg_watch(struct kube_client *kc, const struct kube_resource *res)
 	    .timeout_seconds = dbg.watch_timeout,
 	    .pass_bookmarks = true,
 	    .max_event = (size_t)dbg.max_event,
-	    .cancel = &dbg_cancel,
 	    .on_event = watch_event,
 	};
 	struct kube_watch_stats stats = {0};
@@ -108,7 +98,11 @@ int dbg_watch(struct kube_client *kc, const struct kube_resource *res)
 	pthread_t t;
 	int r;
 
-	timer_start(&t);
+	if ((r = timer_start(&t)) < 0) {
+		free(rv);
+		return dbg_fail(r, NULL, "watch");
+	}
+	wo.cancel = dbg_cancel;
 	r = kube_watch_loop(kc, &ref, &wo, &rv, &stats);
 	timer_stop(t);
 	printf(
@@ -213,24 +207,27 @@ static void print_stats(struct kube_informer *inf)
 int dbg_informer(struct kube_client *kc, const struct kube_resource *res)
 {
 	struct kube_informer_opts o;
-	struct kube_informer *inf;
+	struct kube_informer *inf = NULL;
 	pthread_t t;
 	int r;
 
 	if (informer_opts(res, &o) < 0)
 		return 2;
 	o.handlers = (struct kube_handlers){inf_add, inf_update, inf_delete, NULL};
-	if ((r = kube_informer_new(kc, &o, &inf)) < 0 || (r = kube_informer_start(inf)) < 0)
+	if ((r = timer_start(&t)) < 0)
 		return dbg_fail(r, NULL, "informer");
-	timer_start(&t);
-	while (!dbg_cancelled() && !kube_informer_wait_synced(inf, 100 * NSEC_PER_MSEC))
-		;
-	if (kube_informer_has_synced(inf))
+	o.cancel = dbg_cancel; /* --count, --duration and a stop end the informer */
+	if ((r = kube_informer_new(kc, &o, &inf)) < 0 || (r = kube_informer_start(inf)) < 0) {
+		timer_stop(t);
+		kube_informer_free(inf);
+		return dbg_fail(r, NULL, "informer");
+	}
+	/* returns once synced, or once the informer is cancelled */
+	if (kube_informer_wait_synced(inf, -1))
 		printf("SYNCED %zu\n", kube_store_len(kube_informer_store(inf)));
-	while (!dbg_cancelled())
-		sleep_ns(20 * NSEC_PER_MSEC);
-	timer_stop(t);
+	cancel_wait(dbg_cancel, -1);
 	kube_informer_stop(inf);
+	timer_stop(t);
 	print_stats(inf);
 	kube_informer_free(inf);
 	return 0;
@@ -274,6 +271,7 @@ int dbg_sync(struct kube_client *kc, const char *resources)
 										  : &res[i];
 		if (informer_opts(rp, &o) < 0)
 			return 2;
+		o.cancel = cancel_root(); /* a stop ends the wait for the sync */
 		if ((r = kube_informer_new(kc, &o, &infs[i])) < 0)
 			break;
 	}
@@ -282,7 +280,7 @@ int dbg_sync(struct kube_client *kc, const char *resources)
 		r = kube_informer_start(infs[i]);
 	for (size_t i = 0; r >= 0 && i < n; i++)
 		if (!kube_informer_wait_synced(infs[i], dbg.duration > 0 ? dbg.duration : -1))
-			r = -ETIMEDOUT;
+			r = cancel_is_cancelled(cancel_root()) ? -ECANCELED : -ETIMEDOUT;
 	int64_t ms = (now_mono_ns() - t0) / NSEC_PER_MSEC;
 	if (r >= 0) {
 		long rss = rss_kb();

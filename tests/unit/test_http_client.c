@@ -1022,7 +1022,7 @@ TEST(http_client_stream_callback_error)
 }
 
 struct canceller {
-	volatile bool flag;
+	struct cancel *token;
 	int64_t at_ns;
 };
 
@@ -1031,7 +1031,7 @@ static void *cancel_main(void *arg)
 	struct canceller *k = arg;
 	tsrv_sleep_ms(200);
 	k->at_ns = now_mono_ns();
-	__atomic_store_n(&k->flag, true, __ATOMIC_RELEASE);
+	cancel_cancel(k->token);
 	return NULL;
 }
 
@@ -1040,7 +1040,7 @@ static void check_stream_cancel(struct tsrv *s)
 	_cleanup_client_ struct http_client *c = NULL;
 	_cleanup_resp_ struct http_response resp;
 	const char *chunks[] = {"{\"first\":1}\n", NULL};
-	struct canceller k = {.flag = false};
+	struct canceller k = {0};
 	struct lines l = {0};
 	pthread_t th;
 	char u[256];
@@ -1049,13 +1049,14 @@ static void check_stream_cancel(struct tsrv *s)
 
 	http_response_init(&resp);
 	ASSERT_OK(http_client_new(NULL, &c));
+	ASSERT_OK(cancel_new(NULL, &k.token));
 	s->chunks = (const char *const *)chunks;
 	s->hold = true;
 	ASSERT_EQ(pthread_create(&th, NULL, cancel_main, &k), 0);
 	t0 = now_mono_ns();
-	r = http_client_stream(
-	    c, &(struct http_request){.url = url(s, "/stream", u, 256)},
-	    &(struct http_stream_opts){.on_line = on_line, .ud = &l, .cancel = &k.flag}, &resp);
+	r = http_client_stream(c, &(struct http_request){.url = url(s, "/stream", u, 256),
+							 .cancel = k.token},
+			       &(struct http_stream_opts){.on_line = on_line, .ud = &l}, &resp);
 	done = now_mono_ns();
 	pthread_join(th, NULL);
 	_cleanup_strv_ char **v = l.v;
@@ -1063,8 +1064,18 @@ static void check_stream_cancel(struct tsrv *s)
 	ASSERT_EQ(l.n, 1);
 	ASSERT_STREQ(v[0], "{\"first\":1}");
 	ASSERT_GE((done - t0) / NSEC_PER_MSEC, 190);
-	ASSERT_LT((done - k.at_ns) / NSEC_PER_MSEC, 300); /* checked every 100 ms */
+	ASSERT_LT((done - k.at_ns) / NSEC_PER_MSEC, 100); /* the token wakes the poll at once */
 	ASSERT_STREQ(resp.error, "canceled");
+
+	/* a stream whose token is already cancelled sends nothing */
+	int before = tsrv_count(s, NULL);
+	struct lines l3 = {0};
+	r = http_client_stream(c, &(struct http_request){.url = u, .cancel = k.token},
+			       &(struct http_stream_opts){.on_line = on_line, .ud = &l3}, &resp);
+	ASSERT_ERR(r, ECANCELED);
+	ASSERT_EQ(l3.n, 0);
+	ASSERT_EQ(tsrv_count(s, NULL), before);
+	cancel_free(k.token);
 
 	/* the client is fine afterwards (a new connection: the canceled one is closed) */
 	ASSERT_OK(

@@ -13,7 +13,9 @@
 
 #include "common/base/cancel.h"
 #include "common/base/timeutil.h"
+#include "common/kube/informer.h"
 #include "common/kube/rest.h"
+#include "common/kube/watch.h"
 #include "tests/unit/harness.h"
 
 #define PEER_MAX_CONNS 64
@@ -238,4 +240,95 @@ TEST(kube_cancel_list_token_sends_nothing)
 	cancel_free(ct);
 	ASSERT_ERR(r, ECANCELED);
 	ASSERT_EQ(requests, 1);
+}
+
+#define REPLY_500                                                                                  \
+	"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"                 \
+	"Content-Length: 2\r\nConnection: close\r\n\r\n{}"
+
+TEST(kube_cancel_watch_stream_and_backoff)
+{
+	struct peer *held = peer_start(NULL), *failing = peer_start(REPLY_500);
+	struct cancel *ct = NULL;
+	struct later l;
+	char *rv = NULL;
+
+	ASSERT_TRUE(held && failing);
+	/* a stream in flight */
+	ASSERT_OK(cancel_new(NULL, &ct));
+	struct kube_client *kc = client_for(held, NULL);
+	ASSERT_TRUE(kc != NULL);
+	struct kube_watch_opts wo = {.cancel = ct};
+	cancel_later(&l, ct, 100);
+	int64_t t0 = now_mono_ns();
+	int r = kube_watch_loop(kc, KUBE_REF(&kube_nodes, NULL, NULL), &wo, &rv, NULL);
+	int64_t ms = ms_since(t0);
+	later_join(&l);
+	kube_client_free(kc);
+	ASSERT_ERR(r, ECANCELED);
+	ASSERT_LT(ms, 1000);
+
+	/* the reconnect backoff after a failed stream (800 ms at least) */
+	cancel_reset(ct);
+	kc = client_for(failing, NULL);
+	ASSERT_TRUE(kc != NULL);
+	cancel_later(&l, ct, 150);
+	t0 = now_mono_ns();
+	r = kube_watch_loop(kc, KUBE_REF(&kube_nodes, NULL, NULL), &wo, &rv, NULL);
+	ms = ms_since(t0);
+	later_join(&l);
+	int requests = atomic_load(&failing->requests);
+	kube_client_free(kc);
+	peer_stop(held);
+	peer_stop(failing);
+	cancel_free(ct);
+	free(rv);
+	ASSERT_ERR(r, ECANCELED);
+	ASSERT_LT(ms, 700);
+	ASSERT_EQ(requests, 1);
+}
+
+TEST(kube_cancel_informer)
+{
+	struct peer *failing = peer_start(REPLY_500), *held = peer_start(NULL);
+	struct kube_informer *inf = NULL;
+	struct cancel *parent = NULL;
+	struct later l;
+
+	ASSERT_TRUE(held && failing);
+	/* the parent's cancellation ends the list backoff and the wait for the sync */
+	ASSERT_OK(cancel_new(NULL, &parent));
+	struct kube_client *kc = client_for(failing, NULL);
+	ASSERT_TRUE(kc != NULL);
+	ASSERT_OK(kube_informer_new(kc, &(struct kube_informer_opts){.res = &kube_nodes,
+								     .cancel = parent},
+				    &inf));
+	ASSERT_OK(kube_informer_start(inf));
+	cancel_later(&l, parent, 150);
+	int64_t t0 = now_mono_ns();
+	bool synced = kube_informer_wait_synced(inf, 10 * NSEC_PER_SEC);
+	int64_t ms = ms_since(t0);
+	later_join(&l);
+	kube_informer_free(inf);
+	kube_client_free(kc);
+	ASSERT_FALSE(synced);
+	ASSERT_LT(ms, 1000);
+
+	/* kube_informer_stop ends a list in flight */
+	kc = client_for(held, NULL);
+	ASSERT_TRUE(kc != NULL);
+	ASSERT_OK(kube_informer_new(kc, &(struct kube_informer_opts){.res = &kube_nodes}, &inf));
+	ASSERT_OK(kube_informer_start(inf));
+	ASSERT_FALSE(kube_informer_wait_synced(inf, 100 * NSEC_PER_MSEC));
+	t0 = now_mono_ns();
+	kube_informer_stop(inf);
+	ms = ms_since(t0);
+	/* a stopped informer's wait returns at once */
+	ASSERT_FALSE(kube_informer_wait_synced(inf, -1));
+	kube_informer_free(inf);
+	kube_client_free(kc);
+	peer_stop(held);
+	peer_stop(failing);
+	cancel_free(parent);
+	ASSERT_LT(ms, 500);
 }
