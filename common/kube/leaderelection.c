@@ -14,7 +14,6 @@
 #include "common/base/timeutil.h"
 #include "common/kube/kubeflags.h"
 #include "common/kube/rest.h"
-#include "common/kube/watch.h"
 #include "common/metrics/metrics.h"
 
 #define JITTER_FACTOR 1.2
@@ -25,10 +24,10 @@ struct kube_le {
 	char *ns, *name, *identity;
 	pthread_t thread;
 	bool running;
-	volatile bool cancel;
+	struct cancel *cancel; /* while running: a child of cfg.cancel */
 
 	pthread_mutex_t lock; /* guards what other threads read */
-	bool leading, done;
+	bool leading, done, lost;
 	int64_t renewed_ns; /* start of the last successful acquire or renew (monotonic) */
 	char *holder;	    /* last observed holder */
 
@@ -220,11 +219,12 @@ static int try_acquire_or_renew(struct kube_le *le, int64_t timeout_ns)
 
 	if ((r = lease_path(le, true, &path)) < 0)
 		return r;
-	struct kube_call k = {.method = "GET", .path = path.data, .timeout_ns = timeout_ns};
+	struct kube_call k = {
+	    .method = "GET", .path = path.data, .timeout_ns = timeout_ns, .cancel = le->cancel};
 	r = kube_call_do(le->c, &k, &lease, &st);
 	if (r == -ENOENT)
 		return write_lease(le, lease_spec(le, le->identity, dur, NULL, 0), true,
-				   timeout_ns, NULL);
+				   timeout_ns, le->cancel);
 	if (r < 0)
 		return r;
 	observe(le, lease);
@@ -237,24 +237,43 @@ static int try_acquire_or_renew(struct kube_le *le, int64_t timeout_ns)
 	const char *acquire = ours ? json_str(le->lease, "spec.acquireTime") : NULL;
 	_cleanup_free_ char *keep = acquire ? strdup(acquire) : NULL;
 	return write_lease(le, lease_spec(le, le->identity, dur, keep, ours ? trans : trans + 1),
-			   false, timeout_ns, NULL);
+			   false, timeout_ns, le->cancel);
 }
 
+/* Runs after the stop, which cancelled the election's token (and maybe the client's): with a
+ * token of its own, each call bounded by the retry period. A renewal cancelled in flight may
+ * have been written all the same: on a conflict the Lease is read again, and released if it is
+ * still ours. */
 static void release(struct kube_le *le)
 {
-	long long trans = 0;
-	const char *holder = json_str(le->lease, "spec.holderIdentity");
-
-	if (!le->lease || !holder || strcmp(holder, le->identity) != 0)
-		return;
-	json_get_int(le->lease, "spec.leaseTransitions", &trans);
-	/* after the stop, which cancels the client's token: a token of its own, bounded by the
-	 * retry period */
+	_cleanup_buf_ struct buf path = BUF_INIT(0);
 	struct cancel *ct = NULL;
-	int r = cancel_new(NULL, &ct);
-	if (r == 0)
+	int r;
+
+	if ((r = cancel_new(NULL, &ct)) < 0 || (r = lease_path(le, true, &path)) < 0)
+		goto out;
+	for (int attempt = 0;; attempt++) {
+		long long trans = 0;
+		const char *holder = json_str(le->lease, "spec.holderIdentity");
+		if (!le->lease || !holder || strcmp(holder, le->identity) != 0) {
+			cancel_free(ct);
+			return;
+		}
+		json_get_int(le->lease, "spec.leaseTransitions", &trans);
 		r = write_lease(le, lease_spec(le, NULL, 1, NULL, trans), false,
 				le->cfg.retry_period_ns, ct);
+		if (r != -KUBE_ECONFLICT || attempt > 0)
+			break;
+		cJSON *lease = NULL;
+		struct kube_call k = {.method = "GET",
+				      .path = path.data,
+				      .timeout_ns = le->cfg.retry_period_ns,
+				      .cancel = ct};
+		if ((r = kube_call_do(le->c, &k, &lease, NULL)) < 0)
+			break;
+		observe(le, lease);
+	}
+out:
 	cancel_free(ct);
 	log_v(2, r < 0 ? "failed to release the lease" : "released the lease",
 	      KV_S("lease", le->name), KV_E(r));
@@ -272,18 +291,18 @@ static void set_leading(struct kube_le *le, bool leading, int64_t renewed)
 
 static bool acquire(struct kube_le *le)
 {
-	while (!le->cancel) {
+	while (!cancel_is_cancelled(le->cancel)) {
 		int64_t t0 = now_mono_ns();
 		int r = try_acquire_or_renew(le, le->cfg.renew_deadline_ns);
 		if (r == 0) {
 			set_leading(le, true, t0);
 			return true;
 		}
-		if (r != -EBUSY)
+		if (r != -EBUSY && r != -ECANCELED)
 			log_v(2, "failed to acquire the lease", KV_S("lease", le->name), KV_E(r));
 		int64_t d = le->cfg.retry_period_ns;
 		d += (int64_t)random_below((uint64_t)((double)d * JITTER_FACTOR) + 1);
-		if (kube_sleep_cancellable(d, &le->cancel))
+		if (cancel_wait(le->cancel, d))
 			break;
 	}
 	return false;
@@ -293,7 +312,7 @@ static bool acquire(struct kube_le *le)
 static bool renew_until_lost(struct kube_le *le)
 {
 	for (;;) {
-		if (kube_sleep_cancellable(le->cfg.retry_period_ns, &le->cancel))
+		if (cancel_wait(le->cancel, le->cfg.retry_period_ns))
 			return false;
 		pthread_mutex_lock(&le->lock);
 		int64_t deadline = le->renewed_ns + le->cfg.renew_deadline_ns;
@@ -307,11 +326,15 @@ static bool renew_until_lost(struct kube_le *le)
 				set_leading(le, true, t0);
 				break;
 			}
-			log_v(2, "failed to renew the lease", KV_S("lease", le->name), KV_E(r));
+			if (r != -ECANCELED)
+				log_v(2, "failed to renew the lease", KV_S("lease", le->name),
+				      KV_E(r));
 			int64_t left = deadline - now_mono_ns();
-			if (kube_sleep_cancellable(
-				left < le->cfg.retry_period_ns ? left : le->cfg.retry_period_ns,
-				&le->cancel))
+			if (left < 0)
+				left = 0; /* a negative wait would have no limit */
+			if (cancel_wait(le->cancel, left < le->cfg.retry_period_ns
+							? left
+							: le->cfg.retry_period_ns))
 				return false;
 		}
 	}
@@ -328,6 +351,9 @@ static void *le_main(void *p)
 			le->cfg.on_started_leading(le->cfg.ud);
 		bool lost = renew_until_lost(le);
 		set_leading(le, false, 0);
+		pthread_mutex_lock(&le->lock);
+		le->lost = lost;
+		pthread_mutex_unlock(&le->lock);
 		if (!lost && !le->cfg.no_release)
 			release(le);
 		if (le->cfg.on_stopped_leading)
@@ -343,10 +369,13 @@ int kube_le_start(struct kube_le *le)
 {
 	if (le->running)
 		return -EALREADY;
-	le->cancel = false;
-	int r = pthread_create(&le->thread, NULL, le_main, le);
-	if (r)
+	int r = cancel_new(le->cfg.cancel, &le->cancel);
+	if (r < 0)
+		return r;
+	if ((r = pthread_create(&le->thread, NULL, le_main, le))) {
+		cancel_free(TAKE_PTR(le->cancel));
 		return -r;
+	}
 	le->running = true;
 	return 0;
 }
@@ -355,9 +384,10 @@ void kube_le_stop(struct kube_le *le)
 {
 	if (!le || !le->running)
 		return;
-	le->cancel = true;
+	cancel_cancel(le->cancel);
 	pthread_join(le->thread, NULL);
 	le->running = false;
+	cancel_free(TAKE_PTR(le->cancel));
 }
 
 void kube_le_free(struct kube_le *le)
@@ -389,6 +419,14 @@ bool kube_le_done(struct kube_le *le)
 	bool d = le->done;
 	pthread_mutex_unlock(&le->lock);
 	return d;
+}
+
+bool kube_le_lost(struct kube_le *le)
+{
+	pthread_mutex_lock(&le->lock);
+	bool l = le->lost;
+	pthread_mutex_unlock(&le->lock);
+	return l;
 }
 
 const char *kube_le_identity(const struct kube_le *le)

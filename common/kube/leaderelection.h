@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct cancel;
 struct kube_client;
 
 struct kube_le_config {
@@ -35,6 +36,9 @@ struct kube_le_config {
 	void (*on_stopped_leading)(void *ud, bool lost);
 	void (*on_new_leader)(void *ud, const char *identity);
 	void *ud;
+	/* A parent token: cancelling it is a graceful stop, as kube_le_stop (which must still be
+	 * called). NULL: kube_le_stop alone. */
+	struct cancel *cancel;
 };
 
 struct kube_le;
@@ -42,12 +46,15 @@ struct kube_le;
 /* Checks the durations (lease > renew deadline > 1.2 x retry period). */
 int kube_le_new(struct kube_client *c, const struct kube_le_config *cfg, struct kube_le **ret);
 int kube_le_start(struct kube_le *le);
-/* Graceful stop: stops trying, releases the Lease when leading, waits for the thread. */
+/* Graceful stop: cancels the election's token (a call in flight and a wait end at once),
+ * releases the Lease when leading, waits for the thread. */
 void kube_le_stop(struct kube_le *le);
 void kube_le_free(struct kube_le *le);
 bool kube_le_is_leader(struct kube_le *le);
 /* The thread ended (leadership lost, or stopped). */
 bool kube_le_done(struct kube_le *le);
+/* Leadership was lost: no renewal succeeded within the renew deadline (not a graceful stop). */
+bool kube_le_lost(struct kube_le *le);
 const char *kube_le_identity(const struct kube_le *le);
 /* The holder last observed (malloc'd) or NULL. */
 char *kube_le_leader(struct kube_le *le);

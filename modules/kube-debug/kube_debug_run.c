@@ -12,7 +12,6 @@
 #include "common/base/cancel.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
-#include "common/base/signals.h"
 #include "common/base/timeutil.h"
 #include "common/kube/events.h"
 #include "common/kube/frozen.h"
@@ -312,7 +311,6 @@ int dbg_sync(struct kube_client *kc, const char *resources)
 
 static int le_fd = -1;
 static const char *le_id;
-static volatile bool le_lost;
 
 /* Appends "IDENTITY WHAT REALTIME_NS" to --out (one write, O_APPEND: lines never mix). */
 static void le_note(const char *what, int64_t ns)
@@ -333,11 +331,8 @@ static void le_stopped(void *ud, bool lost)
 {
 	le_note(lost ? "LOST" : "STOP", now_real_ns());
 	printf("%s %s\n", lost ? "lost the lease" : "released the lease", le_id);
-	if (lost) {
-		/* what a controller does: stop acting at once */
-		le_lost = true;
-		stop_request();
-	}
+	if (lost) /* what a controller does: stop acting at once */
+		cancel_cancel(cancel_root());
 }
 
 static void le_new_leader(void *ud, const char *id)
@@ -369,17 +364,22 @@ int dbg_leader(struct kube_client *kc)
 	}
 	le_id = kube_le_identity(le);
 	int64_t end = dbg.duration > 0 ? now_mono_ns() + dbg.duration : INT64_MAX;
-	while (!stop_requested() && !kube_le_done(le) && now_mono_ns() < end) {
-		int64_t ts = now_real_ns();
+	for (;;) {
+		int64_t ts = now_real_ns(), left = end - now_mono_ns();
+		if (left <= 0 || kube_le_done(le))
+			break;
 		if (kube_le_is_leader(le))
 			le_note("LEAD", ts);
-		sleep_ns(50 * NSEC_PER_MSEC);
+		/* a heartbeat every 50 ms while leading; a stop (a loss stops too) ends the wait */
+		if (cancel_wait(cancel_root(), left < 50 * NSEC_PER_MSEC ? left : 50 * NSEC_PER_MSEC))
+			break;
 	}
 	kube_le_stop(le); /* releases the lease when leading */
+	bool lost = kube_le_lost(le);
 	kube_le_free(le);
 	if (le_fd >= 0)
 		close(le_fd);
-	return le_lost ? 1 : 0;
+	return lost ? 1 : 0;
 }
 
 /* Records an Event about an object --count times (the same message: one Event, counted). */

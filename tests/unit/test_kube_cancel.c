@@ -14,6 +14,7 @@
 #include "common/base/cancel.h"
 #include "common/base/timeutil.h"
 #include "common/kube/informer.h"
+#include "common/kube/leaderelection.h"
 #include "common/kube/rest.h"
 #include "common/kube/watch.h"
 #include "tests/unit/harness.h"
@@ -24,7 +25,7 @@
  * reply is NULL, until peer_stop. */
 struct peer {
 	int lfd, port;
-	const char *reply;
+	_Atomic(const char *) reply;
 	atomic_int requests;
 	struct cancel *stop;
 	pthread_t th;
@@ -66,11 +67,12 @@ static void *peer_main(void *arg)
 			continue;
 		read_request(fd);
 		atomic_fetch_add(&p->requests, 1);
-		if (!p->reply && p->n_held < PEER_MAX_CONNS) {
+		const char *reply = atomic_load(&p->reply);
+		if (!reply && p->n_held < PEER_MAX_CONNS) {
 			p->held[p->n_held++] = fd;
 			continue;
 		}
-		if (p->reply && write(fd, p->reply, strlen(p->reply)) < 0) {
+		if (reply && write(fd, reply, strlen(reply)) < 0) {
 			/* the client went away: nothing to do */
 		}
 		close(fd);
@@ -331,4 +333,102 @@ TEST(kube_cancel_informer)
 	peer_stop(failing);
 	cancel_free(parent);
 	ASSERT_LT(ms, 500);
+}
+
+TEST(kube_cancel_leader_election)
+{
+	struct peer *held = peer_start(NULL), *failing = peer_start(REPLY_500);
+	struct kube_le_config cfg = {.lock_namespace = "kube-system",
+				     .lock_name = "test",
+				     .identity = "me",
+				     .lease_duration_ns = 15 * NSEC_PER_SEC,
+				     .renew_deadline_ns = 10 * NSEC_PER_SEC,
+				     .retry_period_ns = 2 * NSEC_PER_SEC};
+	struct cancel *parent = NULL;
+	struct kube_le *le = NULL;
+
+	ASSERT_TRUE(held && failing);
+	/* kube_le_stop ends the GET of the Lease in flight (its timeout is the renew deadline) */
+	struct kube_client *kc = client_for(held, NULL);
+	ASSERT_TRUE(kc != NULL);
+	ASSERT_OK(kube_le_new(kc, &cfg, &le));
+	ASSERT_OK(kube_le_start(le));
+	while (atomic_load(&held->requests) == 0)
+		sleep_ns(NSEC_PER_MSEC);
+	int64_t t0 = now_mono_ns();
+	kube_le_stop(le);
+	int64_t ms = ms_since(t0);
+	ASSERT_TRUE(kube_le_done(le));
+	ASSERT_FALSE(kube_le_lost(le));
+	kube_le_free(le);
+	kube_client_free(kc);
+	ASSERT_LT(ms, 500);
+
+	/* the parent's cancellation ends the retry period's wait */
+	ASSERT_OK(cancel_new(NULL, &parent));
+	cfg.cancel = parent;
+	kc = client_for(failing, NULL);
+	ASSERT_TRUE(kc != NULL);
+	ASSERT_OK(kube_le_new(kc, &cfg, &le));
+	ASSERT_OK(kube_le_start(le));
+	while (atomic_load(&failing->requests) == 0)
+		sleep_ns(NSEC_PER_MSEC);
+	t0 = now_mono_ns();
+	cancel_cancel(parent);
+	while (!kube_le_done(le) && ms_since(t0) < 3000)
+		sleep_ns(NSEC_PER_MSEC);
+	ms = ms_since(t0);
+	kube_le_stop(le);
+	kube_le_free(le);
+	kube_client_free(kc);
+	peer_stop(held);
+	peer_stop(failing);
+	cancel_free(parent);
+	ASSERT_LT(ms, 500); /* not the 2 to 4.4 s retry period */
+}
+
+TEST(kube_cancel_leader_lost_at_the_renew_deadline)
+{
+	static const char lease[] =
+	    "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":"
+	    "{\"name\":\"test\",\"namespace\":\"kube-system\",\"resourceVersion\":\"1\"},"
+	    "\"spec\":{\"holderIdentity\":\"me\",\"leaseDurationSeconds\":3}}";
+	char reply[1024];
+	snprintf(reply, sizeof(reply),
+		 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+		 "Connection: close\r\n\r\n%s",
+		 strlen(lease), lease);
+	struct peer *p = peer_start(reply);
+	struct kube_le_config cfg = {.lock_namespace = "kube-system",
+				     .lock_name = "test",
+				     .identity = "me",
+				     .lease_duration_ns = 3 * NSEC_PER_SEC,
+				     .renew_deadline_ns = 2 * NSEC_PER_SEC,
+				     .retry_period_ns = 500 * NSEC_PER_MSEC};
+	struct kube_le *le = NULL;
+
+	ASSERT_TRUE(p != NULL);
+	struct kube_client *kc = client_for(p, NULL);
+	ASSERT_TRUE(kc != NULL);
+	ASSERT_OK(kube_le_new(kc, &cfg, &le));
+	ASSERT_OK(kube_le_start(le));
+	int64_t t0 = now_mono_ns();
+	while (!kube_le_is_leader(le) && ms_since(t0) < 3000)
+		sleep_ns(NSEC_PER_MSEC);
+	bool led = kube_le_is_leader(le);
+	/* from now on the server holds every request: renewals time out */
+	atomic_store(&p->reply, NULL);
+	t0 = now_mono_ns();
+	while (!kube_le_done(le) && ms_since(t0) < 5000)
+		sleep_ns(10 * NSEC_PER_MSEC);
+	int64_t ms = ms_since(t0);
+	bool lost = kube_le_lost(le), leader = kube_le_is_leader(le);
+	kube_le_stop(le);
+	kube_le_free(le);
+	kube_client_free(kc);
+	peer_stop(p);
+	ASSERT_TRUE(led);
+	ASSERT_TRUE(lost);
+	ASSERT_FALSE(leader);
+	ASSERT_LT(ms, 2600); /* the renew deadline (2 s) after the last renewal */
 }
