@@ -13,7 +13,6 @@
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
 #include "common/kube/rest.h"
-#include "common/kube/watch.h"
 
 #define MAX_TRIES 12
 
@@ -36,7 +35,7 @@ struct kube_recorder {
 	size_t len;	 /* events queued */
 	size_t n_forget; /* forgets queued */
 	bool busy;	 /* the thread is sending an event */
-	volatile bool stop;
+	struct cancel *cancel; /* a child of the options' token; cancelled by free at the latest */
 	pthread_t thread;
 	struct kube_recorder_stats stats;
 };
@@ -136,7 +135,7 @@ void kube_eventf(struct kube_recorder *r, const struct kube_event_ref *ref, cons
 	}
 	pthread_mutex_lock(&r->lock);
 	r->stats.recorded++;
-	if (r->len >= r->queue_max || r->stop) {
+	if (r->len >= r->queue_max || cancel_is_cancelled(r->cancel)) {
 		/* never block the caller: drop, as client-go does when its queue is full */
 		r->stats.dropped_queue++;
 		pthread_mutex_unlock(&r->lock);
@@ -161,7 +160,7 @@ void kube_recorder_forget(struct kube_recorder *r, const struct kube_event_ref *
 	}
 	q->forget = true;
 	pthread_mutex_lock(&r->lock);
-	if (r->n_forget >= r->queue_max || r->stop) {
+	if (r->n_forget >= r->queue_max || cancel_is_cancelled(r->cancel)) {
 		pthread_mutex_unlock(&r->lock);
 		kube_ev_free(q->ev);
 		free(q);
@@ -210,15 +209,30 @@ static cJSON *event_json(const struct kube_ev *ev)
 	return e;
 }
 
+/* One call about the Event (name NULL: the collection), on the recorder's token. */
+static int event_call(struct kube_recorder *r, const struct kube_ev *ev, const char *method,
+		      const char *name, const char *ctype, const char *body, struct kube_status *st)
+{
+	_cleanup_buf_ struct buf path = BUF_INIT(0);
+	int ret = kube_path(KUBE_REF(&kube_events, ev->ns && *ev->ns ? ev->ns : "default", name),
+			    &path);
+	if (ret < 0)
+		return ret;
+	struct kube_call k = {
+	    .method = method, .path = path.data, .ctype = ctype, .body = body, .cancel = r->cancel};
+	return kube_call_do(r->c, &k, NULL, st);
+}
+
 static int create_event(struct kube_recorder *r, struct kube_ev *ev, struct kube_status *st)
 {
 	cJSON *e = event_json(ev);
+	_cleanup_free_ char *text = e ? json_print(e) : NULL;
 	int ret;
 
-	if (!e)
-		return -ENOMEM;
-	ret = kube_create(r->c, KUBE_REF(&kube_events, NULL, NULL), e, NULL, st);
 	cJSON_Delete(e);
+	if (!text)
+		return -ENOMEM;
+	ret = event_call(r, ev, "POST", NULL, NULL, text, st);
 	return ret == -EEXIST ? 0 : ret;
 }
 
@@ -238,9 +252,10 @@ static int patch_event(struct kube_recorder *r, struct kube_ev *ev, struct kube_
 	cJSON_Delete(p);
 	if (!text)
 		return -ENOMEM;
-	return kube_patch(
-	    r->c, KUBE_REF(&kube_events, ev->ns && *ev->ns ? ev->ns : "default", ev->event_name),
-	    KUBE_PATCH_STRATEGIC, text, NULL, st);
+	if (!ev->event_name)
+		return -EINVAL;
+	return event_call(r, ev, "PATCH", ev->event_name, "application/strategic-merge-patch+json",
+			  text, st);
 }
 
 static bool transient(int r)
@@ -274,10 +289,10 @@ static void send_one(struct kube_recorder *r, struct kube_ev *ev)
 			}
 		} else
 			ret = create_event(r, ev, &st);
-		if (ret >= 0 || !transient(ret) || r->stop)
+		if (ret >= 0 || !transient(ret))
 			break;
 		log_v(4, "cannot write an event, retrying", KV_S("reason", ev->reason), KV_E(ret));
-		if (kube_sleep_cancellable(r->retry_sleep_ns, &r->stop))
+		if (cancel_wait(r->cancel, r->retry_sleep_ns))
 			break;
 	}
 	pthread_mutex_lock(&r->lock);
@@ -299,9 +314,10 @@ static void *recorder_main(void *p)
 {
 	struct kube_recorder *r = p;
 
+	/* ends once cancelled with nothing queued (a cancelled recorder queues nothing more) */
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
-		while (!r->head && !r->stop)
+		while (!r->head && !cancel_is_cancelled(r->cancel))
 			pthread_cond_wait(&r->cond, &r->lock);
 		if (!r->head)
 			break;
@@ -314,18 +330,19 @@ static void *recorder_main(void *p)
 		else
 			r->len--;
 		r->busy = true;
+		bool cancelled = cancel_is_cancelled(r->cancel);
+		if (cancelled && !q->forget)
+			r->stats.dropped_queue++; /* what is left after the stop is not sent */
 		pthread_mutex_unlock(&r->lock);
 		if (q->forget)
 			kube_correlator_forget_object(r->corr, q->ev);
-		else
+		else if (!cancelled)
 			send_one(r, q->ev);
 		kube_ev_free(q->ev);
 		free(q);
 		pthread_mutex_lock(&r->lock);
 		r->busy = false;
 		pthread_cond_broadcast(&r->cond);
-		if (r->stop)
-			break;
 	}
 	pthread_mutex_unlock(&r->lock);
 	return NULL;
@@ -353,11 +370,14 @@ int kube_recorder_new(struct kube_client *c, const struct kube_recorder_opts *o,
 		e = ENOMEM;
 		goto fail;
 	}
+	if ((e = -cancel_new(o->cancel, &r->cancel)) > 0)
+		goto fail;
 	if ((e = pthread_create(&r->thread, NULL, recorder_main, r)))
 		goto fail;
 	*ret = r;
 	return 0;
 fail:
+	cancel_free(r->cancel);
 	kube_correlator_free(r->corr);
 	free(r->component);
 	free(r->host);
@@ -370,20 +390,17 @@ fail:
 int kube_recorder_flush(struct kube_recorder *r, int64_t timeout_ns)
 {
 	int64_t deadline = now_mono_ns() + timeout_ns;
+	struct timespec ts = {.tv_sec = deadline / NSEC_PER_SEC, .tv_nsec = deadline % NSEC_PER_SEC};
 	int ret = 0;
 
+	/* the thread broadcasts after each item */
 	pthread_mutex_lock(&r->lock);
-	while (r->head || r->busy) {
-		if (now_mono_ns() >= deadline) {
+	while (r->head || r->busy)
+		if (pthread_cond_timedwait(&r->cond, &r->lock, &ts) == ETIMEDOUT &&
+		    (r->head || r->busy)) {
 			ret = -ETIMEDOUT;
 			break;
 		}
-		struct timespec ts;
-		int64_t t = now_mono_ns() + 50 * NSEC_PER_MSEC;
-		ts.tv_sec = t / NSEC_PER_SEC;
-		ts.tv_nsec = t % NSEC_PER_SEC;
-		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
-	}
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
@@ -393,8 +410,9 @@ void kube_recorder_free(struct kube_recorder *r)
 	if (!r)
 		return;
 	kube_recorder_flush(r, 5 * NSEC_PER_SEC);
+	/* a call in flight ends, what is left is dropped */
+	cancel_cancel(r->cancel);
 	pthread_mutex_lock(&r->lock);
-	r->stop = true;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	pthread_join(r->thread, NULL);
@@ -405,6 +423,7 @@ void kube_recorder_free(struct kube_recorder *r)
 		free(q);
 	}
 	kube_correlator_free(r->corr);
+	cancel_free(r->cancel);
 	free(r->component);
 	free(r->host);
 	pthread_cond_destroy(&r->cond);

@@ -31,6 +31,7 @@
 #define KUBE_EVENT_QUEUE 1000
 #define KUBE_EVENT_MAX_MESSAGE 1024 /* longer messages are cut, as the API server does */
 
+struct cancel;
 struct kube_client;
 struct kube_resource;
 
@@ -56,6 +57,9 @@ struct kube_recorder_opts {
 	const char *host;	/* source.host (optional) */
 	size_t queue_max;	/* 0: KUBE_EVENT_QUEUE */
 	int64_t retry_sleep_ns; /* 0: 10 s */
+	/* A parent token: once it is cancelled, a write in flight and a retry's wait end, and what
+	 * is queued or recorded later is dropped. NULL: kube_recorder_free alone does that. */
+	struct cancel *cancel;
 };
 
 struct kube_recorder_stats {
@@ -66,7 +70,8 @@ struct kube_recorder;
 
 int kube_recorder_new(struct kube_client *c, const struct kube_recorder_opts *o,
 		      struct kube_recorder **ret);
-/* Sends what is queued (waiting up to 5 s), then stops. */
+/* Sends what is queued (waiting up to 5 s), then cancels the recorder's token (a write in
+ * flight ends, the rest is dropped) and stops. */
 void kube_recorder_free(struct kube_recorder *r);
 /* Waits until every queued event was handled; -ETIMEDOUT. */
 int kube_recorder_flush(struct kube_recorder *r, int64_t timeout_ns);

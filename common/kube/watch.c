@@ -29,20 +29,6 @@ struct wctx {
 	bool handler_failed;
 };
 
-bool kube_sleep_cancellable(int64_t ns, const volatile bool *cancel)
-{
-	int64_t end = now_mono_ns() + ns;
-
-	for (;;) {
-		if (cancel && *cancel)
-			return true;
-		int64_t left = end - now_mono_ns();
-		if (left <= 0)
-			return false;
-		sleep_ns(left < 50 * NSEC_PER_MSEC ? left : 50 * NSEC_PER_MSEC);
-	}
-}
-
 static int event_type(const char *t, enum kube_event_type *ret)
 {
 	static const char *const names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK"};

@@ -66,7 +66,3 @@ int kube_watch_loop(struct kube_client *c, const struct kube_ref *ref,
  * event (-KUBE_EGONE for 410), never a crash: this is what the fuzzer drives. */
 int kube_watch_decode(const char *line, size_t len, enum kube_event_type *ret_type, cJSON **ret_obj,
 		      struct kube_status *st);
-
-/* Sleeps up to ns, waking early when *cancel becomes true (checked every 50 ms); returns
- * whether it was cancelled. Going: use cancel_wait(). */
-bool kube_sleep_cancellable(int64_t ns, const volatile bool *cancel);

@@ -385,7 +385,8 @@ int dbg_leader(struct kube_client *kc)
 /* Records an Event about an object --count times (the same message: one Event, counted). */
 int dbg_event(struct kube_client *kc, const struct kube_resource *res, char **args)
 {
-	struct kube_recorder_opts ro = {.component = "aws-k8s-kube-debug", .host = "kube-debug"};
+	struct kube_recorder_opts ro = {
+	    .component = "aws-k8s-kube-debug", .host = "kube-debug", .cancel = cancel_root()};
 	struct kube_recorder_stats st;
 	struct kube_event_ref ref = {0};
 	struct kube_recorder *rec;

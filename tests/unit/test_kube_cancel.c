@@ -13,6 +13,7 @@
 
 #include "common/base/cancel.h"
 #include "common/base/timeutil.h"
+#include "common/kube/events.h"
 #include "common/kube/informer.h"
 #include "common/kube/leaderelection.h"
 #include "common/kube/rest.h"
@@ -431,4 +432,65 @@ TEST(kube_cancel_leader_lost_at_the_renew_deadline)
 	ASSERT_TRUE(lost);
 	ASSERT_FALSE(leader);
 	ASSERT_LT(ms, 2600); /* the renew deadline (2 s) after the last renewal */
+}
+
+TEST(kube_cancel_event_recorder)
+{
+	struct peer *held = peer_start(NULL), *failing = peer_start(REPLY_500);
+	struct kube_event_ref ref = {.kind = "Node", .api_version = "v1", .name = "n1"};
+	struct kube_recorder_stats st;
+	struct kube_recorder *rec = NULL;
+	struct cancel *parent = NULL;
+
+	ASSERT_TRUE(held && failing);
+	/* the parent's cancellation ends a write in flight; what is queued is dropped */
+	ASSERT_OK(cancel_new(NULL, &parent));
+	struct kube_client *kc = client_for(held, NULL);
+	ASSERT_TRUE(kc != NULL);
+	ASSERT_OK(kube_recorder_new(kc, &(struct kube_recorder_opts){.component = "test",
+								    .cancel = parent},
+				    &rec));
+	kube_eventf(rec, &ref, KUBE_EVENT_NORMAL, "First", "one");
+	kube_eventf(rec, &ref, KUBE_EVENT_NORMAL, "Second", "two");
+	while (atomic_load(&held->requests) == 0)
+		sleep_ns(NSEC_PER_MSEC);
+	int64_t t0 = now_mono_ns();
+	cancel_cancel(parent);
+	int r = kube_recorder_flush(rec, 5 * NSEC_PER_SEC);
+	int64_t ms = ms_since(t0);
+	kube_eventf(rec, &ref, KUBE_EVENT_NORMAL, "Third", "three"); /* dropped at once */
+	kube_recorder_get_stats(rec, &st);
+	kube_recorder_free(rec);
+	kube_client_free(kc);
+	ASSERT_OK(r);
+	ASSERT_LT(ms, 1000);
+	ASSERT_EQ(st.recorded, 3);
+	ASSERT_EQ(st.failed, 1);
+	ASSERT_EQ(st.dropped_queue, 2);
+	ASSERT_EQ(atomic_load(&held->requests), 1);
+
+	/* and a retry's wait (10 s) */
+	cancel_reset(parent);
+	kc = client_for(failing, NULL);
+	ASSERT_TRUE(kc != NULL);
+	ASSERT_OK(kube_recorder_new(kc, &(struct kube_recorder_opts){.component = "test",
+								    .cancel = parent},
+				    &rec));
+	kube_eventf(rec, &ref, KUBE_EVENT_WARNING, "Failing", "500");
+	while (atomic_load(&failing->requests) == 0)
+		sleep_ns(NSEC_PER_MSEC);
+	ASSERT_ERR(kube_recorder_flush(rec, 100 * NSEC_PER_MSEC), ETIMEDOUT); /* retrying */
+	t0 = now_mono_ns();
+	cancel_cancel(parent);
+	r = kube_recorder_flush(rec, 5 * NSEC_PER_SEC);
+	ms = ms_since(t0);
+	kube_recorder_get_stats(rec, &st);
+	kube_recorder_free(rec);
+	kube_client_free(kc);
+	peer_stop(held);
+	peer_stop(failing);
+	cancel_free(parent);
+	ASSERT_OK(r);
+	ASSERT_LT(ms, 1000);
+	ASSERT_EQ(st.failed, 1);
 }
