@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/base/buf.h"
+#include "common/base/cancel.h"
 #include "common/base/fileutil.h"
 #include "common/base/log.h"
 #include "common/base/signals.h"
@@ -89,7 +90,8 @@ int csi_serve(const char *component, struct csi_identity *id, const struct rpc_m
 	}
 	/* Handlers block for seconds (attach waits, mkfs): room for the sidecars' workers. */
 	if ((r = rpc_server_new(
-		 &(struct rpc_server_opts){.endpoint = csi_flags.endpoint, .max_workers = 64},
+		 &(struct rpc_server_opts){
+		     .endpoint = csi_flags.endpoint, .max_workers = 64, .cancel = cancel_root()},
 		 &srv)) < 0) {
 		log_error("invalid --endpoint", KV_S("endpoint", csi_flags.endpoint), KV_E(r));
 		goto out;

@@ -191,7 +191,12 @@ int64_t rpc_call_time_left_ns(const struct rpc_call *c)
 
 bool rpc_call_stopping(const struct rpc_call *c)
 {
-	return atomic_load(&c->srv->stopping) || rpc_call_time_left_ns(c) <= 0;
+	return cancel_is_cancelled(c->srv->cancel) || rpc_call_time_left_ns(c) <= 0;
+}
+
+struct cancel *rpc_call_cancel(const struct rpc_call *c)
+{
+	return c->srv->cancel;
 }
 
 void rpc_call_log_kv(struct rpc_call *c, const char *key, const char *value)

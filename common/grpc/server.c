@@ -368,7 +368,7 @@ static void on_request(struct rpc_server *s, struct rpc_call *c, bool ok)
 		call_free(c);
 		return;
 	}
-	if (!atomic_load(&s->stopping))
+	if (!cancel_is_cancelled(s->cancel))
 		request_new_call(s);
 	pthread_mutex_lock(&s->lock);
 	s->inflight++;
@@ -511,9 +511,18 @@ int rpc_server_new(const struct rpc_server_opts *opts, struct rpc_server **ret)
 		free(s);
 		return -ENOMEM;
 	}
+	if ((r = cancel_new(opts->cancel, &s->cancel)) < 0) {
+		free(s->workers);
+		free(s);
+		return r;
+	}
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	pthread_cond_init(&s->idle_cond, NULL);
+	pthread_cond_init(&s->idle_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	metrics_register(s);
 	*ret = s;
 	return 0;
@@ -568,6 +577,29 @@ static int clear_stale_socket(const char *path)
 	return 0;
 }
 
+/* No new calls: gRPC's shutdown begins (once, whoever asks first). */
+static void begin_shutdown(struct rpc_server *s)
+{
+	pthread_mutex_lock(&s->lock);
+	bool first = !s->shutdown_begun;
+	s->shutdown_begun = true;
+	pthread_mutex_unlock(&s->lock);
+	if (first)
+		grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+}
+
+/* Begins the shutdown as soon as the server's token is cancelled: by rpc_server_stop, or by
+ * the parent token (a stop of the process) before the owner gets there. */
+static void *stop_main(void *arg)
+{
+	struct rpc_server *s = arg;
+
+	cancel_wait(s->cancel, -1);
+	log_v(2, "grpc: stopping, no new calls", KV_U("calls", rpc_server_inflight(s)));
+	begin_shutdown(s);
+	return NULL;
+}
+
 int rpc_server_start(struct rpc_server *s)
 {
 	grpc_server_credentials *creds;
@@ -615,7 +647,7 @@ int rpc_server_start(struct rpc_server *s)
 		request_new_call(s);
 	if ((r = pthread_create(&s->cq_thread, NULL, cq_main, s)) != 0) {
 		/* Without the thread nothing can run: shut down synchronously. */
-		grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+		begin_shutdown(s);
 		grpc_server_cancel_all_calls(s->server);
 		grpc_completion_queue_shutdown(s->cq);
 		for (;;) {
@@ -636,23 +668,24 @@ int rpc_server_start(struct rpc_server *s)
 		return -r;
 	}
 	s->started = true;
+	/* without it, a cancelled parent only tells the handlers; rpc_server_stop shuts down */
+	if ((r = pthread_create(&s->stop_thread, NULL, stop_main, s)) == 0)
+		s->stop_thread_running = true;
+	else
+		log_warn("grpc: cannot start the stop thread", KV_E(-r));
 	return 0;
 }
 
+/* Waits until no call is in flight (and the shutdown is done), or the deadline (monotonic);
+ * idle_cond is broadcast whenever either changes. */
 static void wait_idle(struct rpc_server *s, int64_t deadline, bool need_shutdown)
 {
+	struct timespec ts = {.tv_sec = deadline / NSEC_PER_SEC, .tv_nsec = deadline % NSEC_PER_SEC};
+
 	pthread_mutex_lock(&s->lock);
-	while ((s->inflight > 0 || (need_shutdown && !s->shutdown_done)) &&
-	       now_mono_ns() < deadline) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * NSEC_PER_MSEC;
-		if (ts.tv_nsec >= NSEC_PER_SEC) {
-			ts.tv_sec++;
-			ts.tv_nsec -= NSEC_PER_SEC;
-		}
-		pthread_cond_timedwait(&s->idle_cond, &s->lock, &ts);
-	}
+	while (s->inflight > 0 || (need_shutdown && !s->shutdown_done))
+		if (pthread_cond_timedwait(&s->idle_cond, &s->lock, &ts) == ETIMEDOUT)
+			break;
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -661,8 +694,12 @@ void rpc_server_stop(struct rpc_server *s)
 	if (!s || !s->started || s->stopped)
 		return;
 	s->stopped = true;
-	atomic_store(&s->stopping, true);
-	grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+	cancel_cancel(s->cancel); /* handlers see rpc_call_stopping() at once */
+	if (s->stop_thread_running) {
+		pthread_join(s->stop_thread, NULL);
+		s->stop_thread_running = false;
+	}
+	begin_shutdown(s);
 	wait_idle(s, now_mono_ns() + s->opts.grace_ns, false);
 	if (s->inflight)
 		log_warn("grpc: calls still running after the grace period, cancelling them",
@@ -706,6 +743,7 @@ void rpc_server_free(struct rpc_server *s)
 	rpc_server_stop(s);
 	if (s->leaked)
 		return;
+	cancel_free(s->cancel);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	pthread_cond_destroy(&s->idle_cond);

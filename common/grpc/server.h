@@ -28,7 +28,7 @@
  *   r = rpc_server_new(&(struct rpc_server_opts){ .endpoint = "unix:///csi/csi.sock" }, &s);
  *   r = rpc_server_register(s, node_methods, node);      // several tables may be registered
  *   r = rpc_server_start(s);                             // removes a stale socket, binds
- *   stop_wait(-1);
+ *   cancel_wait(cancel_root(), -1);
  *   rpc_server_free(s);  // graceful: no new calls, calls in flight finish, socket removed
  *
  * Each call: the request is decoded from protobuf with the method's request descriptor (a
@@ -52,6 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/base/cancel.h"
 #include "common/grpc/rpc.h"
 
 struct rpc_server;
@@ -82,6 +83,10 @@ struct rpc_server_opts {
 	size_t max_message;   /* bytes, both directions; default 4 MiB */
 	int64_t grace_ns;     /* on stop, how long calls in flight may run; default 30 s */
 	unsigned socket_mode; /* chmod of a unix socket; default 0660 */
+	/* A parent token (e.g. cancel_root()): once it is cancelled the server takes no new call
+	 * and its handlers see rpc_call_cancel() cancelled; rpc_server_stop (or _free) then waits
+	 * for the calls in flight and removes the socket. NULL: rpc_server_stop alone. */
+	struct cancel *cancel;
 };
 
 int rpc_server_new(const struct rpc_server_opts *opts, struct rpc_server **ret);
@@ -92,9 +97,10 @@ int rpc_server_register(struct rpc_server *s, const struct rpc_method *table, vo
 /* Removes a stale socket file at the endpoint (only a socket), binds and starts serving.
  * -EADDRINUSE when another process serves the socket, -errno otherwise. */
 int rpc_server_start(struct rpc_server *s);
-/* Graceful stop: no new calls; calls in flight get grace_ns to finish (rpc_call_stopping()
- * turns true at once so long waits can end early), then are cancelled; the socket file is
- * removed. Idempotent; rpc_server_free() calls it. */
+/* Graceful stop: cancels the server's token, so no new calls; calls in flight get grace_ns to
+ * finish (rpc_call_cancel() is cancelled and rpc_call_stopping() turns true at once, so long
+ * waits end early), then are cancelled; the socket file is removed. Idempotent;
+ * rpc_server_free() calls it. */
 void rpc_server_stop(struct rpc_server *s);
 void rpc_server_free(struct rpc_server *s);
 /* The unix socket path ("" for TCP). */
@@ -116,6 +122,9 @@ int64_t rpc_call_time_left_ns(const struct rpc_call *c);
 /* True once the server is stopping (or the call's deadline has passed): long waits should end
  * and return ABORTED or DEADLINE_EXCEEDED. */
 bool rpc_call_stopping(const struct rpc_call *c);
+/* The server's token, cancelled when it stops: what a handler's blocking calls take
+ * (cancel_wait with the call's time left, http_request.cancel, aws_request.cancel). */
+struct cancel *rpc_call_cancel(const struct rpc_call *c);
 /* Adds key=value to the call's log line (e.g. the id of the volume created, a device path);
  * copies both; at most 12 per call, the ids the server finds in the request included. */
 void rpc_call_log_kv(struct rpc_call *c, const char *key, const char *value);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/base/cancel.h"
 #include "common/grpc/server.h"
 
 #define PENDING_REQUESTS 8
@@ -32,9 +33,9 @@ struct rpc_server {
 
 	grpc_server *server;
 	grpc_completion_queue *cq;
-	pthread_t cq_thread;
-	bool started, stopped, leaked;
-	atomic_bool stopping;
+	pthread_t cq_thread, stop_thread;
+	bool started, stopped, leaked, stop_thread_running;
+	struct cancel *cancel; /* a child of opts.cancel: cancelled, the server stops */
 	int shutdown_tag;
 
 	pthread_mutex_t lock;
@@ -46,7 +47,7 @@ struct rpc_server {
 	unsigned n_workers, n_idle;
 	bool workers_exit;
 	unsigned inflight;
-	bool shutdown_done;
+	bool shutdown_begun, shutdown_done;
 	struct metric *m_started, *m_handled, *m_seconds;
 };
 

@@ -20,11 +20,16 @@
 #include "common/metrics/metrics.h"
 #include "tests/unit/harness.h"
 
+/* Waits up to ms (and the call's deadline), ending early when the server stops. */
+static void wait_ms(struct rpc_call *call, int64_t ms)
+{
+	int64_t t = ms * NSEC_PER_MSEC, left = rpc_call_time_left_ns(call);
+	cancel_wait(rpc_call_cancel(call), left < t ? (left > 0 ? left : 0) : t);
+}
+
 static int h_sleep(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
-	int64_t until = now_mono_ns() + 300 * NSEC_PER_MSEC;
-	while (now_mono_ns() < until && !rpc_call_stopping(call))
-		sleep_ns(5 * NSEC_PER_MSEC);
+	wait_ms(call, 300);
 	return RPC_OK; /* empty reply */
 }
 
@@ -83,6 +88,14 @@ static bool gate_wait(struct rpc_server *s, int n, unsigned inflight)
 	return ok;
 }
 
+static int h_wait(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
+{
+	wait_ms(call, 10000);
+	if (rpc_call_stopping(call))
+		return rpc_call_error(call, RPC_ABORTED, "stopping");
+	return RPC_OK;
+}
+
 static int h_fail(struct rpc_call *call, const ProtobufCMessage *in, ProtobufCMessage **out)
 {
 	const Csi__V1__DeleteVolumeRequest *req = (const void *)in;
@@ -119,6 +132,8 @@ static const struct rpc_method test_methods[] = {
      h_sleep},
     {"/t.T/Block", &csi__v1__probe_request__descriptor, &csi__v1__probe_response__descriptor,
      h_block},
+    {"/t.T/Wait", &csi__v1__probe_request__descriptor, &csi__v1__probe_response__descriptor,
+     h_wait},
     {"/t.T/Fail", &csi__v1__delete_volume_request__descriptor,
      &csi__v1__delete_volume_response__descriptor, h_fail},
     {"/t.T/Info", &csi__v1__get_plugin_info_request__descriptor,
@@ -131,18 +146,24 @@ static const struct rpc_method test_methods[] = {
 static struct csi_identity test_id = {
     .name = "test.csi.example.com", .version = "v9", .controller = true};
 
-static int start(struct rpc_server **ret, char *endpoint, size_t n)
+static int start_under(struct cancel *parent, struct rpc_server **ret, char *endpoint, size_t n)
 {
 	int r;
 	snprintf(endpoint, n, "unix://%s/csi.sock", test_tmpdir());
-	if ((r = rpc_server_new(
-		 &(struct rpc_server_opts){.endpoint = endpoint, .grace_ns = 5 * NSEC_PER_SEC},
-		 ret)) < 0)
+	if ((r = rpc_server_new(&(struct rpc_server_opts){.endpoint = endpoint,
+							  .grace_ns = 5 * NSEC_PER_SEC,
+							  .cancel = parent},
+				ret)) < 0)
 		return r;
 	if ((r = rpc_server_register(*ret, csi_identity_methods, &test_id)) < 0 ||
 	    (r = rpc_server_register(*ret, test_methods, NULL)) < 0)
 		return r;
 	return rpc_server_start(*ret);
+}
+
+static int start(struct rpc_server **ret, char *endpoint, size_t n)
+{
+	return start_under(NULL, ret, endpoint, n);
 }
 
 TEST(grpc_endpoint_parse)
@@ -261,9 +282,8 @@ struct bg_call {
 	int64_t took;
 };
 
-static void *bg_sleep(void *arg)
+static void *bg_call_method(struct bg_call *b, const char *method)
 {
-	struct bg_call *b = arg;
 	struct rpc_client *c;
 	Csi__V1__ProbeRequest req = CSI__V1__PROBE_REQUEST__INIT;
 	ProtobufCMessage *rep = NULL;
@@ -271,13 +291,23 @@ static void *bg_sleep(void *arg)
 
 	if ((b->r = rpc_client_new(b->ep, &c)) < 0)
 		return NULL;
-	b->r = rpc_client_call(c, b->method ? b->method : "/t.T/Sleep", &req.base, &csi__v1__probe_response__descriptor,
+	b->r = rpc_client_call(c, b->method ? b->method : method, &req.base, &csi__v1__probe_response__descriptor,
 			       10 * NSEC_PER_SEC, &rep, &b->st);
 	if (rep)
 		protobuf_c_message_free_unpacked(rep, NULL);
 	b->took = now_mono_ns() - t0;
 	rpc_client_free(c);
 	return NULL;
+}
+
+static void *bg_sleep(void *arg)
+{
+	return bg_call_method(arg, "/t.T/Sleep");
+}
+
+static void *bg_wait(void *arg)
+{
+	return bg_call_method(arg, "/t.T/Wait");
 }
 
 /* Eight calls are served at once: all eight are inside the handler together. The threads are
@@ -346,6 +376,35 @@ TEST(grpc_server_graceful_stop)
 	rpc_server_free(s);
 	struct stat sb;
 	ASSERT_TRUE(stat(ep + 7, &sb) < 0);
+}
+
+TEST(grpc_server_stops_on_its_parent_token)
+{
+	struct rpc_server *s;
+	struct cancel *parent;
+	char ep[512];
+	pthread_t th;
+	struct bg_call b, after;
+
+	ASSERT_OK(cancel_new(NULL, &parent));
+	ASSERT_OK(start_under(parent, &s, ep, sizeof(ep)));
+	b = (struct bg_call){.ep = ep};
+	ASSERT_EQ(pthread_create(&th, NULL, bg_wait, &b), 0);
+	for (int i = 0; i < 200 && rpc_server_inflight(s) == 0; i++)
+		sleep_ns(5 * NSEC_PER_MSEC);
+	ASSERT_EQ(rpc_server_inflight(s), 1);
+	cancel_cancel(parent); /* a stop of the process, before the owner stops the server */
+	pthread_join(th, NULL);
+	/* the handler's wait ended at once; no new call is taken */
+	after = (struct bg_call){.ep = ep};
+	bg_wait(&after);
+	rpc_server_free(s);
+	cancel_free(parent);
+	ASSERT_OK(b.r);
+	ASSERT_EQ(b.st.code, RPC_ABORTED);
+	ASSERT_LT(b.took, NSEC_PER_SEC);
+	ASSERT_TRUE(after.r < 0 || after.st.code != RPC_OK);
+	ASSERT_LT(after.took, 3 * NSEC_PER_SEC);
 }
 
 TEST(grpc_server_stale_and_busy_socket)
