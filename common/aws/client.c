@@ -455,7 +455,7 @@ static int attempt(struct aws_client *c, const struct aws_request *rq,
 	hr.body_len = body->len;
 	hr.timeout_ns = rq->timeout_ns > 0 ? rq->timeout_ns : c->timeout_ns;
 	hr.max_response = rq->max_reply ? rq->max_reply : aws_reply_max(si->id, rq->action);
-	hr.cancel = cancel_root(); /* a stop aborts the call in flight */
+	hr.cancel = rq->cancel ? rq->cancel : cancel_root(); /* aborts the call in flight */
 	http_response_init(&resp);
 	r = http_client_do(c->http, &hr, &resp);
 	secret_wipe(sig.authorization, sizeof(sig.authorization));
@@ -576,8 +576,13 @@ int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply 
 			      KV_S("action", rq->action), KV_I("attempt", n),
 			      KV_S("code", err->code), KV_I("status", err->http_status),
 			      KV_I("delay_ms", delay / NSEC_PER_MSEC));
-			if (stop_wait(delay))
+			if (cancel_wait(rq->cancel ? rq->cancel : cancel_root(), delay)) {
+				size_t l = strlen(err->message);
+				snprintf(err->message + l, sizeof(err->message) - l,
+					 " (not retried: canceled)");
+				r = -ECANCELED;
 				break;
+			}
 		}
 		aws_reply_release(&rep);
 		aws_error_clear(err);

@@ -11,7 +11,8 @@
  * (-EBADMSG), retried like a 5xx and counted, and never read as "no items". A reply body is
  * capped per action (aws_reply_max: 32 MiB for DescribeInstances, 16 MiB for other
  * Describe/List/Get, 2 MiB for the rest): past it the call fails with -EMSGSIZE, not retried.
- * A requested stop (signals.h) aborts a call in flight with -ECANCELED.
+ * A call's token (aws_request.cancel; by default the process's, which a stop cancels) aborts it
+ * in flight, and in a retry's wait, with -ECANCELED.
  *
  * Retries: at most max_attempts attempts (3 by default, AWS_MAX_ATTEMPTS), on throttling
  * codes, transient codes, HTTP 500/502/503/504/429, unusable replies and transport errors
@@ -89,8 +90,9 @@ unsigned aws_client_retry_tokens(struct aws_client *c);
 
 /* Makes the call; on success fills *ret (release it), on failure fills *err (when not NULL)
  * and returns the errno of aws_error_errno() for AWS error replies, -EBADMSG for an unusable
- * reply, -EMSGSIZE for one over the cap, -ECANCELED when a stop was requested, the transport error (-ETIMEDOUT, -ECONNREFUSED...), -ENOKEY without
- * credentials, -EDESTADDRREQ without a region. err->message always says what happened. */
+ * reply, -EMSGSIZE for one over the cap, -ECANCELED when its token was cancelled (a stop), the
+ * transport error (-ETIMEDOUT, -ECONNREFUSED...), -ENOKEY without credentials, -EDESTADDRREQ
+ * without a region. err->message always says what happened. */
 int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply *ret,
 	   struct aws_error *err);
 /* Shorthands. */

@@ -242,7 +242,8 @@ bool aws_creds_container_host_allowed(const char *url)
 int aws_creds_container_fetch(struct aws_creds *p, struct aws_credentials *ret)
 {
 	struct http_header h = {"Authorization", NULL};
-	struct http_request rq = {.method = "GET", .url = p->container_url, .headers = &h};
+	struct http_request rq = {
+	    .method = "GET", .url = p->container_url, .headers = &h, .cancel = cancel_root()};
 	struct http_response resp;
 	const char *tf = aws_creds_env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
 	char *token = NULL;
@@ -273,8 +274,11 @@ int aws_creds_container_fetch(struct aws_creds *p, struct aws_credentials *ret)
 	h.value = token;
 	rq.n_headers = token ? 1 : 0;
 	for (int a = 0; a < 3; a++) {
-		if (a > 0)
-			sleep_ns((int64_t)random_below(200 * NSEC_PER_MSEC << a));
+		if (a > 0 && cancel_wait(cancel_root(),
+					 (int64_t)random_below(200 * NSEC_PER_MSEC << a))) {
+			r = -ECANCELED; /* a stop */
+			break;
+		}
 		http_response_init(&resp);
 		r = http_client_do(p->http, &rq, &resp);
 		if (r == 0 && resp.status == 200) {

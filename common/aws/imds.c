@@ -119,10 +119,11 @@ static bool transient(int r, long status)
 	return status >= 500 || status == 429;
 }
 
-static void backoff_sleep(int attempt)
+/* The wait before a retry; true when a stop (the process's token) ended it. */
+static bool backoff_wait(int attempt)
 {
 	int64_t cap = 100 * NSEC_PER_MSEC << (attempt < 5 ? attempt : 5);
-	sleep_ns((int64_t)random_below((uint64_t)cap) + 10 * NSEC_PER_MSEC);
+	return cancel_wait(cancel_root(), (int64_t)random_below((uint64_t)cap) + 10 * NSEC_PER_MSEC);
 }
 
 /* Gets a fresh token into m->token (lock held by the caller). 0, or 1 when the server does not
@@ -131,7 +132,8 @@ static int token_fetch(struct aws_imds *m)
 {
 	char url[300], ttl[16];
 	struct http_header h = {"X-aws-ec2-metadata-token-ttl-seconds", ttl};
-	struct http_request rq = {.method = "PUT", .url = url, .headers = &h, .n_headers = 1};
+	struct http_request rq = {
+	    .method = "PUT", .url = url, .headers = &h, .n_headers = 1, .cancel = cancel_root()};
 	struct http_response resp;
 	int r = 0;
 
@@ -139,8 +141,10 @@ static int token_fetch(struct aws_imds *m)
 	str_printf(ttl, sizeof(ttl), "%d", m->token_ttl_s);
 	for (int a = 0; a < m->attempts; a++) {
 		int64_t start = now_mono_ns();
-		if (a > 0)
-			backoff_sleep(a);
+		if (a > 0 && backoff_wait(a)) {
+			r = -ECANCELED;
+			break;
+		}
 		http_response_init(&resp);
 		m->token_puts++;
 		r = http_client_do(m->http, &rq, &resp);
@@ -204,7 +208,8 @@ int aws_imds_get_buf(struct aws_imds *m, const char *path, struct buf *out)
 {
 	char url[1024], tok[256];
 	struct http_header h = {"X-aws-ec2-metadata-token", tok};
-	struct http_request rq = {.method = "GET", .url = url, .headers = &h};
+	struct http_request rq = {
+	    .method = "GET", .url = url, .headers = &h, .cancel = cancel_root()};
 	struct http_response resp;
 	bool retried_401 = false;
 	int r = 0;
@@ -220,8 +225,10 @@ int aws_imds_get_buf(struct aws_imds *m, const char *path, struct buf *out)
 	if ((r = str_printf(url, sizeof(url), "%s/latest/%s", m->endpoint, path)) < 0)
 		return r;
 	for (int a = 0; a < m->attempts; a++) {
-		if (a > 0)
-			backoff_sleep(a);
+		if (a > 0 && backoff_wait(a)) {
+			r = -ECANCELED;
+			break;
+		}
 		/* the token request has its own attempts: its failure ends the read */
 		if ((r = token_get(m, false, tok, sizeof(tok))) < 0)
 			break;

@@ -14,6 +14,8 @@
 #include "common/aws/query.h"
 #include "common/http/client.h"
 
+struct cancel;
+
 /* What aws_do() sends. */
 struct aws_request {
 	enum aws_service service;
@@ -28,6 +30,7 @@ struct aws_request {
 	const struct http_header *headers;   /* extra headers, signed (e.g. x-amz-source-arn) */
 	size_t n_headers;
 	size_t max_reply;		     /* cap on the reply body; 0: aws_reply_max() */
+	struct cancel *cancel; /* ends the call in flight and its retry waits; NULL: cancel_root() */
 };
 
 /* What a successful call gives back. */

@@ -1,5 +1,6 @@
 /* Endpoints, retry policy, shared files and the credential chain's offline sources. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "common/aws/imds.h"
 #include "common/base/timeutil.h"
 #include "tests/unit/harness.h"
+#include "tests/unit/peer.h"
 
 static const char *const env_vars[] = {
     "AWS_ENDPOINT_URL",
@@ -483,4 +485,63 @@ TEST(aws_creds_refresh_does_not_block_others)
 	ASSERT_EQ(s.calls, 2);
 	aws_creds_free(test_aws_creds_shared);
 	test_aws_creds_shared = NULL;
+}
+
+/* A call's token ends it in flight, and in the wait before a retry. */
+TEST(aws_call_cancelled_in_flight_and_in_a_retry_wait)
+{
+	static const char unavailable[] =
+	    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/xml\r\nContent-Length: 130\r\n"
+	    "Connection: close\r\n\r\n"
+	    "<Response><Errors><Error><Code>Unavailable</Code><Message>try later</Message>"
+	    "</Error></Errors><RequestID>r1</RequestID></Response>";
+	struct peer *held = peer_start(NULL), *failing = peer_start(unavailable);
+	struct aws_reply rep = {0};
+	struct aws_error err;
+	struct cancel *ct = NULL;
+	struct aws_client *c = NULL;
+	struct later l;
+	char url[64];
+
+	clean_env();
+	ASSERT_TRUE(held && failing);
+	ASSERT_OK(cancel_new(NULL, &ct));
+	struct aws_request rq = {.service = AWS_SVC_EC2, .action = "DescribeInstances", .cancel = ct};
+	struct aws_client_opts o = {.region = "us-east-1",
+				    .endpoint_url = url,
+				    .creds = {.access_key_id = "AKIDEXAMPLE",
+					      .secret_access_key = "secret"},
+				    .retry_base_ns = 10 * NSEC_PER_SEC,
+				    .timeout_ns = 30 * NSEC_PER_SEC};
+
+	/* in flight: the peer never answers */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", held->port);
+	ASSERT_OK(aws_client_new(&o, &c));
+	cancel_later(&l, ct, 100);
+	int64_t t0 = now_mono_ns();
+	int r = aws_do(c, &rq, &rep, &err);
+	int64_t ms = elapsed_ms(t0);
+	later_join(&l);
+	aws_client_free(c);
+	ASSERT_ERR(r, ECANCELED);
+	ASSERT_LT(ms, 1000);
+
+	/* in the wait before the second attempt (up to 10 s; cancelled once the first reply came) */
+	cancel_reset(ct);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", failing->port);
+	ASSERT_OK(aws_client_new(&o, &c));
+	cancel_on_request(&l, ct, failing);
+	t0 = now_mono_ns();
+	r = aws_do(c, &rq, &rep, &err);
+	ms = elapsed_ms(t0);
+	later_join(&l);
+	int requests = atomic_load(&failing->requests);
+	aws_client_free(c);
+	peer_stop(held);
+	peer_stop(failing);
+	cancel_free(ct);
+	ASSERT_ERR(r, ECANCELED);
+	ASSERT_LT(ms, 1000);
+	ASSERT_LE(requests, 2); /* 2 when the random delay was under a few ms */
+	ASSERT_CONTAINS(err.message, "canceled");
 }

@@ -1,15 +1,9 @@
 /* Cancellation of the Kubernetes client: calls in flight and their waits (token bucket,
  * Retry-After) end with -ECANCELED as soon as their token is cancelled, against a peer that
  * holds every request or answers it with one canned reply. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "common/base/cancel.h"
 #include "common/base/timeutil.h"
@@ -19,103 +13,7 @@
 #include "common/kube/rest.h"
 #include "common/kube/watch.h"
 #include "tests/unit/harness.h"
-
-#define PEER_MAX_CONNS 64
-
-/* A peer on 127.0.0.1: answers each request with reply (then closes), or holds it open when
- * reply is NULL, until peer_stop. */
-struct peer {
-	int lfd, port;
-	_Atomic(const char *) reply;
-	atomic_int requests;
-	struct cancel *stop;
-	pthread_t th;
-	int held[PEER_MAX_CONNS];
-	int n_held;
-};
-
-/* Reads one request's head (the body, when any, is small and read with it). */
-static void read_request(int fd)
-{
-	char buf[16384];
-	size_t n = 0;
-
-	while (n < sizeof(buf) - 1) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		if (poll(&p, 1, 2000) <= 0)
-			return;
-		ssize_t k = read(fd, buf + n, sizeof(buf) - 1 - n);
-		if (k <= 0)
-			return;
-		n += (size_t)k;
-		buf[n] = 0;
-		if (strstr(buf, "\r\n\r\n"))
-			return;
-	}
-}
-
-static void *peer_main(void *arg)
-{
-	struct peer *p = arg;
-
-	for (;;) {
-		struct pollfd fds[2] = {{.fd = p->lfd, .events = POLLIN},
-					{.fd = cancel_fd(p->stop), .events = POLLIN}};
-		if (poll(fds, 2, -1) < 0 || fds[1].revents)
-			break;
-		int fd = accept(p->lfd, NULL, NULL);
-		if (fd < 0)
-			continue;
-		read_request(fd);
-		atomic_fetch_add(&p->requests, 1);
-		const char *reply = atomic_load(&p->reply);
-		if (!reply && p->n_held < PEER_MAX_CONNS) {
-			p->held[p->n_held++] = fd;
-			continue;
-		}
-		if (reply && write(fd, reply, strlen(reply)) < 0) {
-			/* the client went away: nothing to do */
-		}
-		close(fd);
-	}
-	return NULL;
-}
-
-static struct peer *peer_start(const char *reply)
-{
-	struct peer *p = calloc(1, sizeof(*p));
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-
-	if (!p)
-		return NULL;
-	p->reply = reply;
-	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(p->lfd, 16) < 0 || getsockname(p->lfd, (struct sockaddr *)&sa, &len) < 0 ||
-	    cancel_new(NULL, &p->stop) < 0 || pthread_create(&p->th, NULL, peer_main, p) != 0) {
-		if (p->lfd >= 0)
-			close(p->lfd);
-		cancel_free(p->stop);
-		free(p);
-		return NULL;
-	}
-	p->port = ntohs(sa.sin_port);
-	return p;
-}
-
-static void peer_stop(struct peer *p)
-{
-	if (!p)
-		return;
-	cancel_cancel(p->stop);
-	pthread_join(p->th, NULL);
-	for (int i = 0; i < p->n_held; i++)
-		close(p->held[i]);
-	close(p->lfd);
-	cancel_free(p->stop);
-	free(p);
-}
+#include "tests/unit/peer.h"
 
 static struct kube_client *client_for(struct peer *p, struct cancel *ct)
 {
@@ -127,37 +25,6 @@ static struct kube_client *client_for(struct peer *p, struct cancel *ct)
 	if (kube_client_new(&cfg, &(struct kube_client_opts){.qps = -1, .cancel = ct}, &kc) < 0)
 		return NULL;
 	return kc;
-}
-
-struct later {
-	struct cancel *c;
-	int ms;
-	pthread_t th;
-};
-
-static void *cancel_later_main(void *arg)
-{
-	struct later *l = arg;
-	sleep_ns(l->ms * NSEC_PER_MSEC);
-	cancel_cancel(l->c);
-	return NULL;
-}
-
-/* Cancels c after ms on another thread; join with later_join. */
-static void cancel_later(struct later *l, struct cancel *c, int ms)
-{
-	*l = (struct later){.c = c, .ms = ms};
-	pthread_create(&l->th, NULL, cancel_later_main, l);
-}
-
-static void later_join(struct later *l)
-{
-	pthread_join(l->th, NULL);
-}
-
-static int64_t ms_since(int64_t t0)
-{
-	return (now_mono_ns() - t0) / NSEC_PER_MSEC;
 }
 
 TEST(kube_cancel_call_in_flight)
@@ -176,7 +43,7 @@ TEST(kube_cancel_call_in_flight)
 	cancel_later(&l, ct, 100);
 	int64_t t0 = now_mono_ns();
 	int r = kube_get(kc, KUBE_REF(&kube_nodes, NULL, "n1"), &obj, &st);
-	int64_t ms = ms_since(t0);
+	int64_t ms = elapsed_ms(t0);
 	later_join(&l);
 	kube_client_free(kc);
 	peer_stop(p);
@@ -206,7 +73,7 @@ TEST(kube_cancel_retry_after_wait)
 	int r = kube_call_do(kc, &(struct kube_call){.method = "GET", .path = "/api/v1/nodes",
 						      .cancel = call},
 			     NULL, &st);
-	int64_t ms = ms_since(t0);
+	int64_t ms = elapsed_ms(t0);
 	later_join(&l);
 	int requests = atomic_load(&p->requests);
 	kube_client_free(kc);
@@ -265,7 +132,7 @@ TEST(kube_cancel_watch_stream_and_backoff)
 	cancel_later(&l, ct, 100);
 	int64_t t0 = now_mono_ns();
 	int r = kube_watch_loop(kc, KUBE_REF(&kube_nodes, NULL, NULL), &wo, &rv, NULL);
-	int64_t ms = ms_since(t0);
+	int64_t ms = elapsed_ms(t0);
 	later_join(&l);
 	kube_client_free(kc);
 	ASSERT_ERR(r, ECANCELED);
@@ -278,7 +145,7 @@ TEST(kube_cancel_watch_stream_and_backoff)
 	cancel_later(&l, ct, 150);
 	t0 = now_mono_ns();
 	r = kube_watch_loop(kc, KUBE_REF(&kube_nodes, NULL, NULL), &wo, &rv, NULL);
-	ms = ms_since(t0);
+	ms = elapsed_ms(t0);
 	later_join(&l);
 	int requests = atomic_load(&failing->requests);
 	kube_client_free(kc);
@@ -310,7 +177,7 @@ TEST(kube_cancel_informer)
 	cancel_later(&l, parent, 150);
 	int64_t t0 = now_mono_ns();
 	bool synced = kube_informer_wait_synced(inf, 10 * NSEC_PER_SEC);
-	int64_t ms = ms_since(t0);
+	int64_t ms = elapsed_ms(t0);
 	later_join(&l);
 	kube_informer_free(inf);
 	kube_client_free(kc);
@@ -325,7 +192,7 @@ TEST(kube_cancel_informer)
 	ASSERT_FALSE(kube_informer_wait_synced(inf, 100 * NSEC_PER_MSEC));
 	t0 = now_mono_ns();
 	kube_informer_stop(inf);
-	ms = ms_since(t0);
+	ms = elapsed_ms(t0);
 	/* a stopped informer's wait returns at once */
 	ASSERT_FALSE(kube_informer_wait_synced(inf, -1));
 	kube_informer_free(inf);
@@ -358,7 +225,7 @@ TEST(kube_cancel_leader_election)
 		sleep_ns(NSEC_PER_MSEC);
 	int64_t t0 = now_mono_ns();
 	kube_le_stop(le);
-	int64_t ms = ms_since(t0);
+	int64_t ms = elapsed_ms(t0);
 	ASSERT_TRUE(kube_le_done(le));
 	ASSERT_FALSE(kube_le_lost(le));
 	kube_le_free(le);
@@ -376,9 +243,9 @@ TEST(kube_cancel_leader_election)
 		sleep_ns(NSEC_PER_MSEC);
 	t0 = now_mono_ns();
 	cancel_cancel(parent);
-	while (!kube_le_done(le) && ms_since(t0) < 3000)
+	while (!kube_le_done(le) && elapsed_ms(t0) < 3000)
 		sleep_ns(NSEC_PER_MSEC);
-	ms = ms_since(t0);
+	ms = elapsed_ms(t0);
 	kube_le_stop(le);
 	kube_le_free(le);
 	kube_client_free(kc);
@@ -414,15 +281,15 @@ TEST(kube_cancel_leader_lost_at_the_renew_deadline)
 	ASSERT_OK(kube_le_new(kc, &cfg, &le));
 	ASSERT_OK(kube_le_start(le));
 	int64_t t0 = now_mono_ns();
-	while (!kube_le_is_leader(le) && ms_since(t0) < 3000)
+	while (!kube_le_is_leader(le) && elapsed_ms(t0) < 3000)
 		sleep_ns(NSEC_PER_MSEC);
 	bool led = kube_le_is_leader(le);
 	/* from now on the server holds every request: renewals time out */
 	atomic_store(&p->reply, NULL);
 	t0 = now_mono_ns();
-	while (!kube_le_done(le) && ms_since(t0) < 5000)
+	while (!kube_le_done(le) && elapsed_ms(t0) < 5000)
 		sleep_ns(10 * NSEC_PER_MSEC);
-	int64_t ms = ms_since(t0);
+	int64_t ms = elapsed_ms(t0);
 	bool lost = kube_le_lost(le), leader = kube_le_is_leader(le);
 	kube_le_stop(le);
 	kube_le_free(le);
@@ -457,7 +324,7 @@ TEST(kube_cancel_event_recorder)
 	int64_t t0 = now_mono_ns();
 	cancel_cancel(parent);
 	int r = kube_recorder_flush(rec, 5 * NSEC_PER_SEC);
-	int64_t ms = ms_since(t0);
+	int64_t ms = elapsed_ms(t0);
 	kube_eventf(rec, &ref, KUBE_EVENT_NORMAL, "Third", "three"); /* dropped at once */
 	kube_recorder_get_stats(rec, &st);
 	kube_recorder_free(rec);
@@ -483,7 +350,7 @@ TEST(kube_cancel_event_recorder)
 	t0 = now_mono_ns();
 	cancel_cancel(parent);
 	r = kube_recorder_flush(rec, 5 * NSEC_PER_SEC);
-	ms = ms_since(t0);
+	ms = elapsed_ms(t0);
 	kube_recorder_get_stats(rec, &st);
 	kube_recorder_free(rec);
 	kube_client_free(kc);
