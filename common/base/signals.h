@@ -1,6 +1,11 @@
 /* Graceful stop: SIGTERM and SIGINT cancel the process's token (cancel.h: cancel_root()), which
  * every subcommand can wait on; a second one exits at once. SIGPIPE is ignored. Call
- * signals_setup() before creating any thread. The stop_* names are the root token's. */
+ * signals_setup() before creating any thread.
+ *
+ * The stop_* functions are the old names of the root token's operations, kept for the modules
+ * that still use them: stop_wait(t) is cancel_wait(cancel_root(), t), stop_requested() is
+ * cancel_is_cancelled(cancel_root()), stop_request() is cancel_cancel(cancel_root()). New code
+ * uses cancel.h, and passes a token down rather than reading the root deep in the code. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>

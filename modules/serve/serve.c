@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/base/cancel.h"
 #include "common/base/flags.h"
 #include "common/base/log.h"
-#include "common/base/signals.h"
 #include "common/http/server.h"
 
 static const char serve_usage[] =
@@ -67,7 +67,7 @@ int serve_main(int argc, char **argv)
 		log_error("failed to start the health server", KV_S("address", health_bind), KV_E(r));
 		goto out;
 	}
-	stop_wait(-1);
+	cancel_wait(cancel_root(), -1); /* until SIGTERM/SIGINT */
 	log_info("stopping");
 out:
 	http_server_free(h);

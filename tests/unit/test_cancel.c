@@ -73,3 +73,30 @@ TEST(cancel_wait_and_fd)
 	cancel_free(k);
 	cancel_free(p);
 }
+
+/* A wait of 0 returns at once; a negative one has no limit (callers clamp a computed time left
+ * to 0, never pass it negative). */
+TEST(cancel_wait_zero_and_without_limit)
+{
+	struct cancel *p, *k[64];
+	pthread_t th;
+	int64_t t0;
+
+	ASSERT_OK(cancel_new(NULL, &p));
+	for (int i = 0; i < 64; i++)
+		ASSERT_OK(cancel_new(p, &k[i]));
+	t0 = now_mono_ns();
+	ASSERT_FALSE(cancel_wait(k[0], 0));
+	ASSERT_LT(now_mono_ns() - t0, 20 * NSEC_PER_MSEC);
+	ASSERT_OK(-pthread_create(&th, NULL, cancel_later, p));
+	t0 = now_mono_ns();
+	ASSERT_TRUE(cancel_wait(k[63], -1));
+	ASSERT_GE(now_mono_ns() - t0, 40 * NSEC_PER_MSEC);
+	pthread_join(th, NULL);
+	for (int i = 0; i < 64; i++) {
+		ASSERT_TRUE(cancel_is_cancelled(k[i])); /* every child, at once */
+		ASSERT_TRUE(cancel_wait(k[i], 0));
+		cancel_free(k[i]);
+	}
+	cancel_free(p);
+}

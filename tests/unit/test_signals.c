@@ -1,6 +1,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "common/base/cancel.h"
 #include "common/base/signals.h"
 #include "common/base/timeutil.h"
 #include "tests/unit/harness.h"
@@ -30,4 +31,22 @@ TEST(signals_stop_wait_times_out_then_wakes)
 	ASSERT_EQ(v, 1);
 	stop_reset();
 	ASSERT_FALSE(stop_requested());
+}
+
+/* The stop_* names act on the process's token, and so on its children. */
+TEST(signals_stop_is_the_root_token)
+{
+	struct cancel *child;
+
+	stop_reset();
+	ASSERT_OK(cancel_new(cancel_root(), &child));
+	ASSERT_EQ(stop_fd(), cancel_fd(cancel_root()));
+	ASSERT_FALSE(cancel_is_cancelled(child));
+	stop_request();
+	ASSERT_TRUE(cancel_is_cancelled(cancel_root()));
+	ASSERT_TRUE(cancel_wait(child, 0));
+	stop_reset(); /* the root only: a cancelled child stays cancelled */
+	ASSERT_FALSE(stop_requested());
+	ASSERT_TRUE(cancel_is_cancelled(child));
+	cancel_free(child);
 }
