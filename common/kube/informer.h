@@ -11,6 +11,7 @@
  *           .n_indexers = 1,
  *           .handlers = { .on_add = pod_added, .on_update = pod_updated,
  *                         .on_delete = pod_deleted, .ud = ctl },
+ *           .cancel = ctl->cancel,                      // stops with its controller
  *   };
  *   kube_informer_new(kc, &o, &inf);
  *   kube_informer_start(inf);

@@ -473,6 +473,7 @@ int ccm_main(int argc, char **argv)
 	    .transform = ccm_node_transform,
 	    .handlers = {.on_add = on_add, .on_update = on_update, .on_delete = on_delete, .ud = &w},
 	    .name = "nodes",
+	    .cancel = cancel_root(),
 	};
 	if ((r = kube_informer_new(m->kc, &io, &m->nodes)) < 0) {
 		log_error("cannot create the node informer", KV_E(r));
