@@ -116,6 +116,7 @@ static int start_election(struct controllers *cs, struct election *e)
 	lc.on_stopped_leading = le_stopped;
 	lc.on_new_leader = le_new_leader;
 	lc.ud = e;
+	lc.cancel = token(cs); /* a stop of the run ends the election's waits at once */
 	if ((r = cancel_new(NULL, &e->leading)) < 0 || (r = kube_le_new(cs->kc, &lc, &le)) < 0 ||
 	    (atomic_store(&cs->elector, le), r = kube_le_start(le)) < 0) {
 		log_error("cannot start the leader election", KV_E(r));
@@ -166,13 +167,14 @@ static size_t informers_of(struct controllers *cs, struct kube_informer **out, s
 	return n;
 }
 
-/* Waits for every informer's first list; false when cancelled or no longer leading. */
+/* Waits for every informer's first list; false when cancelled or no longer leading. An
+ * informer's wait ends once its token is cancelled (informers are made under the run's token,
+ * or the process's), and a lost Lease cancels the run's: no wait here polls. */
 static bool wait_synced(struct controllers *cs, struct kube_informer **infs, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		while (!kube_informer_wait_synced(infs[i], NSEC_PER_SEC))
-			if (cancel_is_cancelled(token(cs)) || !controllers_may_act(cs))
-				return false;
+		if (!kube_informer_wait_synced(infs[i], -1) || !controllers_may_act(cs))
+			return false;
 	return true;
 }
 

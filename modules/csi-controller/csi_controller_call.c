@@ -9,6 +9,7 @@
 #include "common/aws/error.h"
 #include "common/aws/ids.h"
 #include "common/base/buf.h"
+#include "common/base/cancel.h"
 #include "common/base/keylock.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
@@ -40,19 +41,17 @@ void ctrl_unlock(struct csi_ctrl *c, const char *key)
 
 bool ctrl_sleep(const struct csi_ctrl_call *call, int64_t ns)
 {
-	int64_t deadline = call ? call->deadline_ns : INT64_MAX, until;
+	int64_t deadline = call ? call->deadline_ns : INT64_MAX;
+	struct cancel *ct = call ? call->cancel : NULL;
 
 	if (deadline != INT64_MAX && ns > deadline - now_mono_ns() - 50 * NSEC_PER_MSEC)
 		ns = deadline - now_mono_ns() - 50 * NSEC_PER_MSEC;
-	until = now_mono_ns() + ns;
-	for (;;) {
-		int64_t now = now_mono_ns();
-		if ((call && call->stopping && call->stopping(call->ud)) || now >= deadline)
-			return false;
-		if (now >= until)
-			return true;
-		sleep_ns(until - now < 20 * NSEC_PER_MSEC ? until - now : 20 * NSEC_PER_MSEC);
-	}
+	if (ns < 0)
+		ns = 0;
+	/* a NULL token is never cancelled: then a plain sleep of ns */
+	if (cancel_wait(ct, ns))
+		return false;
+	return now_mono_ns() < deadline;
 }
 
 enum csi_code ctrl_aws_fail(struct csi_error *err, int r, const struct aws_error *e,

@@ -13,11 +13,6 @@
 
 #define NSEC_PER_SEC_I64 ((int64_t)NSEC_PER_SEC)
 
-static bool call_stopping(void *ud)
-{
-	return rpc_call_stopping(ud);
-}
-
 /* The deadline and the stop of a call, for the service's waits. */
 static struct csi_ctrl_call call_of(struct rpc_call *call)
 {
@@ -25,8 +20,7 @@ static struct csi_ctrl_call call_of(struct rpc_call *call)
 
 	return (struct csi_ctrl_call){
 	    .deadline_ns = left == INT64_MAX ? INT64_MAX : now_mono_ns() + left,
-	    .stopping = call_stopping,
-	    .ud = call,
+	    .cancel = rpc_call_cancel(call),
 	};
 }
 

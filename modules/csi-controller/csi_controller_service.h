@@ -35,6 +35,7 @@
 struct aws_client;
 struct aws_client_opts;
 struct aws_batcher;
+struct cancel;
 struct aws_batch_kind;
 struct csi_devices;
 struct coalescer;
@@ -89,12 +90,11 @@ void csi_ctrl_release(struct csi_ctrl *c);
  * with the reason in why. */
 int csi_ctrl_probe(void *ud, char *why, size_t n);
 
-/* What a call runs under: its deadline, and whether it must end early (the server is
+/* What a call runs under: its deadline, and the token that ends it early (the server is
  * stopping). NULL for a call: no deadline, never stopped. */
 struct csi_ctrl_call {
-	int64_t deadline_ns; /* monotonic; INT64_MAX: none */
-	bool (*stopping)(void *ud);
-	void *ud;
+	int64_t deadline_ns;  /* monotonic; INT64_MAX: none */
+	struct cancel *cancel; /* the call's token (rpc_call_cancel); NULL: never cancelled */
 };
 
 /* ---- what the calls take and give ---- */
