@@ -111,8 +111,9 @@ struct controllers {
 	struct kube_le_config le;
 	/* Stops the run once cancelled; NULL: cancel_root(). Cancelled by the run itself when this
 	 * replica loses the Lease. The informers must stop with it: made with
-	 * kube_informer_opts.cancel set to this token or to a child of it (cancel_root() when this
-	 * is NULL), so that a wait for their first sync ends with the run. */
+	 * kube_informer_opts.cancel set to this token or to a child of it (or NULL, the client's
+	 * token, cancel_root() by default, when this is NULL), so that a wait for their first sync
+	 * ends with the run. */
 	struct cancel *cancel;
 	/* Called once every informer synced, before the controllers start. May be NULL. */
 	void (*synced)(void *ud);

@@ -356,7 +356,8 @@ int kube_informer_start(struct kube_informer *inf)
 
 	if (inf->running)
 		return -EALREADY;
-	if ((r = cancel_new(inf->o.cancel, &inf->cancel)) < 0)
+	if ((r = cancel_new(inf->o.cancel ? inf->o.cancel : kube_client_cancel(inf->c),
+			    &inf->cancel)) < 0)
 		return r;
 	pthread_mutex_lock(&inf->lock);
 	inf->ended = false;
@@ -417,7 +418,8 @@ bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ns)
 {
 	int64_t now = now_mono_ns();
 	int64_t deadline = timeout_ns >= 0 && timeout_ns < INT64_MAX - now ? now + timeout_ns : -1;
-	struct timespec ts = {.tv_sec = deadline / NSEC_PER_SEC, .tv_nsec = deadline % NSEC_PER_SEC};
+	struct timespec ts = {.tv_sec = deadline / NSEC_PER_SEC,
+			      .tv_nsec = deadline % NSEC_PER_SEC};
 	bool s;
 
 	/* the thread broadcasts when it has synced, and when it ends (cancelled) */

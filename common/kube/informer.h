@@ -64,7 +64,8 @@ struct kube_informer_opts {
 	size_t max_objects;		 /* 0: KUBE_INFORMER_MAX_OBJECTS */
 	const char *name;		 /* for logs; NULL: the plural */
 	/* A parent token: cancelling it stops the informer's list, watch and resync at once, as
-	 * kube_informer_stop does (which must still be called). NULL: kube_informer_stop alone. */
+	 * kube_informer_stop does (which must still be called). NULL: the client's token
+	 * (kube_client_cancel: by default the process's, so a stop ends the informer). */
 	struct cancel *cancel;
 };
 
@@ -80,7 +81,7 @@ struct kube_informer;
 
 int kube_informer_new(struct kube_client *c, const struct kube_informer_opts *o,
 		      struct kube_informer **ret);
-/* Starts the informer's threads under a new token (a child of o->cancel). */
+/* Starts the informer's threads under a new token (a child of o->cancel, or of the client's). */
 int kube_informer_start(struct kube_informer *inf);
 /* Cancels the informer's token (a list or watch in flight ends at once) and waits for its
  * threads; the store stays readable until free. */
