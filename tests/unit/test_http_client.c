@@ -1166,6 +1166,7 @@ TEST(http_client_stream_error_reply)
 struct pki {
 	EVP_PKEY *ca_key, *srv_key, *cli_key, *other_key;
 	X509 *ca, *srv, *cli, *other;
+	X509 *wrong; /* issued by the CA for another name than 127.0.0.1 */
 	char *ca_pem, *cli_pem, *cli_key_pem;
 	char ca_file[512], cli_file[512], cli_key_file[512];
 };
@@ -1186,13 +1187,15 @@ static int add_ext(X509 *x, X509 *issuer, int nid, const char *value)
 	return ok ? 0 : -1;
 }
 
-/* A P-256 certificate for cn, signed by issuer (self-signed when NULL). */
+/* A P-256 certificate for cn, signed by issuer (self-signed when NULL). A server certificate
+ * for 127.0.0.1 also names localhost; one for another name names it alone. */
 static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *issuer_key,
 		       const char *kind)
 {
 	static long serial = 1;
 	X509 *x = X509_new();
 	X509_NAME *name;
+	char san[128];
 	int r = 0;
 
 	if (!x)
@@ -1213,8 +1216,13 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *is
 		r |= add_ext(x, issuer, NID_basic_constraints, "CA:FALSE");
 		r |= add_ext(x, issuer, NID_ext_key_usage,
 			     strcmp(kind, "server") == 0 ? "serverAuth" : "clientAuth");
-		if (strcmp(kind, "server") == 0)
-			r |= add_ext(x, issuer, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
+		if (strcmp(kind, "server") == 0) {
+			if (strcmp(cn, "127.0.0.1") == 0)
+				str_copy(san, sizeof(san), "IP:127.0.0.1,DNS:localhost");
+			else
+				str_printf(san, sizeof(san), "DNS:%s", cn);
+			r |= add_ext(x, issuer, NID_subject_alt_name, san);
+		}
 	}
 	if (r != 0 || !X509_sign(x, issuer_key ? issuer_key : key, EVP_sha256())) {
 		X509_free(x);
@@ -1261,6 +1269,7 @@ static void pki_free(struct pki *p)
 	X509_free(p->srv);
 	X509_free(p->cli);
 	X509_free(p->other);
+	X509_free(p->wrong);
 	free(p->ca_pem);
 	free(p->cli_pem);
 	free(p->cli_key_pem);
@@ -1281,7 +1290,8 @@ static int pki_make(struct pki *p)
 		return -1;
 	p->srv = make_cert(p->srv_key, "127.0.0.1", p->ca, p->ca_key, "server");
 	p->cli = make_cert(p->cli_key, "test-client", p->ca, p->ca_key, "client");
-	if (!p->srv || !p->cli)
+	p->wrong = make_cert(p->srv_key, "api.example.com", p->ca, p->ca_key, "server");
+	if (!p->srv || !p->cli || !p->wrong)
 		return -1;
 	p->ca_pem = pem_of(p->ca, NULL);
 	p->cli_pem = pem_of(p->cli, NULL);
@@ -1295,14 +1305,14 @@ static int pki_make(struct pki *p)
 	return 0;
 }
 
-/* A server context with the server certificate that requires a client certificate from
- * the CA. */
-static SSL_CTX *server_ctx(struct pki *p)
+/* A server context with a certificate of the server's key (p->srv or p->wrong) that requires a
+ * client certificate from the CA. */
+static SSL_CTX *server_ctx(struct pki *p, X509 *cert)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 	if (!ctx)
 		return NULL;
-	if (SSL_CTX_use_certificate(ctx, p->srv) != 1 ||
+	if (SSL_CTX_use_certificate(ctx, cert) != 1 ||
 	    SSL_CTX_use_PrivateKey(ctx, p->srv_key) != 1 ||
 	    X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), p->ca) != 1) {
 		SSL_CTX_free(ctx);
@@ -1388,10 +1398,42 @@ TEST(http_client_tls)
 	SSL_CTX *ctx = NULL;
 
 	if (pki_make(&p) == 0)
-		ctx = server_ctx(&p);
+		ctx = server_ctx(&p, p.srv);
 	cur_pki = &p;
 	if (ctx)
 		WITH_SERVER(ctx, NULL, check_tls);
+	SSL_CTX_free(ctx);
+	pki_free(&p);
+	ASSERT_NOT_NULL(ctx);
+}
+
+/* A man in the middle with a certificate from the trusted CA, issued for another name. */
+static void check_tls_wrong_name(struct tsrv *s)
+{
+	_cleanup_resp_ struct http_response resp;
+	struct pki *p = cur_pki;
+
+	http_response_init(&resp);
+	ASSERT_ERR(tls_get(s,
+			   &(struct http_client_opts){.ca_pem = p->ca_pem,
+						      .cert_pem = p->cli_pem,
+						      .key_pem = p->cli_key_pem},
+			   &resp),
+		   EPROTO);
+	ASSERT_CONTAINS(resp.error, "127.0.0.1");
+	ASSERT_EQ(resp.status, 0);
+}
+
+TEST(http_client_tls_wrong_name)
+{
+	struct pki p;
+	SSL_CTX *ctx = NULL;
+
+	if (pki_make(&p) == 0)
+		ctx = server_ctx(&p, p.wrong);
+	cur_pki = &p;
+	if (ctx)
+		WITH_SERVER(ctx, NULL, check_tls_wrong_name);
 	SSL_CTX_free(ctx);
 	pki_free(&p);
 	ASSERT_NOT_NULL(ctx);
