@@ -261,6 +261,34 @@ TEST(aws_error_shapes)
 			"HTTP 503 reply without an AWS error (no content type, 0 bytes)");
 }
 
+/* Each root an AWS error document comes with: S3's <Error>, the query services'
+ * <ErrorResponse><Error> and EC2's <Response><Errors><Error>. */
+TEST(aws_error_xml_roots)
+{
+	static const struct {
+		const char *xml, *code, *message, *request_id;
+	} t[] = {
+	    {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NoSuchKey</Code>"
+	     "<Message>The specified key does not exist.</Message><Key>a/b</Key>"
+	     "<RequestId>4442587FB7D0A2F9</RequestId></Error>",
+	     "NoSuchKey", "The specified key does not exist.", "4442587FB7D0A2F9"},
+	    {"<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error>"
+	     "<Type>Sender</Type><Code>ValidationError</Code><Message>bad role</Message></Error>"
+	     "<RequestId>r-2</RequestId></ErrorResponse>",
+	     "ValidationError", "bad role", "r-2"},
+	    {"<Response><Errors><Error><Code>InvalidVolume.NotFound</Code><Message>no vol-1"
+	     "</Message></Error></Errors><RequestID>r-3</RequestID></Response>",
+	     "InvalidVolume.NotFound", "no vol-1", "r-3"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
+		struct aws_error e;
+		aws_error_parse(&e, 400, "text/xml", t[i].xml, strlen(t[i].xml), NULL);
+		ASSERT_STREQ(e.code, t[i].code);
+		ASSERT_STREQ(e.message, t[i].message);
+		ASSERT_STREQ(e.request_id, t[i].request_id);
+	}
+}
+
 TEST(aws_error_classification)
 {
 	static const struct {

@@ -46,6 +46,23 @@ TEST(metrics_histogram_buckets_cumulative)
 	metrics_reset();
 }
 
+/* Prometheus buckets are "less than or equal": a value on a bound counts in that bucket. */
+TEST(metrics_histogram_bound_is_inclusive)
+{
+	metrics_reset();
+	const double b[] = {0.25, 1};
+	struct metric *h = metric_histogram("test_wait_seconds", "W.", NULL, b, 2);
+	ASSERT_NOT_NULL(h);
+	metric_observe(h, 0.25);
+	metric_observe(h, 1);
+	_cleanup_buf_ struct buf out = BUF_INIT(0);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_CONTAINS(out.data, "test_wait_seconds_bucket{le=\"0.25\"} 1\n");
+	ASSERT_CONTAINS(out.data, "test_wait_seconds_bucket{le=\"1\"} 2\n");
+	ASSERT_CONTAINS(out.data, "test_wait_seconds_bucket{le=\"+Inf\"} 2\n");
+	metrics_reset();
+}
+
 TEST(metrics_registration_rules)
 {
 	metrics_reset();
