@@ -96,7 +96,7 @@ void aws_retry_bucket_refund(struct aws_retry_bucket *b, unsigned cost)
 		b->tokens = AWS_RETRY_TOKENS;
 }
 
-int64_t aws_retry_delay(int retry, int64_t base_ns, int64_t max_ns)
+static int64_t retry_cap(int retry, int64_t base_ns, int64_t max_ns)
 {
 	int64_t cap = base_ns;
 
@@ -104,9 +104,23 @@ int64_t aws_retry_delay(int retry, int64_t base_ns, int64_t max_ns)
 		return 0;
 	for (int i = 1; i < retry && cap < max_ns; i++)
 		cap *= 2;
-	if (cap > max_ns)
-		cap = max_ns;
+	return cap > max_ns ? max_ns : cap;
+}
+
+static int64_t full_jitter(int64_t cap)
+{
 	return cap > 0 ? (int64_t)random_below((uint64_t)cap) : 0;
+}
+
+int64_t aws_retry_delay(int retry, int64_t base_ns, int64_t max_ns)
+{
+	return full_jitter(retry_cap(retry, base_ns, max_ns));
+}
+
+int64_t aws_client_retry_cap(const struct aws_client *c, int retry, bool throttled)
+{
+	return retry_cap(retry, throttled ? c->throttle_base_ns : c->retry_base_ns,
+			 c->max_backoff_ns);
 }
 
 /* --- client ------------------------------------------------------------------------------- */
@@ -567,9 +581,7 @@ int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply 
 				break;
 			}
 			metric_inc(m_retries, rq->action);
-			delay = aws_retry_delay(
-			    n - 1, st.throttled ? c->throttle_base_ns : c->retry_base_ns,
-			    c->max_backoff_ns);
+			delay = full_jitter(aws_client_retry_cap(c, n - 1, st.throttled));
 			if (st.skew_retried && n == 2)
 				delay = 0;
 			log_v(4, "retrying AWS request", KV_S("service", si->name),

@@ -131,3 +131,7 @@ void aws_retry_bucket_refund(struct aws_retry_bucket *b, unsigned cost);
 /* The delay before retry number `retry` (1 for the first retry): uniform in
  * [0, min(max, base * 2^(retry-1))). */
 int64_t aws_retry_delay(int retry, int64_t base_ns, int64_t max_ns);
+/* The bound of this client's delay before retry number `retry` (the delay is uniform below it):
+ * after a throttling error from the throttling base (1 s by default), after any other from the
+ * retry base (100 ms), doubled per retry up to the max (20 s). */
+int64_t aws_client_retry_cap(const struct aws_client *c, int retry, bool throttled);

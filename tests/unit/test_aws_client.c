@@ -171,6 +171,73 @@ TEST(aws_retry_bucket_and_delay)
 	ASSERT_EQ(aws_retry_delay(0, NSEC_PER_SEC, NSEC_PER_SEC), 0);
 }
 
+/* The bound of the first retry's delay: 1 s after throttling, 100 ms after another error. */
+TEST(aws_client_retry_cap_throttling_base)
+{
+	struct aws_client *c = NULL;
+
+	clean_env();
+	ASSERT_OK(aws_client_new(&(struct aws_client_opts){.region = "us-east-1"}, &c));
+	int64_t thr1 = aws_client_retry_cap(c, 1, true), err1 = aws_client_retry_cap(c, 1, false);
+	int64_t thr3 = aws_client_retry_cap(c, 3, true), err3 = aws_client_retry_cap(c, 3, false);
+	int64_t thr9 = aws_client_retry_cap(c, 9, true);
+	aws_client_free(c);
+	ASSERT_EQ(thr1, NSEC_PER_SEC);
+	ASSERT_EQ(err1, 100 * NSEC_PER_MSEC);
+	ASSERT_EQ(thr3, 4 * NSEC_PER_SEC);
+	ASSERT_EQ(err3, 400 * NSEC_PER_MSEC);
+	ASSERT_EQ(thr9, 20 * NSEC_PER_SEC);
+}
+
+/* Milliseconds aws_do takes against a peer that always answers reply, with 8 retries. */
+static int64_t retries_ms(const char *reply, int64_t retry_base, int64_t throttle_base)
+{
+	struct peer *p = peer_start(reply);
+	struct aws_request rq = {.service = AWS_SVC_EC2, .action = "DescribeInstances"};
+	struct aws_reply rep = {0};
+	struct aws_client *c = NULL;
+	struct aws_error err;
+	char url[64];
+	int64_t ms = -1;
+
+	if (!p)
+		return -1;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", p->port);
+	struct aws_client_opts o = {
+	    .region = "us-east-1",
+	    .endpoint_url = url,
+	    .creds = {.access_key_id = "AKIDEXAMPLE", .secret_access_key = "secret"},
+	    .max_attempts = 9,
+	    .retry_base_ns = retry_base,
+	    .throttle_base_ns = throttle_base,
+	    .max_backoff_ns = 100 * NSEC_PER_MSEC};
+	if (aws_client_new(&o, &c) == 0) {
+		int64_t t0 = now_mono_ns();
+		if (aws_do(c, &rq, &rep, &err) < 0 && atomic_load(&p->requests) == 9)
+			ms = elapsed_ms(t0);
+		aws_client_free(c);
+	}
+	peer_stop(p);
+	return ms;
+}
+
+/* A throttled call waits on the throttling base, another failure on the retry base: 8 waits,
+ * each uniform below 100 ms on the base that applies, add up to 40 ms or more (the odds of
+ * less are 1e-8), and to nearly nothing on a 1 ns base. */
+TEST(aws_call_throttled_waits_on_the_throttling_base)
+{
+#define ERR_REPLY(status, code)                                                                    \
+	"HTTP/1.1 " status "\r\nContent-Type: text/xml\r\nConnection: close\r\n\r\n"             \
+	"<Response><Errors><Error><Code>" code "</Code><Message>m</Message></Error></Errors>"     \
+	"<RequestID>r</RequestID></Response>"
+	static const char throttled[] = ERR_REPLY("503 Service Unavailable", "RequestLimitExceeded");
+	static const char failed[] = ERR_REPLY("500 Internal Server Error", "InternalError");
+
+	clean_env();
+	ASSERT_GE(retries_ms(throttled, 1, 100 * NSEC_PER_MSEC), 40);
+	ASSERT_GE(retries_ms(failed, 100 * NSEC_PER_MSEC, 1), 40);
+}
+
 TEST(aws_ini_parsing)
 {
 	static const char cfg[] = "# comment\n"
