@@ -25,6 +25,18 @@ int ccm_node_resync(void *ud, const char *key, int64_t *requeue_after_ns);
 void ccm_node_changed(struct controller *c, const cJSON *old, const cJSON *node);
 void ccm_node_deleted(struct controller *c, const cJSON *node);
 
+/* What initializing a Node writes (exposed for tests): the providerID when it has none, the
+ * labels, and the uninitialized taint gone. */
+struct ccm_node_init {
+	const char *provider_id;
+	const cJSON *labels; /* an object of strings */
+};
+/* Applies it to a copy of the Node (a kube_update_retry mutate function; ud: the init). */
+int ccm_node_init_mutate(void *ud, cJSON *obj);
+/* The same as a JSON merge patch against the stored node, carrying rv (malloc'd text). */
+int ccm_node_init_patch(const cJSON *node, const char *rv, const struct ccm_node_init *im,
+			char **ret_text);
+
 /* cloud-node-lifecycle (ccm_lifecycle.c); ud: the struct ccm */
 int ccm_lc_monitor(void *ud, const char *key, int64_t *requeue_after_ns);
 int ccm_lc_start(struct controller *c);

@@ -258,15 +258,15 @@ out:
 	return r;
 }
 
-/* Labels, providerID and taint: applied to a fresh copy of the Node by kube_update_retry. */
-struct init_mut {
-	const char *provider_id;
-	const cJSON *labels;
-};
-
-static int init_mutate(void *ud, cJSON *obj)
+static bool is_uninitialized_taint(const cJSON *taint)
 {
-	struct init_mut *im = ud;
+	const char *k = json_str(taint, "key");
+	return k && strcmp(k, CCM_TAINT_UNINITIALIZED) == 0;
+}
+
+int ccm_node_init_mutate(void *ud, cJSON *obj)
+{
+	const struct ccm_node_init *im = ud;
 	cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
 	int r;
 
@@ -293,27 +293,19 @@ static int init_mutate(void *ud, cJSON *obj)
 		}
 	}
 	cJSON *taints = cJSON_GetObjectItemCaseSensitive(spec, "taints");
-	for (int i = cJSON_GetArraySize(taints) - 1; i >= 0; i--) {
-		const char *k = json_str(cJSON_GetArrayItem(taints, i), "key");
-		if (k && strcmp(k, CCM_TAINT_UNINITIALIZED) == 0)
+	for (int i = cJSON_GetArraySize(taints) - 1; i >= 0; i--)
+		if (is_uninitialized_taint(cJSON_GetArrayItem(taints, i)))
 			cJSON_DeleteItemFromArray(taints, i);
-	}
 	return 0;
 }
 
-/* The same change as init_mutate, as a JSON merge patch computed from the stored Node and
- * carrying its resourceVersion (the API server answers 409 when the Node changed since). */
-static int init_patch(struct ccm *m, const cJSON *node, const char *rv, const struct init_mut *im,
-		      struct kube_status *st)
+int ccm_node_init_patch(const cJSON *node, const char *rv, const struct ccm_node_init *im,
+			char **ret_text)
 {
-	const char *name = json_str(node, "metadata.name");
 	const char *pid = json_str(node, "spec.providerID");
 	cJSON *doc = NULL, *taints = NULL;
-	_cleanup_free_ char *text = NULL;
 	int r = -ENOMEM;
 
-	if (!rv)
-		return -KUBE_ECONFLICT; /* cannot guard it: take the slow path */
 	if (!(doc = cJSON_CreateObject()) || !(taints = cJSON_CreateArray()))
 		goto out;
 	cJSON *md = cJSON_AddObjectToObject(doc, "metadata");
@@ -329,8 +321,7 @@ static int init_patch(struct ccm *m, const cJSON *node, const char *rv, const st
 	const cJSON *t;
 	cJSON_ArrayForEach(t, json_find(node, "spec.taints"))
 	{
-		const char *k = json_str(t, "key");
-		if (k && strcmp(k, CCM_TAINT_UNINITIALIZED) == 0)
+		if (is_uninitialized_taint(t))
 			continue;
 		cJSON *d = cJSON_Duplicate(t, true);
 		if (!d)
@@ -347,13 +338,28 @@ static int init_patch(struct ccm *m, const cJSON *node, const char *rv, const st
 		}
 	}
 	taints = NULL;
-	if (!(text = json_print(doc)))
-		goto out;
-	r = kube_patch(m->kc, KUBE_REF(&kube_nodes, NULL, name), KUBE_PATCH_MERGE, text, NULL, st);
+	if ((*ret_text = json_print(doc)))
+		r = 0;
 out:
 	cJSON_Delete(taints);
 	cJSON_Delete(doc);
 	return r;
+}
+
+/* The patch of ccm_node_init_patch, guarded by the stored resourceVersion (the API server
+ * answers 409 when the Node changed since). */
+static int init_patch(struct ccm *m, const cJSON *node, const char *rv,
+		      const struct ccm_node_init *im, struct kube_status *st)
+{
+	_cleanup_free_ char *text = NULL;
+	int r;
+
+	if (!rv)
+		return -KUBE_ECONFLICT; /* cannot guard it: take the slow path */
+	if ((r = ccm_node_init_patch(node, rv, im, &text)) < 0)
+		return r;
+	return kube_patch(m->kc, KUBE_REF(&kube_nodes, NULL, json_str(node, "metadata.name")),
+			  KUBE_PATCH_MERGE, text, NULL, st);
 }
 
 /* The addresses a Node should have; NULL with 0 when the kubelet's --node-ip is not among
@@ -451,11 +457,11 @@ static int initialize(struct ccm_node_ctl *ctl, const cJSON *node, const struct 
 		r = -ECANCELED;
 		goto out;
 	}
-	struct init_mut im = {.provider_id = pid, .labels = labels};
+	struct ccm_node_init im = {.provider_id = pid, .labels = labels};
 	/* one PATCH guarded by the stored resourceVersion; on a conflict, GET + PUT */
 	r = init_patch(m, node, rv ? rv : json_str(node, "metadata.resourceVersion"), &im, &st);
 	if (r == -KUBE_ECONFLICT || r == -ENOMEM)
-		r = kube_update_retry(m->kc, KUBE_REF(&kube_nodes, NULL, name), init_mutate, &im,
+		r = kube_update_retry(m->kc, KUBE_REF(&kube_nodes, NULL, name), ccm_node_init_mutate, &im,
 				      NULL, &st);
 	if (r < 0) {
 		log_error("failed to initialize node", KV_S("node", name),
