@@ -103,6 +103,12 @@ demo: $(BIN)
 bench: $(BIN)
 	AWS_K8S=$(abspath $(BIN)) tests/bench/run
 
+# Mutation tests: each one-line change of tests/mutants/list, made in a scratch copy of the tree,
+# must make the tests it names fail. MUTANTS_ARGS=--ci runs the short subset CI runs.
+.PHONY: mutants
+mutants: $(BIN) $(UNIT)
+	tests/mutants/run $(MUTANTS_ARGS)
+
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
