@@ -461,8 +461,8 @@ static int initialize(struct ccm_node_ctl *ctl, const cJSON *node, const struct 
 	/* one PATCH guarded by the stored resourceVersion; on a conflict, GET + PUT */
 	r = init_patch(m, node, rv ? rv : json_str(node, "metadata.resourceVersion"), &im, &st);
 	if (r == -KUBE_ECONFLICT || r == -ENOMEM)
-		r = kube_update_retry(m->kc, KUBE_REF(&kube_nodes, NULL, name), ccm_node_init_mutate, &im,
-				      NULL, &st);
+		r = kube_update_retry(m->kc, KUBE_REF(&kube_nodes, NULL, name),
+				      ccm_node_init_mutate, &im, NULL, &st);
 	if (r < 0) {
 		log_error("failed to initialize node", KV_S("node", name),
 			  KV_S("error", st.message), KV_E(r));

@@ -227,10 +227,11 @@ static int64_t retries_ms(const char *reply, int64_t retry_base, int64_t throttl
 TEST(aws_call_throttled_waits_on_the_throttling_base)
 {
 #define ERR_REPLY(status, code)                                                                    \
-	"HTTP/1.1 " status "\r\nContent-Type: text/xml\r\nConnection: close\r\n\r\n"             \
-	"<Response><Errors><Error><Code>" code "</Code><Message>m</Message></Error></Errors>"     \
+	"HTTP/1.1 " status "\r\nContent-Type: text/xml\r\nConnection: close\r\n\r\n"               \
+	"<Response><Errors><Error><Code>" code "</Code><Message>m</Message></Error></Errors>"      \
 	"<RequestID>r</RequestID></Response>"
-	static const char throttled[] = ERR_REPLY("503 Service Unavailable", "RequestLimitExceeded");
+	static const char throttled[] =
+	    ERR_REPLY("503 Service Unavailable", "RequestLimitExceeded");
 	static const char failed[] = ERR_REPLY("500 Internal Server Error", "InternalError");
 
 	clean_env();
