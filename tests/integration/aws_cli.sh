@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # The `aws-k8s aws` subcommand's interface: help, usage errors and exit codes, endpoint
 # resolution from the environment (no server needed except where noted).
 . "$(dirname "$0")/aws_lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # The credential chain through `aws-k8s aws` against moto (behind the fault proxy, which
 # counts the STS calls): environment keys, web identity (AssumeRoleWithWebIdentity, the token
 # file re-read at refresh), a profile with role_arn + source_profile (AssumeRole), --role-arn

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # EC2 through `aws-k8s aws` against moto: DescribeInstances with filters and pagination,
 # DescribeInstanceTypes, volumes, the EC2 error shape, moto's HTML 500, and the batcher.
 . "$(dirname "$0")/aws_lib.sh"
@@ -13,7 +14,7 @@ ec2.stop_instances(InstanceIds=[ids[6]])
 ec2.create_tags(Resources=[ids[0]], Tags=[{"Key": "odd key/+", "Value": "a b&c=d/e+f%20~*"}])
 print(" ".join(ids))')
 read -r -a IDS <<<"$ids"
-[ ${#IDS[@]} -eq 7 ] && ok "seven instances created in moto" || fail "seven instances created in moto" "$ids"
+[ ${#IDS[@]} -eq 7 ] && peer ok "seven instances created in moto" || peer fail "seven instances created in moto" "$ids"
 
 run_to "$T/all.json" ec2 DescribeInstances
 [ $RC -eq 0 ] && ok "DescribeInstances succeeds" || fail "DescribeInstances succeeds" "$(cat "$T/all.json.err")"

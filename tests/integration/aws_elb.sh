@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # Elastic Load Balancing through `aws-k8s aws` against moto: a classic ELB (API 2012-06-01,
 # member lists, the ErrorResponse shape) and an NLB with a target group (API 2015-12-01).
 . "$(dirname "$0")/aws_lib.sh"

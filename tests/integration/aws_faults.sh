@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # Retries, errors and metrics under the fault proxy in front of moto: throttled calls succeed
 # after retries, validation errors are not retried, truncated XML is a clear error, a hanging
 # peer times out, the retry token bucket stops a storm, and the metrics count it all.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # The metadata client through `aws-k8s aws imds` against the metadata fake (filled from a moto
 # instance): IMDSv2 tokens, the helpers, one token for many reads, a new token once after a
 # 401, the IMDSv1 fallback, retries on 5xx, short timeouts, AWS_EC2_METADATA_DISABLED, and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # The JSON protocol through `aws-k8s aws` against moto: SQS (AmazonSQS.*, x-amz-json-1.0)
 # send/receive/delete, JSON errors, and EventBridge (AWSEvents.*, x-amz-json-1.1) delivering
 # to the queue.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # The shared base in a real process: command dispatch and exit codes, the metrics and health
 # server, the Prometheus format checked by promtool, graceful stop.
 . "$(dirname "$0")/../lib/testlib.sh"

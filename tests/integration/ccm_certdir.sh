@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # aws-k8s ccm --cert-dir: the self-signed pair is written safely. A key path that is a
 # symbolic link is refused (the ccm exits with a clear error, the link's target is untouched);
 # an old 0644 key file is replaced by a 0600 one; a 0755 folder is tightened to 0700; a missing

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # aws-k8s ccm's cluster identity and AWS set-up: the cluster ID from the cloud config or, when
 # it has none, from the tags of the instance the ccm runs on (through the instance metadata
 # fake); the new and the legacy cluster tags; several tags or none are start-up errors

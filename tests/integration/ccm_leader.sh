@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # (runs $AWS_K8S ccm through ccm_start in ccm_lib.sh)
 # Two aws-k8s ccm replicas with leader election: only the leader acts (each replica talks to
 # AWS through its own counting proxy, so the standby's calls are seen), and when the leader is

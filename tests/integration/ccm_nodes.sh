@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # aws-k8s ccm against moto and the test API server: start-up errors, the cloud-node controller
 # (Nodes named by private DNS name, instance ID, Name tag and providerID in every accepted
 # form; a missing and an ambiguous instance; the periodic re-sync) and the node-lifecycle

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # (runs $AWS_K8S ccm through ccm_start in ccm_lib.sh)
 # aws-k8s ccm's route controller against moto (wrapped so that a route to a terminated
 # instance is a blackhole, as on AWS): routes for three Nodes in two cluster-tagged route
@@ -49,8 +50,8 @@ print(a, b, u, o, igw)")
 blackhole=$(moto_py "
 r = [r for r in ec2.describe_route_tables(RouteTableIds=['$rtA'])['RouteTables'][0]['Routes'] if r.get('DestinationCidrBlock') == '10.244.3.0/24'][0]
 print(r['State'])")
-if [ "$blackhole" = blackhole ]; then ok "the test route to a terminated instance is a blackhole"
-else fail "the test route to a terminated instance is a blackhole" "$blackhole"; fi
+if [ "$blackhole" = blackhole ]; then peer ok "the test route to a terminated instance is a blackhole"
+else peer fail "the test route to a terminated instance is a blackhole" "$blackhole"; fi
 
 node_create "$d1" "" 10.244.1.0/24
 node_create "$d2" "" 10.244.2.0/24

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # (runs $AWS_K8S ccm through ccm_start in ccm_lib.sh)
 # AWS throttles every EC2 call for 30 seconds (RequestLimitExceeded from the fault proxy) while
 # three Nodes join: the ccm slows down (fewer calls at the end of the window than at its

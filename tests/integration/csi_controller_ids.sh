@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # csi-controller and malformed identifiers: a 100 KB garbage snapshot id, ids with a newline
 # and a shell command, HTML, upper case, in every call that takes an id. Each is answered
 # before any AWS call (counted by the fault proxy in front of moto): INVALID_ARGUMENT, or OK /
@@ -20,7 +21,7 @@ iid=$(moto_py 'print(run_instance(InstanceType="m5.large", Placement={"Availabil
 
 calls() { tb_json "$FAULTPROXY_URL/_control/calls?log=0" | jq -r .total; }
 tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
-expect "the proxy counts from zero" 0 "$(calls)"
+peer expect "the proxy counts from zero" 0 "$(calls)"
 
 big="snap-$(head -c $((100 * 1024 - 5)) /dev/zero | tr '\0' 'f')"
 nl=$'i-123\n;rm'

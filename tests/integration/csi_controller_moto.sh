@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # csi-controller against moto, driven by `aws-k8s csi-client`: the acceptance flow of the
 # issue (create gp3 / io2 / encrypted / from a snapshot, idempotent repeat, conflicting
 # repeat, publish two volumes to one instance, unpublish, expand, modify, snapshots paged by

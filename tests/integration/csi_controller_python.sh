@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # csi-controller checked from outside with a gRPC client no one here wrote: Debian's
 # python3-grpcio (/usr/bin/python3), with messages generated at test time from the project's
 # csi.proto by protoc --python_out, calling methods through grpc's generic unary_unary (so
@@ -18,9 +19,9 @@ if ! command -v protoc >/dev/null; then
 fi
 mkdir -p "$T_TMP/py"
 if protoc --proto_path="$T_ROOT/common/csi" --python_out="$T_TMP/py" "$T_ROOT/common/csi/csi.proto"; then
-	ok "protoc generates Python messages from csi.proto"
+	peer ok "protoc generates Python messages from csi.proto"
 else
-	fail "protoc generates Python messages from csi.proto"
+	peer fail "protoc generates Python messages from csi.proto"
 	t_summary
 fi
 

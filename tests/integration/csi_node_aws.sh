@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # csi-node's NodeGetInfo against the AWS test bed: the node id, zone and interfaces from the
 # metadata fake (built from a moto instance), the attach limit from moto's DescribeInstanceTypes
 # and DescribeVolumes, the Kubernetes metadata source against the fake API server, and the
@@ -123,7 +124,7 @@ EOF
 	kubectl --kubeconfig "$T_TMP/kc" taint node ip-10-0-0-1.ec2.internal \
 		ebs.csi.aws.com/agent-not-ready=:NoExecute other=x:NoSchedule >/dev/null 2>&1
 	taints() { kubectl --kubeconfig "$T_TMP/kc" get node ip-10-0-0-1.ec2.internal -o jsonpath='{.spec.taints[*].key}'; }
-	check "taint: set up" test "$(taints)" = "ebs.csi.aws.com/agent-not-ready other"
+	peer check "taint: set up" test "$(taints)" = "ebs.csi.aws.com/agent-not-ready other"
 	CSI_NODE_NAME=ip-10-0-0-1.ec2.internal bg untaint "$AWS_K8S" csi-node --endpoint "unix://$T_TMP/u.sock" \
 		--kubeconfig "$T_TMP/kc" --describe-instance-type=false --v 4
 	sleep 2.5

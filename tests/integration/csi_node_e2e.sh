@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # The whole EBS CSI flow, controller and node, as Kubernetes drives it: against moto (EC2) and
 # the metadata fake built from a moto instance, through `aws-k8s csi-client`:
 #   CreateVolume, ControllerPublishVolume, NodeStageVolume, NodePublishVolume,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # csi-node on real block devices: loop devices stand in for EBS volumes (linked by volume id in
 # a --device-dir directory, as udev links them in /dev/disk/by-id), real mkfs.ext4/mkfs.xfs,
 # real mounts, driven over the CSI socket by `aws-k8s csi-client`. The whole script runs in a

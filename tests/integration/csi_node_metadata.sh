@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # csi-node and malformed instance metadata. The metadata fake serves chosen values: an
 # instance id with a newline and a shell command, an HTML zone, a zone of another region, a
 # bad instance type or outpost ARN. A source that serves one malformed value is not used: with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # SIGKILL and SIGTERM at chosen points: while CreateVolume, AttachVolume, the DescribeInstances
 # of a Node's initialisation and CreateRoute are held at the fault proxy (a `delay` rule: the
 # call reaches AWS only if the caller is still there). After a restart everything converges

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # The fault matrix: at each destructive decision point of ccm and csi-controller, the fault
 # proxy replaces the one reply the decision rests on with something that is not that reply
 # (HTML with 200, well-formed XML with another root, the right root without its result set,

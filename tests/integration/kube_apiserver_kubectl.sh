@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: peers
 # sanitizer-pass: skip (tests the Python fakes only; aws-k8s is not run)
 # The fake kube-apiserver (tests/kube-apiserver/run) driven by kubectl 1.32, and by curl
 # for what kubectl does not show (status codes, watch streams, the control endpoint).

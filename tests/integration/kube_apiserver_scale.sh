@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: peers
 # sanitizer-pass: skip (tests the Python fakes only; aws-k8s is not run)
 # The fake kube-apiserver holds 5,000 Nodes and 20,000 Pods and lists them quickly.
 . "$(dirname "$0")/../lib/testlib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: peers
 # sanitizer-pass: skip (tests the Python fakes only; aws-k8s is not run)
 # Unit tests of the fake kube-apiserver's selectors, patches and protobuf decoding.
 . "$(dirname "$0")/../lib/testlib.sh"

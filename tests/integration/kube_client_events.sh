@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # The event recorder: repeats of one event become one Event whose count is PATCHed; 10 similar
 # events with different messages are combined; events about cluster-scoped objects go to
 # "default"; a stalled API server never blocks the recording; the queue and the spam filter

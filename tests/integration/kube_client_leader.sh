@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # Leader election: processes compete for one Lease. After the leader is killed with SIGKILL the
 # other takes over within the lease duration (plus its retry period); after a graceful stop it
 # takes over at once (the Lease is released); a leader that cannot renew stops within the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # The Kubernetes REST client against the project's test API server, through
 # `aws-k8s kube-debug`: pagination, selectors, Status errors, update conflict then retry, the
 # three patch types, delete options, eviction blocked by a PodDisruptionBudget, TokenReview and

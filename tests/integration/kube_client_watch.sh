@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # Watches and informers: list then watch, reconnect from the last version after a dropped
 # stream, relist after 410 (an ERROR event and an expired history), deletions seen through a
 # relist, bookmarks, server-side timeouts; and against a stub server, malformed lines, unknown

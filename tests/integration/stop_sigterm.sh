@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # SIGTERM stops every long-running subcommand within 2 s, with exit 0 and (in the sanitizer
 # pass) no sanitizer report, while it is blocked on its peers:
 #   ccm             its Node informer's watch open at the test API server, and a

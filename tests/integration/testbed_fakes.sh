@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: peers
 # sanitizer-pass: skip (tests the Python fakes only; aws-k8s is not run)
 # Checks the AWS-side test bed from the outside: moto (moto.sh), the instance metadata
 # fake (tests/imds-fake) and the fault-injecting proxy (tests/fault-proxy), with curl,

@@ -20,19 +20,44 @@ t_cleanup() {
 trap t_cleanup EXIT
 trap 'exit 130' INT TERM
 
-ok() { T_PASS=$((T_PASS + 1)); echo "ok - $1"; }
-fail() { T_FAIL=$((T_FAIL + 1)); echo "FAIL - $1${2:+: $2}"; }
-skip() { T_SKIP=$((T_SKIP + 1)); echo "skip - $1: $2"; }
+# ok NAME, fail NAME [WHY], skip NAME REASON: one check each. A skip is not a pass, and
+# tests/run turns it into a failure under TEST_STRICT_SKIPS=1 unless tests/skips.allow lists it.
+# "peer ok ...", "peer check ...": a check of a test peer (moto, a fake, the fault proxy), not of
+# aws-k8s, in a script marked "# tests: product"; t_summary prints their count on a
+# "test peers:" line (see tests/README.md).
+T_PEER_PASS=0 T_PEER_FAIL=0 T_PEER_SKIP=0
+peer() { local T_IN_PEER=1; "$@"; }
+ok() {
+	T_PASS=$((T_PASS + 1))
+	if [ -n "${T_IN_PEER:-}" ]; then T_PEER_PASS=$((T_PEER_PASS + 1)); fi
+	echo "ok - $1"
+}
+fail() {
+	T_FAIL=$((T_FAIL + 1))
+	if [ -n "${T_IN_PEER:-}" ]; then T_PEER_FAIL=$((T_PEER_FAIL + 1)); fi
+	echo "FAIL - $1${2:+: $2}"
+}
+skip() {
+	T_SKIP=$((T_SKIP + 1))
+	if [ -n "${T_IN_PEER:-}" ]; then T_PEER_SKIP=$((T_PEER_SKIP + 1)); fi
+	echo "skip - $1: ${2:-(no reason given)}"
+}
 # check NAME CMD...: passes when CMD exits 0; output of a failing CMD is shown.
 check() {
 	local name=$1 out
 	shift
 	if out=$("$@" 2>&1); then ok "$name"; else fail "$name" "$(printf '%s' "$out" | tail -n 5)"; fi
 }
+# t_summary: the closing line, then exit: 1 when a check failed, 77 when every check was
+# skipped (the whole script could not run here), else 0.
 t_summary() {
+	if [ $((T_PEER_PASS + T_PEER_FAIL + T_PEER_SKIP)) -gt 0 ]; then
+		echo "test peers: $T_PEER_PASS passed, $T_PEER_FAIL failed, $T_PEER_SKIP skipped"
+	fi
 	echo "$T_PASS passed, $T_FAIL failed, $T_SKIP skipped"
-	[ "$T_FAIL" -eq 0 ]
-	exit $?
+	[ "$T_FAIL" -eq 0 ] || exit 1
+	[ "$T_PASS" -eq 0 ] && [ "$T_SKIP" -gt 0 ] && exit 77
+	exit 0
 }
 
 # free_port: prints a TCP port on 127.0.0.1 that nothing listens on.

@@ -14,6 +14,7 @@
 static struct test_case tests[MAX_TESTS];
 static size_t ntests;
 bool test_failed;
+static char skip_reason[512];
 static char tmpdir[PATH_MAX];
 static char data_path[PATH_MAX];
 
@@ -36,6 +37,17 @@ void test_fail(const char *file, int line, const char *fmt, ...)
 	vfprintf(stdout, fmt, ap);
 	va_end(ap);
 	fputc('\n', stdout);
+}
+
+void test_skip(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(skip_reason, sizeof(skip_reason), fmt, ap);
+	va_end(ap);
+	if (!skip_reason[0])
+		snprintf(skip_reason, sizeof(skip_reason), "(no reason given)");
 }
 
 const char *test_tmpdir(void)
@@ -109,7 +121,7 @@ static bool selected(const char *name, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	size_t passed = 0, failed = 0;
+	size_t passed = 0, failed = 0, skipped = 0;
 
 	const char *v = getenv("TEST_V");
 	if (v) {
@@ -126,18 +138,25 @@ int main(int argc, char **argv)
 		if (!selected(tests[i].name, argc, argv))
 			continue;
 		test_failed = false;
+		skip_reason[0] = 0;
 		clock_gettime(CLOCK_MONOTONIC, &a);
 		tests[i].fn();
 		clock_gettime(CLOCK_MONOTONIC, &b);
 		remove_tmpdir();
 		double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
-		printf("%s - %s (%.1f ms)\n", test_failed ? "FAIL" : "ok", tests[i].name, ms);
-		if (test_failed)
+		/* a failure before the skip still fails */
+		if (test_failed) {
+			printf("FAIL - %s (%.1f ms)\n", tests[i].name, ms);
 			failed++;
-		else
+		} else if (skip_reason[0]) {
+			printf("skip - %s: %s\n", tests[i].name, skip_reason);
+			skipped++;
+		} else {
+			printf("ok - %s (%.1f ms)\n", tests[i].name, ms);
 			passed++;
+		}
 		fflush(stdout);
 	}
-	printf("%zu passed, %zu failed\n", passed, failed);
+	printf("%zu passed, %zu failed, %zu skipped\n", passed, failed, skipped);
 	return failed ? 1 : 0;
 }

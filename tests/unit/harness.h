@@ -1,7 +1,10 @@
 /* The in-house unit-test harness. A test file defines tests with TEST(name) { ... } and uses
  * the ASSERT_* macros, which print the expression, the values and, for errno results, the
  * errno name. Tests register themselves; harness.c runs them all (or those whose name contains
- * argv[1]) and ends with the line "N passed, N failed". */
+ * one of the arguments) and ends with the line "N passed, N failed, N skipped". A test that
+ * cannot run here says why with TEST_SKIP("reason"): it prints "skip - NAME: reason" and counts
+ * as skipped, never as passed (tests/run fails it under TEST_STRICT_SKIPS=1 unless
+ * tests/skips.allow lists it). */
 #pragma once
 #include <errno.h>
 #include <stdbool.h>
@@ -19,6 +22,7 @@ struct test_case {
 
 void test_register(const char *name, const char *file, void (*fn)(void));
 void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A scratch directory for this test, removed after it. */
 const char *test_tmpdir(void);
 /* Path of a file under tests/data/. */
@@ -34,6 +38,13 @@ extern bool test_failed;
 		test_register(#name, __FILE__, test_##name);                                       \
 	}                                                                                          \
 	static void test_##name(void)
+
+/* Ends the test as skipped, with a reason: TEST_SKIP("no /dev/loop0: %s", why). */
+#define TEST_SKIP(...)                                                                             \
+	do {                                                                                       \
+		test_skip(__VA_ARGS__);                                                            \
+		return;                                                                            \
+	} while (0)
 
 #define ASSERT_TRUE(e)                                                                             \
 	do {                                                                                       \

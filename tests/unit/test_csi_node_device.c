@@ -87,9 +87,14 @@ static bool setup(void)
 	(void)str_printf(byid, sizeof(byid), "%s/by-id", test_tmpdir());
 	(void)str_printf(sys, sizeof(sys), "%s/sys", test_tmpdir());
 	mkdir(byid, 0755);
-	struct stat st;
-	return stat("/dev/loop0", &st) == 0 && S_ISBLK(st.st_mode) &&
-	       stat("/dev/loop1", &st) == 0 && stat("/dev/loop2", &st) == 0;
+	/* the three must be block devices, or the tests would fail rather than skip */
+	const char *devs[] = { "/dev/loop0", "/dev/loop1", "/dev/loop2" };
+	for (size_t i = 0; i < 3; i++) {
+		struct stat st;
+		if (stat(devs[i], &st) < 0 || !S_ISBLK(st.st_mode))
+			return false;
+	}
+	return true;
 }
 
 TEST(csi_node_volume_id)
@@ -114,10 +119,8 @@ TEST(csi_node_find_by_link)
 	struct csi_node_devices d = { .by_id_dir = byid, .sysfs = sys };
 	char dev[256], msg[512];
 
-	if (!setup()) {
-		printf("    (no /dev/loop0..2: skipped)\n");
-		return;
-	}
+	if (!setup())
+		TEST_SKIP("no block devices /dev/loop0..2");
 	ASSERT_OK(fake_sysfs("loop0", NULL));
 	ASSERT_OK(link_volume("vol0aaa", "/dev/loop0"));
 	/* the link wins, a missing devicePath is fine */
@@ -155,10 +158,8 @@ TEST(csi_node_find_by_device_path)
 	struct csi_node_devices d = { .by_id_dir = byid, .sysfs = sys };
 	char dev[256], msg[512];
 
-	if (!setup()) {
-		printf("    (no /dev/loop0..2: skipped)\n");
-		return;
-	}
+	if (!setup())
+		TEST_SKIP("no block devices /dev/loop0..2");
 	ASSERT_OK(fake_sysfs("loop2", NULL));
 	/* a device with no identity (a Xen instance) is accepted from devicePath */
 	ASSERT_OK(csi_node_find_device(&d, "vol-0ddd", "/dev/loop2", NULL, dev, sizeof(dev), msg,
@@ -186,10 +187,8 @@ TEST(csi_node_wrong_volume_refused)
 	char dev[256], msg[512], id[64];
 	struct stat st;
 
-	if (!setup()) {
-		printf("    (no /dev/loop0..2: skipped)\n");
-		return;
-	}
+	if (!setup())
+		TEST_SKIP("no block devices /dev/loop0..2");
 	/* loop0 is vol-0aaa by its link: as devicePath of vol-0eee it is refused */
 	ASSERT_OK(fake_sysfs("loop0", NULL));
 	ASSERT_OK(link_volume("vol0aaa", "/dev/loop0"));

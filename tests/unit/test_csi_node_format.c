@@ -182,10 +182,8 @@ TEST(csi_node_probe_and_size_real_mkfs)
 	uint64_t bytes, bs;
 
 	if (csi_exec_find("mkfs.ext4", found, sizeof(found)) < 0 ||
-	    csi_exec_find("mkfs.xfs", found, sizeof(found)) < 0) {
-		printf("    (mkfs.ext4/mkfs.xfs not installed: skipped)\n");
-		return;
-	}
+	    csi_exec_find("mkfs.xfs", found, sizeof(found)) < 0)
+		TEST_SKIP("mkfs.ext4 or mkfs.xfs is not installed (e2fsprogs, xfsprogs)");
 	ASSERT_OK(make_image("blank.img", 64 << 20, img, sizeof(img)));
 	ASSERT_EQ(csi_fs_probe(img, &p), 0);
 	ASSERT_STREQ(p.type, "");
@@ -215,10 +213,8 @@ TEST(csi_node_probe_partition_table)
 	char img[1024], found[256];
 	struct csi_probe p;
 
-	if (csi_exec_find("sfdisk", found, sizeof(found)) < 0) {
-		printf("    (sfdisk not installed: skipped)\n");
-		return;
-	}
+	if (csi_exec_find("sfdisk", found, sizeof(found)) < 0)
+		TEST_SKIP("sfdisk is not installed (fdisk)");
 	ASSERT_OK(make_image("pt.img", 16 << 20, img, sizeof(img)));
 	/* sfdisk reads the layout from standard input: write it to a file, run through csi_exec
 	 * is not possible (stdin is /dev/null), so use sfdisk's --label with a script file */
@@ -235,7 +231,7 @@ TEST(csi_node_probe_partition_table)
 		dup2(in, 0);
 		dup2(out, 1);
 		dup2(out, 2);
-		execlp("sfdisk", "sfdisk", img, (char *)NULL);
+		execl(found, "sfdisk", img, (char *)NULL); /* the one the skip check found */
 		_exit(127);
 	}
 	int status;
