@@ -5,17 +5,11 @@
  * written to --cert-dir when it is set), as k8s.io/apiserver's MaybeDefaultWithSelfSignedCerts
  * does. Writing never follows a symbolic link and leaves the key 0600 in a 0700 folder
  * (common/base/fileutil.h); reading follows links (a mounted Secret is made of them). */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <openssl/ec.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/rand.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/base/buf.h"
@@ -26,101 +20,28 @@
 #include "common/kube/config.h"
 #include "common/kube/informer.h"
 #include "common/kube/leaderelection.h"
+#include "common/x509/x509.h"
 #include "modules/ccm/ccm_serve.h"
 
 #define PEM_MAX ((size_t)1 << 20)
 
-static char *bio_text(BIO *b)
-{
-	char *data;
-	long n = BIO_get_mem_data(b, &data);
-	char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-	if (s) {
-		memcpy(s, data, (size_t)n);
-		s[n] = 0;
-	}
-	return s;
-}
-
 int ccm_self_signed(const char *cn, const char *const *dns, const char *const *ips, char **ret_cert,
-		    char **ret_key)
+		    char **ret_key, char *err, size_t errlen)
 {
-	EVP_PKEY *key = NULL;
-	X509 *x = NULL;
-	BIO *cb = NULL, *kb = NULL;
-	_cleanup_buf_ struct buf san = BUF_INIT(4096);
-	unsigned char serial[16];
-	int r = -EIO;
+	char subject[X509_NAME_MAX + 1];
 
-	if (!(key = EVP_EC_gen("P-256")) || !(x = X509_new()))
-		goto out;
-	if (RAND_bytes(serial, sizeof(serial)) != 1)
-		goto out;
-	serial[0] &= 0x7f;
-	BIGNUM *bn = BN_bin2bn(serial, sizeof(serial), NULL);
-	if (!bn || !BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x))) {
-		BN_free(bn);
-		goto out;
+	/* "<host>@<unix time>", valid from an hour ago for a year, as client-go's helper */
+	if (str_printf(subject, sizeof(subject), "%s@%lld", cn, (long long)time(NULL)) < 0) {
+		snprintf(err, errlen, "the host name '%s' is too long for a certificate", cn);
+		return -EINVAL;
 	}
-	BN_free(bn);
-	X509_set_version(x, 2);
-	/* valid from an hour ago (clock skew) for a year, as client-go's helper */
-	if (!X509_gmtime_adj(X509_getm_notBefore(x), -3600) ||
-	    !X509_gmtime_adj(X509_getm_notAfter(x), 365L * 24 * 3600))
-		goto out;
-	X509_NAME *name = X509_get_subject_name(x);
-	char issuer[256];
-	snprintf(issuer, sizeof(issuer), "%s@%lld", cn, (long long)time(NULL));
-	if (!X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)issuer, -1,
-					-1, 0) ||
-	    !X509_set_issuer_name(x, name) || !X509_set_pubkey(x, key))
-		goto out;
-	for (size_t i = 0; dns && dns[i]; i++)
-		buf_printf(&san, "%sDNS:%s", san.len ? "," : "", dns[i]);
-	for (size_t i = 0; ips && ips[i]; i++)
-		buf_printf(&san, "%sIP:%s", san.len ? "," : "", ips[i]);
-	X509V3_CTX ctx;
-	X509V3_set_ctx_nodb(&ctx);
-	X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
-	const char *exts[][2] = {
-	    {"basicConstraints", "critical,CA:TRUE"},
-	    {"keyUsage", "critical,digitalSignature,keyEncipherment,keyCertSign"},
-	    {"extendedKeyUsage", "serverAuth"},
-	    {"subjectAltName", san.len ? san.data : NULL},
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(exts); i++) {
-		if (!exts[i][1])
-			continue;
-		X509_EXTENSION *e = X509V3_EXT_conf(NULL, &ctx, exts[i][0], exts[i][1]);
-		if (!e)
-			goto out;
-		int ok = X509_add_ext(x, e, -1);
-		X509_EXTENSION_free(e);
-		if (!ok)
-			goto out;
-	}
-	if (!X509_sign(x, key, EVP_sha256()))
-		goto out;
-	if (!(cb = BIO_new(BIO_s_mem())) || !(kb = BIO_new(BIO_s_mem())) ||
-	    !PEM_write_bio_X509(cb, x) ||
-	    !PEM_write_bio_PrivateKey(kb, key, NULL, NULL, 0, NULL, NULL))
-		goto out;
-	char *c = bio_text(cb), *k = bio_text(kb);
-	if (!c || !k) {
-		free(c);
-		free(k);
-		r = -ENOMEM;
-		goto out;
-	}
-	*ret_cert = c;
-	*ret_key = k;
-	r = 0;
-out:
-	BIO_free(cb);
-	BIO_free(kb);
-	X509_free(x);
-	EVP_PKEY_free(key);
-	return r;
+	struct x509_spec s = {.cn = subject,
+			      .dns = dns,
+			      .ips = ips,
+			      .ca = true,
+			      .usages = X509_USAGE_SERVER,
+			      .duration_s = X509_YEAR};
+	return x509_self_signed_pem(&s, ret_cert, ret_key, err, errlen);
 }
 
 #define PAIR_CRT "cloud-controller-manager.crt"
@@ -209,8 +130,9 @@ static int load_pair(const struct ccm_serve_opts *o, char **cert, char **key, ch
 	}
 	static const char *const dns[] = {"localhost", NULL};
 	static const char *const ips[] = {"127.0.0.1", NULL};
-	if ((r = ccm_self_signed("localhost", dns, ips, cert, key)) < 0) {
-		snprintf(err, errlen, "cannot make a self-signed certificate");
+	char why[256];
+	if ((r = ccm_self_signed("localhost", dns, ips, cert, key, why, sizeof(why))) < 0) {
+		snprintf(err, errlen, "cannot make a self-signed certificate: %s", why);
 		return r;
 	}
 	if (*cp) {

@@ -18,7 +18,8 @@ struct ccm_serve_opts {
 };
 int ccm_serve_start(const struct ccm_serve_opts *o, struct ccm *m, struct http_server **ret,
 		    char *err, size_t errlen);
-/* A self-signed certificate and key (PEM) for the given host names and IPs (ECDSA P-256, one
- * year), as client-go's GenerateSelfSignedCertKey. */
+/* A self-signed certificate and key (PEM) for the given host names and IPs (ECDSA P-256, CN
+ * "<cn>@<unix time>", CA:TRUE with serverAuth, one year), as client-go's
+ * GenerateSelfSignedCertKey; made by common/x509. */
 int ccm_self_signed(const char *cn, const char *const *dns, const char *const *ips, char **ret_cert,
-		    char **ret_key);
+		    char **ret_key, char *err, size_t errlen);

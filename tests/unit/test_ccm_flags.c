@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include "common/base/flags.h"
+#include "common/base/secret.h"
+#include "common/x509/x509.h"
 #include "modules/ccm/ccm_internal.h"
 #include "tests/unit/harness.h"
 
@@ -160,11 +162,36 @@ TEST(ccm_flags_controllers)
 
 TEST(ccm_flags_self_signed)
 {
-	char *cert = NULL, *key = NULL;
+	char *cert = NULL, *key = NULL, err[256];
 	const char *dns[] = {"localhost", NULL}, *ips[] = {"127.0.0.1", NULL};
-	ASSERT_OK(ccm_self_signed("localhost", dns, ips, &cert, &key));
+	ASSERT_OK(ccm_self_signed("localhost", dns, ips, &cert, &key, err, sizeof(err)));
 	ASSERT_CONTAINS(cert, "-----BEGIN CERTIFICATE-----");
 	ASSERT_CONTAINS(key, "PRIVATE KEY-----");
+
+	/* as before common/x509: a P-256 key, CN "localhost@<time>", the SANs, one year,
+	 * CA:TRUE with serverAuth */
+	struct x509_cert *c = NULL;
+	struct x509_key *k = NULL;
+	struct x509_names n = {0};
+	int64_t nb = 0, na = 0;
+	int r = x509_cert_from_pem(cert, &c, err, sizeof(err));
+	if (r >= 0)
+		r = x509_key_from_pem(key, &k, err, sizeof(err));
+	if (r >= 0)
+		r = x509_cert_key_match(c, k, err, sizeof(err));
+	if (r >= 0)
+		r = x509_cert_names(c, &n, err, sizeof(err));
+	if (r >= 0)
+		r = x509_cert_validity(c, &nb, &na, err, sizeof(err));
+	bool ok = r >= 0 && x509_key_type(k) == X509_KEY_EC_P256 && x509_cert_is_ca(c) &&
+		  str_has_prefix(n.cn, "localhost@") && n.dns && !strcmp(n.dns[0], "localhost") &&
+		  !n.dns[1] && n.ips && !strcmp(n.ips[0], "127.0.0.1") && !n.ips[1] &&
+		  na - nb == X509_YEAR + X509_SKEW_S;
+	x509_names_release(&n);
+	x509_key_free(k);
+	x509_cert_free(c);
 	free(cert);
-	free(key);
+	secret_free(key);
+	ASSERT_OK(r);
+	ASSERT_TRUE(ok);
 }
