@@ -11,6 +11,19 @@
 #include "common/base/log.h"
 #include "modules/csi-node/csi_node_internal.h"
 
+/* The volume path of NodeExpandVolume and NodeGetVolumeStats. Missing: INVALID_ARGUMENT. A
+ * relative one names nothing in our root file system (the spec wants absolute paths; it is
+ * never resolved against our working directory), so no volume is there: NOT_FOUND, as for a
+ * path that does not exist (the spec's "volume does not exist"; csi-sanity sends "some/path"). */
+static enum csi_code check_volume_path(const char *path, struct csi_error *st)
+{
+	if (path && *path && path[0] != '/')
+		return csi_error_set(st, CSI_NOT_FOUND,
+				     "volume path \"%.200s\" does not exist: not an absolute path",
+				     path);
+	return csi_node_check_path("volume path", path, st);
+}
+
 /* The device node of a mounted file system's major:minor. */
 static int dev_node(struct csi_node *n, dev_t dev, char *ret, size_t len)
 {
@@ -75,10 +88,12 @@ static enum csi_code expand_locked(struct csi_node *n, const struct csi_node_exp
 	if (r < 0)
 		return csi_error_set(st, r == -ENOENT ? CSI_NOT_FOUND : CSI_INTERNAL,
 				     "checking %s: %s", req->volume_path, strerror(-r));
+	if (state == CSI_MOUNT_NONE)
+		return csi_error_set(st, CSI_NOT_FOUND, "no volume is mounted at %s",
+				     req->volume_path);
 	if (state != CSI_MOUNT_MOUNTED)
-		return csi_error_set(
-		    st, CSI_FAILED_PRECONDITION, "volume path %s is %s", req->volume_path,
-		    state == CSI_MOUNT_CORRUPT ? "a corrupted mount" : "not mounted");
+		return csi_error_set(st, CSI_FAILED_PRECONDITION,
+				     "volume path %s is a corrupted mount", req->volume_path);
 	dev_t d = makedev(m.major, m.minor);
 	if ((r = csi_node_check_owner(n, d, req->volume_id, req->volume_path, st)) != CSI_OK)
 		return r;
@@ -122,7 +137,7 @@ enum csi_code csi_node_expand(struct csi_node *n, const struct csi_node_expand_r
 	int r;
 
 	if ((r = csi_node_check_id(req->volume_id, st)) != CSI_OK ||
-	    (r = csi_node_check_path("volume path", req->volume_path, st)) != CSI_OK)
+	    (r = check_volume_path(req->volume_path, st)) != CSI_OK)
 		return r;
 	if (req->cap.present && (r = csi_node_check_cap(&req->cap, &fstype, st)) != CSI_OK)
 		return r;
@@ -157,7 +172,7 @@ enum csi_code csi_node_get_stats(struct csi_node *n, const char *volume_id, cons
 
 	if (!volume_id || !*volume_id)
 		return csi_error_set(st, CSI_INVALID_ARGUMENT, "volume id is missing");
-	if ((r = csi_node_check_path("volume path", volume_path, st)) != CSI_OK)
+	if ((r = check_volume_path(volume_path, st)) != CSI_OK)
 		return r;
 	if (stat(volume_path, &sb) < 0) {
 		int e = errno;
@@ -189,9 +204,13 @@ enum csi_code csi_node_get_stats(struct csi_node *n, const char *volume_id, cons
 		return csi_error_set(st, r == -ENOENT ? CSI_NOT_FOUND : CSI_INTERNAL,
 				     "checking %s: %s", volume_path, strerror(-r));
 	}
+	if (state == CSI_MOUNT_NONE) {
+		/* an empty mount point: statfs would give the numbers of the file system below */
+		csi_mount_table_release(&t);
+		return csi_error_set(st, CSI_NOT_FOUND, "no volume is mounted at %s", volume_path);
+	}
 	if (state != CSI_MOUNT_MOUNTED) {
-		abnormal(&s, "%s is %s", volume_path,
-			 state == CSI_MOUNT_CORRUPT ? "a corrupted mount" : "not mounted");
+		abnormal(&s, "%s is a corrupted mount%s", volume_path, "");
 		csi_mount_table_release(&t);
 		goto done;
 	}

@@ -144,9 +144,12 @@ enum csi_code csi_node_check_path(const char *what, const char *path, struct csi
 {
 	if (!path || !*path)
 		return csi_error_set(st, CSI_INVALID_ARGUMENT, "%s is missing", what);
-	if (path[0] != '/' || strlen(path) >= PATH_MAX - 16)
+	if (path[0] != '/')
 		return csi_error_set(st, CSI_INVALID_ARGUMENT,
 				     "%s \"%.200s\" is not an absolute path", what, path);
+	if (strlen(path) >= PATH_MAX - 16)
+		return csi_error_set(st, CSI_INVALID_ARGUMENT, "%s \"%.200s...\" is too long", what,
+				     path);
 	for (const char *p = path; *p; p++)
 		if (p[0] == '/' && p[1] == '.' && p[2] == '.' && (p[3] == '/' || p[3] == '\0'))
 			return csi_error_set(st, CSI_INVALID_ARGUMENT,

@@ -66,7 +66,9 @@ struct csi_node_expand_req {
 	struct csi_cap cap;		 /* optional */
 };
 
-/* On success *ret_bytes is the device size. */
+/* On success *ret_bytes is the device size. A volume path that does not exist, is relative or
+ * has nothing mounted on it: NOT_FOUND (the spec's "volume does not exist"); a corrupted mount
+ * or a device smaller than required_bytes: FAILED_PRECONDITION. */
 enum csi_code csi_node_expand(struct csi_node *n, const struct csi_node_expand_req *req,
 			      int64_t *ret_bytes, struct csi_error *st);
 
@@ -78,6 +80,10 @@ struct csi_node_stats {
 	char message[256];
 };
 
+/* Usage of the file system mounted at volume_path, or the size of the block device there. A
+ * path that does not exist, is relative or has nothing mounted on it: NOT_FOUND (the spec's
+ * "volume does not exist on volume_path"; statfs would report the file system below). A
+ * corrupted mount, a device that is gone or a file system turned read-only: OK, abnormal. */
 enum csi_code csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *volume_path,
 				 struct csi_node_stats *ret, struct csi_error *st);
 

@@ -162,6 +162,13 @@ check "grow at stage: the file system grew with the device" test "$(df -B1M --ou
 check "expand beyond the device: refused until it grows" expect_code FailedPrecondition node-expand \
 	--volume vol-0aaa --volume-path "$T/st-0aaa" --size 1Gi
 check "expand a missing path: NotFound" expect_code NotFound node-expand --volume vol-0aaa --volume-path "$T/nope"
+mkdir -p "$T/empty"
+check "expand a path with nothing mounted: NotFound" expect_code NotFound node-expand --volume vol-0aaa --volume-path "$T/empty"
+# a relative path names nothing (csi-sanity sends "some/path"); "." exists in csi-node's directory
+for p in some/path .; do
+	check "expand a relative path ($p): NotFound" expect_code NotFound node-expand --volume vol-0aaa --volume-path "$p"
+done
+check "expand without a volume path: InvalidArgument" expect_code InvalidArgument node-expand --volume vol-0aaa
 
 # ---- stats ----
 st=$(csi node-get-volume-stats --volume vol-0aaa --volume-path "$T/st-0aaa")
@@ -170,9 +177,15 @@ check "stats: bytes ($bytes)" test "$bytes" -gt $((40 << 20)) -a "$bytes" -le $(
 check "stats: inodes" test "$(jq -r '.usage[] | select(.unit=="INODES") | .total' <<<"$st")" -gt 1000
 check "stats: healthy" test "$(jq -r '.volume_condition.abnormal // false' <<<"$st")" = false
 check "stats: missing path NotFound" expect_code NotFound node-get-volume-stats --volume vol-0aaa --volume-path "$T/nope"
-mkdir -p "$T/empty"
-st=$(csi node-get-volume-stats --volume vol-0aaa --volume-path "$T/empty")
-check "stats: a path with nothing mounted is abnormal" test "$(jq -r '.volume_condition.abnormal' <<<"$st")" = true
+check "stats: a path with nothing mounted is NotFound (not the numbers of the file system below)" \
+	expect_code NotFound node-get-volume-stats --volume vol-0aaa --volume-path "$T/empty"
+for p in some/path .; do
+	check "stats: a relative path ($p) is NotFound" expect_code NotFound node-get-volume-stats --volume vol-0aaa --volume-path "$p"
+done
+check "stats: without a volume id InvalidArgument" expect_code InvalidArgument call /csi.v1.Node/NodeGetVolumeStats \
+	--data "{\"volume_path\":\"$T/st-0aaa\"}"
+check "stats: without a volume path InvalidArgument" expect_code InvalidArgument call /csi.v1.Node/NodeGetVolumeStats \
+	--data '{"volume_id":"vol-0aaa"}'
 
 # ---- block volume ----
 blk() { csi node-publish --volume vol-0eee --staging-path "$T/st-0eee" --target "$T/blk/dev" --capability block "$@"; }

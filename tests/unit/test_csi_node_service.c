@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "common/base/buf.h"
+#include "common/base/fileutil.h"
 #include "modules/csi-node/csi_node_internal.h"
 #include "tests/unit/harness.h"
 
@@ -126,18 +127,63 @@ TEST(csi_node_service_missing_things)
 	struct stat sb;
 	ASSERT_TRUE(stat(tgt, &sb) < 0 && errno == ENOENT);
 	ASSERT_EQ(csi_node_unpublish(n, "vol-0123", tgt, &st), CSI_OK);
-	/* stats and expand of a missing path: NotFound; of a plain directory: abnormal */
+	csi_node_free(n);
+}
+
+/* NodeGetVolumeStats and NodeExpandVolume where the volume is not: the spec's "volume does not
+ * exist" is NOT_FOUND for a path that does not exist, a relative one (csi-sanity sends
+ * "some/path"; "." exists in our working directory but must not be looked at) and one with
+ * nothing mounted on it; only a missing id or path is INVALID_ARGUMENT. */
+TEST(csi_node_service_stats_and_expand_not_found)
+{
+	struct csi_node *n = new_node();
 	struct csi_node_stats s;
-	ASSERT_EQ(csi_node_get_stats(n, "vol-0123", tgt, &s, &st), CSI_NOT_FOUND);
-	ASSERT_EQ(csi_node_get_stats(n, "vol-0123", test_tmpdir(), &s, &st), CSI_OK);
-	ASSERT_TRUE(s.abnormal);
-	ASSERT_FALSE(s.has_bytes);
-	ASSERT_CONTAINS(s.message, "not mounted");
-	struct csi_node_expand_req e = { .volume_id = "vol-0123", .volume_path = tgt };
+	struct csi_error st;
 	int64_t bytes;
-	ASSERT_EQ(csi_node_expand(n, &e, &bytes, &st), CSI_NOT_FOUND);
-	e.volume_path = test_tmpdir();
+	char missing[1024], dir[1024], file[1024];
+	static char longpath[4200];
+
+	ASSERT_NOT_NULL(n);
+	(void)str_printf(missing, sizeof(missing), "%s/nope/deeper", test_tmpdir());
+	(void)str_printf(dir, sizeof(dir), "%s/empty-dir", test_tmpdir());
+	(void)str_printf(file, sizeof(file), "%s/plain-file", test_tmpdir());
+	ASSERT_EQ(mkdir(dir, 0750), 0);
+	ASSERT_OK(file_write_atomic(file, "x", 1, 0640));
+	longpath[0] = '/';
+	memset(longpath + 1, 'a', sizeof(longpath) - 2);
+	const struct {
+		const char *id, *path;
+		enum csi_code code;
+		const char *msg;
+	} cases[] = {
+		{ "", "/proc", CSI_INVALID_ARGUMENT, "volume id is missing" },
+		{ "vol-0123", "", CSI_INVALID_ARGUMENT, "volume path is missing" },
+		{ "vol-0123", NULL, CSI_INVALID_ARGUMENT, "volume path is missing" },
+		{ "vol-0123", "some/path", CSI_NOT_FOUND, "not an absolute path" },
+		{ "vol-0123", ".", CSI_NOT_FOUND, "not an absolute path" },
+		{ "vol-0123", "/a/../b", CSI_INVALID_ARGUMENT, "contains \"..\"" },
+		{ "vol-0123", longpath, CSI_INVALID_ARGUMENT, "is too long" },
+		{ "vol-0123", missing, CSI_NOT_FOUND, "does not exist" },
+		{ "vol-0123", dir, CSI_NOT_FOUND, "no volume is mounted at" },
+		{ "vol-0123", file, CSI_NOT_FOUND, "no volume is mounted at" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct csi_node_expand_req e = { .volume_id = cases[i].id,
+						 .volume_path = cases[i].path };
+		memset(&st, 0, sizeof(st));
+		ASSERT_EQ(csi_node_get_stats(n, cases[i].id, cases[i].path, &s, &st), cases[i].code);
+		ASSERT_CONTAINS(st.message, cases[i].msg);
+		memset(&st, 0, sizeof(st));
+		ASSERT_EQ(csi_node_expand(n, &e, &bytes, &st), cases[i].code);
+		ASSERT_CONTAINS(st.message, cases[i].msg);
+	}
+	/* a mount point is found: stats report it; expand goes on to check what is mounted */
+	ASSERT_EQ(csi_node_get_stats(n, "vol-0123", "/proc", &s, &st), CSI_OK);
+	ASSERT_TRUE(s.has_bytes);
+	ASSERT_FALSE(s.abnormal);
+	struct csi_node_expand_req e = { .volume_id = "vol-0123", .volume_path = "/proc" };
 	ASSERT_EQ(csi_node_expand(n, &e, &bytes, &st), CSI_FAILED_PRECONDITION);
+	ASSERT_CONTAINS(st.message, "not a block device mount");
 	csi_node_free(n);
 }
 
