@@ -421,8 +421,12 @@ enum csi_code csi_ctrl_modify(struct csi_ctrl *c, const struct csi_ctrl_call *ca
 		return csi_error_set(err, CSI_INVALID_ARGUMENT, "volume id is missing");
 	if (!aws_volume_id_valid(volume_id))
 		return ctrl_bad_id(err, "volume id", volume_id);
-	if (!n)
-		return csi_error_set(err, CSI_INVALID_ARGUMENT, "mutable parameters are missing");
+	/* nothing to change: done, without asking EC2 (as upstream; the spec modifies only for the
+	 * keys given, so none is a valid no-op) */
+	if (!n) {
+		log_v(2, "nothing to modify", KV_S("volume", volume_id));
+		return csi_error_ok(err);
+	}
 	for (size_t i = 0; i < n; i++)
 		if (modify_param(params[i].key, params[i].value, &m, &keys, err) != CSI_OK)
 			return err->code;

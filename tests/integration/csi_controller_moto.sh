@@ -188,6 +188,13 @@ v = ec2.describe_volumes(VolumeIds=[sys.argv[1]])["Volumes"][0]
 eq("moto: iops 4000", v.get("Iops"), 4000)
 eq("moto: tag added", {t["Key"]: t["Value"] for t in v.get("Tags", [])}.get("tier"), "gold")
 ' "$v2"
+# every EC2 call the controller made (its upstream-named metric)
+ec2_calls() { curl -s "$CTRL_METRICS/metrics" | awk '/^aws_ebs_csi_api_request_duration_seconds_count/ { s += $2 } END { print s + 0 }'; }
+calls_before=$(ec2_calls)
+[ "$calls_before" -gt 0 ] && ok "the EC2 call count is read ($calls_before so far)" || fail "the EC2 call count is read" "$calls_before"
+expect "modify with no mutable parameters: OK, a no-op" OK "$(cc_code controller-modify --volume "$v2")"
+expect "modify of an unknown volume with no mutable parameters: OK" OK "$(cc_code controller-modify --volume vol-0123456789abcdef0)"
+expect "modify with no mutable parameters: no EC2 call" "$calls_before" "$(ec2_calls)"
 expect "modify: unknown key is InvalidArgument" InvalidArgument "$(cc_code controller-modify --volume "$v2" --mutable-param size=5)"
 expect "modify gp3 to a throughput above its IOPS: InvalidArgument" InvalidArgument \
 	"$(cc_code controller-modify --volume "$v1" --mutable-param throughput=1000)"

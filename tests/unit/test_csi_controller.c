@@ -781,6 +781,40 @@ TEST(csi_ctrl_expand_and_modify_are_merged)
 	env_stop(&e);
 }
 
+/* ControllerModifyVolume with no mutable parameters succeeds at once and asks EC2 nothing, for
+ * a volume EC2 has or not (as upstream); the id checks still come first. */
+TEST(csi_ctrl_modify_nothing_is_a_noop)
+{
+	struct env e;
+	char msg[256], rq[256], *out = NULL;
+
+	sim_reset();
+	struct svol *v = sim_add("available", NULL, 10);
+	ASSERT_OK(env_start(&e, 30 * NSEC_PER_SEC)); /* a coalescer window no test would sit out */
+	int before = S.n_requests;
+	int64_t t0 = now_mono_ns();
+	snprintf(rq, sizeof(rq), "{\"volume_id\":\"%s\"}", v->id);
+	ASSERT_EQ(call(&e, "ControllerModifyVolume", rq, &out, msg, sizeof(msg)), RPC_OK);
+	ASSERT_STREQ(out, "{}");
+	free(out);
+	snprintf(rq, sizeof(rq), "{\"volume_id\":\"%s\",\"mutable_parameters\":{}}", v->id);
+	ASSERT_EQ(call(&e, "ControllerModifyVolume", rq, NULL, msg, sizeof(msg)), RPC_OK);
+	ASSERT_EQ(call(&e, "ControllerModifyVolume", "{\"volume_id\":\"vol-0123456789abcdef0\"}",
+		       NULL, msg, sizeof(msg)),
+		  RPC_OK);
+	ASSERT_LT(now_mono_ns() - t0, 10 * NSEC_PER_SEC);
+	ASSERT_EQ(S.n_requests - before, 0);
+	ASSERT_EQ(S.n_modify + S.n_tags, 0);
+	ASSERT_EQ(call(&e, "ControllerModifyVolume", "{}", NULL, msg, sizeof(msg)),
+		  RPC_INVALID_ARGUMENT);
+	ASSERT_CONTAINS(msg, "volume id is missing");
+	ASSERT_EQ(call(&e, "ControllerModifyVolume", "{\"volume_id\":\"vol-1\"}", NULL, msg,
+		       sizeof(msg)),
+		  RPC_INVALID_ARGUMENT);
+	ASSERT_EQ(S.n_requests - before, 0);
+	env_stop(&e);
+}
+
 TEST(csi_ctrl_token_roundtrip)
 {
 	char *t = NULL, *aws = NULL;
