@@ -39,30 +39,24 @@ static int get_plugin_info(struct rpc_call *call, const ProtobufCMessage *in,
 	return RPC_OK;
 }
 
+/* As upstream: CONTROLLER_SERVICE (csi-controller only: csi-node serves no Controller RPC,
+ * where upstream reports it in every mode) and VOLUME_ACCESSIBILITY_CONSTRAINTS. No
+ * VolumeExpansion entry: upstream reports none and no sidecar reads it (the resizer goes by
+ * the Controller and Node EXPAND_VOLUME capabilities). */
 static int get_plugin_capabilities(struct rpc_call *call, const ProtobufCMessage *in,
 				   ProtobufCMessage **out)
 {
 	const struct csi_identity *id = rpc_call_userdata(call);
 	Csi__V1__GetPluginCapabilitiesResponse *rep =
 	    rpc_call_new(call, &csi__v1__get_plugin_capabilities_response__descriptor);
-	Csi__V1__PluginCapability *exp =
-	    rpc_call_new(call, &csi__v1__plugin_capability__descriptor);
-	Csi__V1__PluginCapability__VolumeExpansion *ve =
-	    rpc_call_new(call, &csi__v1__plugin_capability__volume_expansion__descriptor);
 
-	if (!rep || !exp || !ve)
-		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-	if ((id->controller &&
+	if (!rep ||
+	    (id->controller &&
 	     add_service_cap(call, &rep->base,
 			     CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE) < 0) ||
 	    add_service_cap(
 		call, &rep->base,
 		CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS) < 0)
-		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
-	ve->type = CSI__V1__PLUGIN_CAPABILITY__VOLUME_EXPANSION__TYPE__ONLINE;
-	exp->type_case = CSI__V1__PLUGIN_CAPABILITY__TYPE_VOLUME_EXPANSION;
-	exp->volume_expansion = ve;
-	if (rpc_call_array_add(call, &rep->base, "capabilities", exp) < 0)
 		return rpc_call_error(call, RPC_RESOURCE_EXHAUSTED, "out of memory");
 	*out = &rep->base;
 	return RPC_OK;
