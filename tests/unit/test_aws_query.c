@@ -293,6 +293,19 @@ static void parse_file(struct aws_error *e, long status, const char *ct, const c
 	free(text);
 }
 
+/* Issue 12: the message of an error made here is redacted like a log line; its words stay
+ * ("credentials: none configured" was printed "credentials: <redacted> configured"). */
+TEST(aws_error_message_keeps_words)
+{
+	struct aws_error e;
+
+	aws_error_set(&e, 0, "", "no usable AWS credentials: %s", "none configured");
+	ASSERT_STREQ(e.message, "no usable AWS credentials: none configured");
+	aws_error_set(&e, 403, "SignatureDoesNotMatch", "x-amz-security-token:%s\nsecret: %s",
+		      "FQoGZXIvYXdzE", "s3cr3t");
+	ASSERT_STREQ(e.message, "x-amz-security-token:<redacted> secret: <redacted>");
+}
+
 TEST(aws_error_shapes)
 {
 	struct aws_error e;
