@@ -166,15 +166,35 @@ int aws_query_add_kv(struct aws_query *q, const char *kv)
 	return aws_query_add(q, key, eq + 1);
 }
 
+/* Form encoding as botocore sends a Query body (Python's urlencode): the RFC 3986 unreserved
+ * bytes kept, a space as '+', every other byte as %XX. A space must be '+', not %20: AWS hashes
+ * the body as sent, but a peer that re-encodes the parsed form to check the signature (moto)
+ * gets '+' and refuses %20 with AuthFailure. */
+static int put_form(struct buf *out, const char *s)
+{
+	int r;
+
+	for (;;) {
+		size_t n = strcspn(s, " ");
+		if ((r = buf_put_urlencoded(out, s, n, false)) < 0)
+			return r;
+		if (!s[n])
+			return 0;
+		if ((r = buf_putc(out, '+')) < 0)
+			return r;
+		s += n + 1;
+	}
+}
+
 static int put_pair(struct buf *out, size_t start, const char *k, const char *v)
 {
 	int r;
 
 	if (out->len > start && (r = buf_putc(out, '&')) < 0)
 		return r;
-	if ((r = buf_put_urlencoded(out, k, strlen(k), false)) < 0 || (r = buf_putc(out, '=')) < 0)
+	if ((r = put_form(out, k)) < 0 || (r = buf_putc(out, '=')) < 0)
 		return r;
-	return buf_put_urlencoded(out, v, strlen(v), false);
+	return put_form(out, v);
 }
 
 int aws_query_encode(const struct aws_query *q, const char *action, const char *version,

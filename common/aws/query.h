@@ -62,7 +62,8 @@ const char *aws_query_get(const struct aws_query *q, const char *key);
 /* Adds "Key=Value" text (the debugging subcommand's arguments); -EINVAL without '='. */
 int aws_query_add_kv(struct aws_query *q, const char *kv);
 
-/* Appends "Action=A&Version=V&k=v..." form-encoded (RFC 3986 unreserved set, as the SDKs
- * send). Action and Version given here come first; a Version among the params wins. */
+/* Appends "Action=A&Version=V&k=v..." form-encoded byte for byte as botocore sends it: the
+ * RFC 3986 unreserved set kept, a space as '+', any other byte (UTF-8 included) as %XX in upper
+ * case. Action and Version given here come first; a Version among the params wins. */
 int aws_query_encode(const struct aws_query *q, const char *action, const char *version,
 		     struct buf *out);

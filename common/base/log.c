@@ -79,6 +79,36 @@ static bool word_is_secret(const char *w, size_t len)
 	return log_key_is_secret(key);
 }
 
+/* Is the word before an unquoted ':' the name of a field ("password: x", "X-Amz-Security-Token:
+ * x", "SessionToken: x") rather than a word of a sentence ("no usable AWS credentials: none
+ * configured")? A field name is compound (a '-' or '_', or a capital letter inside it) or one of
+ * the few bare names a header or a YAML key uses. */
+static bool word_is_field(const char *w, size_t len)
+{
+	static const char *const bare[] = { "token", "password", "passwd", "secret",
+					    "authorization", NULL };
+
+	for (size_t k = 0; k < len; k++)
+		if (w[k] == '-' || w[k] == '_' || (k > 0 && isupper((unsigned char)w[k])))
+			return true;
+	for (int b = 0; bare[b]; b++)
+		if (strlen(bare[b]) == len && strncasecmp(w, bare[b], len) == 0)
+			return true;
+	return false;
+}
+
+/* Is the word after "Bearer " a word of a sentence ("Bearer token rejected")? A token is long, or
+ * holds a digit, a capital or punctuation. */
+static bool word_is_prose(const char *w, size_t len)
+{
+	if (len == 0 || len >= 20)
+		return false;
+	for (size_t k = 0; k < len; k++)
+		if (w[k] < 'a' || w[k] > 'z')
+			return false;
+	return true;
+}
+
 char *log_redact(const char *src, char *dst, size_t n)
 {
 	static const char redacted[] = "<redacted>";
@@ -128,13 +158,16 @@ char *log_redact(const char *src, char *dst, size_t n)
 		for (size_t k = ws; k < i; k++)
 			PUT(src[k]);
 		if (wl == 6 && strncasecmp(src + ws, "bearer", 6) == 0 && src[i] == ' ') {
+			size_t te = i + 1;
+			while (src[te] && !isspace((unsigned char)src[te]) && src[te] != '"' &&
+			       src[te] != ',')
+				te++;
+			if (word_is_prose(src + i + 1, te - i - 1))
+				continue;
 			PUT(' ');
-			i++;
 			for (const char *r = redacted; *r; r++)
 				PUT(*r);
-			while (src[i] && !isspace((unsigned char)src[i]) && src[i] != '"' &&
-			       src[i] != ',')
-				i++;
+			i = te;
 			continue;
 		}
 		if (!word_is_secret(src + ws, wl))
@@ -149,6 +182,8 @@ char *log_redact(const char *src, char *dst, size_t n)
 		if (src[j] != ':' && src[j] != '=')
 			continue;
 		bool header = src[j] == ':' && !quoted_key;
+		if (header && !word_is_field(src + ws, wl))
+			continue;
 		j++;
 		while (src[j] == ' ')
 			j++;

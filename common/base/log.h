@@ -119,12 +119,19 @@ void log_emit(enum log_level level, const char *file, int line, const char *msg,
 #define LOG_MAP_24(x, ...) LOG_KV_(x), LOG_MAP_23(__VA_ARGS__)
 #define LOG_MAP_25(x, ...) LOG_KV_(x), LOG_MAP_24(__VA_ARGS__)
 
-/* Copies src into dst (size n, always terminated), replacing secrets by "<redacted>": the value
- * of an Authorization, X-Amz-Security-Token or X-aws-ec2-metadata-token header, the signature and
- * credential of a SigV4 header or presigned URL, "Bearer <token>", and the values of JSON or
- * key=value fields whose name says token, secret, password or private key, and the userinfo of a
- * URL ("https://user:<redacted>@host/", "https://<redacted>@host/" for a lone token). Returns
- * dst. */
+/* Copies src into dst (size n, always terminated), replacing secrets by "<redacted>". Values of
+ * fields are redacted, never the words of a sentence:
+ *   - key=value and "key": value (JSON) when the key names a secret (log_key_is_secret):
+ *     "tokens=<redacted>", "X-Amz-Signature=<redacted>", "\"SecretAccessKey\":\"<redacted>\"";
+ *   - "Key: value" (a header, a YAML key) only when Key is a field name that names a secret: a
+ *     compound name (X-Amz-Security-Token, aws_secret_access_key, SessionToken) or one of token,
+ *     password, passwd, secret, authorization; Authorization and long header names lose the
+ *     rest of the line. A word of a sentence before ':' is left alone ("no usable AWS
+ *     credentials: none configured");
+ *   - the token after "Bearer " (not a short lower-case word: "Bearer token rejected" stays);
+ *   - the userinfo of a URL ("https://user:<redacted>@host/", "https://<redacted>@host/" for a
+ *     lone token).
+ * Words with no value ("token expired", "secret not found") are never touched. Returns dst. */
 char *log_redact(const char *src, char *dst, size_t n);
 /* True if a field named `key` holds a secret (token, secret, password, key material...). */
 bool log_key_is_secret(const char *key);

@@ -42,7 +42,7 @@ port=$(free_port)
 [ $? -eq 1 ] && grep -q "DescribeRegions http://127.0.0.1:$port" "$T/refused.err" && ok "connection refused: exit 1 naming the endpoint" \
 	|| fail "connection refused: exit 1 naming the endpoint" "$(cat "$T/refused.err")"
 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY "$AWS_K8S" aws --endpoint-url "http://127.0.0.1:$port" ec2 DescribeRegions >/dev/null 2>"$T/nokey.err"
-[ $? -eq 1 ] && grep -q "no usable AWS credentials" "$T/nokey.err" && ok "no credentials anywhere: exit 1 with a clear message" \
+[ $? -eq 1 ] && grep -q "no usable AWS credentials: none configured" "$T/nokey.err" && ok "no credentials anywhere: exit 1 with a clear message" \
 	|| fail "no credentials anywhere: exit 1 with a clear message" "$(cat "$T/nokey.err")"
 
 t_summary

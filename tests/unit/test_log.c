@@ -141,6 +141,85 @@ TEST(log_redact_leaves_plain_text)
 	ASSERT_STREQ(out, "abc");
 }
 
+/* Issue 12: the words of a message are never replaced, even a word that names a secret and is
+ * followed by ':' or another word. */
+TEST(log_redact_keeps_words_of_messages)
+{
+	static const char *const plain[] = {
+		"no usable AWS credentials: none configured",
+		"token expired",
+		"secret not found",
+		"password expired for user admin",
+		"refreshing credentials: the old ones expire at 12:00",
+		"tokens: 3 left, secrets: none mounted",
+		"Bearer token rejected",
+		"the web identity token file is empty",
+	};
+	char out[256];
+
+	for (size_t k = 0; k < ARRAY_SIZE(plain); k++)
+		ASSERT_STREQ(log_redact(plain[k], out, sizeof(out)), plain[k]);
+}
+
+/* ... while the values of secret fields still go, and the field names stay. */
+TEST(log_redact_secret_values)
+{
+	static const char *const cases[][2] = {
+		{"password: hunter2", "password: <redacted>"},
+		{"secret: s3cr3t and more", "secret: <redacted> and more"},
+		{"Authorization: Bearer abc.def", "Authorization: <redacted>"},
+		{"Authorization: Bearer abc.def\r\nHost: h", "Authorization: <redacted>\r\nHost: h"},
+		{"sent Bearer abc.def", "sent Bearer <redacted>"},
+		{"{\"SecretAccessKey\":\"wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\",\"AccessKeyId\":"
+		 "\"AKIDEXAMPLE\"}",
+		 "{\"SecretAccessKey\":\"<redacted>\",\"AccessKeyId\":\"AKIDEXAMPLE\"}"},
+		{"{\"Token\": \"IQoJb3\\\"x\", \"Expiration\": \"2030-01-01T00:00:00Z\"}",
+		 "{\"Token\": \"<redacted>\", \"Expiration\": \"2030-01-01T00:00:00Z\"}"},
+		{"aws_secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+		 "aws_secret_access_key = <redacted>"},
+		{"AWS_SECRET_ACCESS_KEY=wJalr AWS_REGION=us-east-1",
+		 "AWS_SECRET_ACCESS_KEY=<redacted> AWS_REGION=us-east-1"},
+		{"aws_session_token: IQoJb3JpZ2lu", "aws_session_token: <redacted>"},
+		{"SessionToken: IQoJb3JpZ2lu", "SessionToken: <redacted>"},
+		{"X-Amz-Security-Token: FQoGZXIvYXdzE\r\nHost: ec2",
+		 "X-Amz-Security-Token: <redacted>\r\nHost: ec2"},
+		{"x-amz-security-token:FQoGZXIvYXdzE\nx-amz-date:20150830T123600Z",
+		 "x-amz-security-token:<redacted>\nx-amz-date:20150830T123600Z"},
+		{"https://x/?X-Amz-Credential=AKID%2F20240101&X-Amz-Signature=abcd&Action=Describe",
+		 "https://x/?X-Amz-Credential=<redacted>&X-Amz-Signature=<redacted>&Action=Describe"},
+		{"pull https://admin:hunter2@registry.example.com/v2 failed",
+		 "pull https://admin:<redacted>@registry.example.com/v2 failed"},
+	};
+	char out[256];
+
+	for (size_t k = 0; k < ARRAY_SIZE(cases); k++)
+		ASSERT_STREQ(log_redact(cases[k][0], out, sizeof(out)), cases[k][1]);
+}
+
+static void emit_issue12(void)
+{
+	log_error("no usable AWS credentials: none configured", KV_S("why", "token expired"),
+		  KV_S("password", "hunter2"));
+}
+
+/* The same through whole lines, text and JSON. */
+TEST(log_lines_keep_words_of_messages)
+{
+	log_format = LOG_FORMAT_TEXT;
+	_cleanup_free_ char *text = capture(emit_issue12);
+	log_format = LOG_FORMAT_JSON;
+	_cleanup_free_ char *json = capture(emit_issue12);
+	log_format = LOG_FORMAT_TEXT;
+	ASSERT_NOT_NULL(text);
+	ASSERT_NOT_NULL(json);
+	ASSERT_CONTAINS(text, "] \"no usable AWS credentials: none configured\" "
+			      "why=\"token expired\" password=\"<redacted>\"\n");
+	ASSERT_CONTAINS(json, "\"msg\":\"no usable AWS credentials: none configured\","
+			      "\"why\":\"token expired\",\"password\":\"<redacted>\"}\n");
+	ASSERT_NOT_CONTAINS(text, "hunter2");
+	ASSERT_NOT_CONTAINS(json, "hunter2");
+}
+
 TEST(log_key_is_secret_names)
 {
 	ASSERT_TRUE(log_key_is_secret("token"));

@@ -6,6 +6,12 @@
 The unit test (tests/unit/test_aws_sigv4.c) signs the same requests with common/aws/sigv4.c and
 compares the canonical request, the string to sign and the Authorization header byte for byte.
 The output is deterministic (fixed clock, sorted keys), so re-running it gives the same file.
+
+Query protocol bodies are made by botocore itself (its query serializer and its request
+preparation, which form-encodes with urlencode: a space as '+'), and each such vector also keeps
+the parameters in "form" ([[name, value], ...], Action and Version first): test_aws_query.c
+encodes them with common/aws/query.c and must get the body byte for byte. Query strings in URLs
+are built with quote() (a space as %20), as SigV4 wants them.
 """
 import datetime
 import json
@@ -15,8 +21,10 @@ from urllib.parse import quote, urlsplit
 
 import botocore
 from botocore.auth import SigV4Auth, _host_from_url
-from botocore.awsrequest import AWSRequest
+from botocore import session as bsession
+from botocore.awsrequest import AWSRequest, create_request_object, prepare_request_dict
 from botocore.credentials import Credentials
+from botocore.serialize import create_serializer
 
 AK = "AKIDEXAMPLE"
 SK = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
@@ -28,8 +36,25 @@ def q(s):
     return quote(s, safe="-_.~")
 
 
-def form(pairs):
+def url_query(pairs):
     return "&".join(f"{q(k)}={q(v)}" for k, v in pairs)
+
+
+def form(pairs):
+    """(pairs, body): the body botocore's request preparation makes of these Query parameters."""
+    pairs = [list(p) for p in pairs]
+    body = AWSRequest(method="POST", url="https://example.com/", data=dict(pairs)).body
+    return pairs, body.decode("ascii")
+
+
+def call_form(service, operation, params):
+    """(pairs, body): what a botocore client sends for the call, from its query serializer."""
+    model = bsession.get_session().get_service_model(service)
+    d = create_serializer(model.metadata["protocol"]).serialize_to_request(
+        params, model.operation_model(operation))
+    pairs = [[k, v] for k, v in d["body"].items()]
+    prepare_request_dict(d, endpoint_url="https://example.com")
+    return pairs, create_request_object(d).body.decode("ascii")
 
 
 FORM_CT = "application/x-www-form-urlencoded; charset=utf-8"
@@ -39,8 +64,12 @@ V = []
 
 def vec(name, method, url, service, region="us-east-1", headers=(), body="", token=None,
         ts="20150830T123600Z"):
+    params = None
+    if isinstance(body, tuple):
+        params, body = body
     V.append(dict(name=name, method=method, url=url, service=service, region=region,
-                  headers=[list(h) for h in headers], body=body, token=token, ts=ts))
+                  headers=[list(h) for h in headers], body=body, form=params, token=token,
+                  ts=ts))
 
 
 ec2 = "https://ec2.us-east-1.amazonaws.com"
@@ -50,16 +79,20 @@ vec("ec2_post_describe", "POST", ec2 + "/", "ec2", headers=[("Content-Type", FOR
 vec("ec2_post_token", "POST", ec2 + "/", "ec2", headers=[("Content-Type", FORM_CT)],
     body=form([("Action", "DescribeVolumes"), ("Version", "2016-11-15"), ("VolumeId.1", "vol-1")]),
     token=TOKEN)
-vec("ec2_get_filters", "GET", ec2 + "/?" + form([
+vec("ec2_post_filter_space", "POST", ec2 + "/", "ec2", headers=[("Content-Type", FORM_CT)],
+    body=call_form("ec2", "DescribeInstances", {"Filters": [
+        {"Name": "tag:Name", "Values": ["a b", "x+y/z~*", "z\u00fcrich \u20ac", " "]},
+        {"Name": "tag:odd key/+", "Values": ["a b&c=d/e+f%20~*"]}]}))
+vec("ec2_get_filters", "GET", ec2 + "/?" + url_query([
     ("Action", "DescribeInstances"), ("Version", "2016-11-15"), ("Filter.1.Name", "tag:Name"),
     ("Filter.1.Value.1", "a b/c*"), ("Filter.2.Name", "instance-state-name"),
     ("Filter.2.Value.1", "running")]), "ec2")
-vec("query_reserved_chars", "GET", ec2 + "/?" + form([
+vec("query_reserved_chars", "GET", ec2 + "/?" + url_query([
     ("Action", "DescribeTags"), ("k!*'();:@&=+$,/?#[]", "v!*'();:@&=+$,/?#[] %~")]), "ec2")
 vec("query_empty_values", "GET", ec2 + "/?a=&b&c=&Action=DescribeRegions", "ec2")
 vec("query_repeated_keys", "GET", ec2 + "/?b=2&a=3&b=1&a=1&a=2", "ec2")
 vec("query_case_order", "GET", ec2 + "/?b=1&B=2&a=3&A=4&_=5&~=6&-=7&.=8&0=9", "ec2")
-vec("query_unicode", "GET", ec2 + "/?" + form([("name", "zürich €"), ("Ω", "ω")]), "ec2")
+vec("query_unicode", "GET", ec2 + "/?" + url_query([("name", "zürich €"), ("Ω", "ω")]), "ec2")
 vec("path_double_slash", "GET", ec2 + "//foo//bar//", "ec2")
 vec("path_dots", "GET", ec2 + "/a/./b/../c/.././d", "ec2")
 vec("path_dotdot_above_root", "GET", ec2 + "/../../x", "ec2")
@@ -121,7 +154,7 @@ vec("us_gov_partition", "POST", "https://ec2.us-gov-west-1.amazonaws.com/", "ec2
     body="Action=DescribeInstances&Version=2016-11-15", token=TOKEN, ts="20991231T000000Z")
 vec("large_body", "POST", ec2 + "/", "ec2", headers=[("Content-Type", FORM_CT)],
     body=form([("Action", "DescribeInstances")] +
-              [(f"InstanceId.{i}", f"i-{i:017x}") for i in range(1, 501)]))
+              [(f"InstanceId.{i}", f"i-{i:017x}") for i in range(1, 501)])[1])  # no "form": 500 pairs
 
 
 class Recorder(SigV4Auth):
@@ -149,7 +182,7 @@ def sign(v):
     parts = urlsplit(v["url"])
     return dict(
         name=v["name"], method=v["method"], url=v["url"], host=_host_from_url(v["url"]),
-        path=parts.path, query=parts.query, headers=v["headers"], body=v["body"],
+        path=parts.path, query=parts.query, headers=v["headers"], body=v["body"], form=v["form"],
         service=v["service"], region=v["region"], access_key=AK, secret_key=SK,
         token=v["token"], timestamp=v["ts"], canonical_request=cr, string_to_sign=sts,
         authorization=req.headers["Authorization"], amz_date=req.headers["X-Amz-Date"])
