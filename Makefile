@@ -5,6 +5,7 @@
 #   make tsan                    the unit tests under ThreadSanitizer (build/tsan/)
 #   make check                   the static checks: -Werror build, cppcheck, tests/check/run
 #   make bench                   run the benchmarks under tests/bench/
+#   make install [PREFIX=/usr/local] [DESTDIR=]   aws-k8s and the links named like upstream
 #   make clean
 CC ?= cc
 PKGS := libcurl openssl libcjson yaml-0.1 libmicrohttpd libxml-2.0 grpc libprotobuf-c blkid mount
@@ -46,7 +47,7 @@ TEST_SRCS := $(wildcard tests/unit/*.c)
 TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS))
 UNIT := $(B)/unit-tests
 
-.PHONY: all test unit tsan check bench demo clean fmt lint FORCE
+.PHONY: all test unit tsan check bench demo clean fmt lint install FORCE
 .SECONDARY: $(GEN_C) $(GEN_H)
 all: $(BIN)
 
@@ -124,6 +125,18 @@ check: $(BIN) $(UNIT)
 	@$(MAKE) --no-print-directory lint
 	@echo "ok - lint (cppcheck)"
 	tests/check/run
+
+# aws-k8s into $(DESTDIR)$(BINDIR), with a symlink named like each upstream binary it replaces or
+# will replace (main.c's table; deploy/Containerfile makes the same links): called by such a name
+# it runs that component, with the upstream command line.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+UPSTREAM_NAMES := aws-cloud-controller-manager aws-ebs-csi-driver node-termination-handler \
+	kube-rbac-proxy
+install: $(BIN)
+	install -d '$(DESTDIR)$(BINDIR)'
+	install -m 0755 $(BIN) '$(DESTDIR)$(BINDIR)/aws-k8s'
+	for n in $(UPSTREAM_NAMES); do ln -sfn aws-k8s '$(DESTDIR)$(BINDIR)'/$$n || exit 1; done
 
 clean:
 	rm -rf build aws-k8s

@@ -1,11 +1,18 @@
 /* aws-k8s: one binary for every AWS platform component of a Kubernetes cluster. This file holds
  * the command table and the set-up every subcommand shares, nothing else. The subcommand is
- * argv[1], or the name the binary was called by (a symlink named "ccm" runs `aws-k8s ccm`). */
+ * argv[1], or the name the binary was called by: a symlink named "ccm" runs `aws-k8s ccm`, and
+ * one named like an upstream binary runs the command that replaces it
+ * (aws-cloud-controller-manager, aws-ebs-csi-driver). A command that plays one mode of an
+ * upstream binary takes that mode's word as its first argument (`csi-node node ...`, as the
+ * EBS chart passes `node`), and each prints --version as its upstream binary does. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "awsk8s_version.h"
+#include "common/base/flags.h"
 #include "common/base/log.h"
 #include "common/base/signals.h"
 #include "modules/aws/aws.h"
@@ -17,29 +24,165 @@
 #include "modules/serve/serve.h"
 #include "modules/version/version.h"
 
+#if defined(__x86_64__)
+#define PLATFORM "linux/amd64"
+#elif defined(__aarch64__)
+#define PLATFORM "linux/arm64"
+#else
+#define PLATFORM "linux/unknown"
+#endif
+#ifdef __clang__
+#define COMPILER "clang " __clang_version__
+#else
+#define COMPILER "gcc " __VERSION__
+#endif
+
+/* --version of our own commands: the first line of `aws-k8s version`. */
+static int version_aws_k8s(const char *how)
+{
+	if (strcmp(how, "true") != 0)
+		return -EINVAL;
+	printf("aws-k8s %s (commit %s)\n", AWSK8S_VERSION, AWSK8S_COMMIT);
+	return 0;
+}
+
+/* --version as k8s.io/component-base's verflag prints it ("Kubernetes v1.34.0", or the Go
+ * syntax of version.Info for --version=raw), with this binary's version. */
+static int version_kubernetes(const char *how)
+{
+	const char *commit = AWSK8S_COMMIT, *dirty = strstr(commit, "-dirty");
+	unsigned major = 0, minor = 0;
+
+	if (strcmp(how, "raw") != 0) {
+		if (strcmp(how, "true") != 0)
+			return -EINVAL;
+		printf("Kubernetes v%s\n", AWSK8S_VERSION);
+		return 0;
+	}
+	if (sscanf(AWSK8S_VERSION, "%u.%u", &major, &minor) != 2)
+		major = minor = 0;
+	printf("version.Info{Major:\"%u\", Minor:\"%u\", GitVersion:\"v%s\", GitCommit:\"%.*s\", "
+	       "GitTreeState:\"%s\", BuildDate:\"\", GoVersion:\"\", Compiler:\"%s\", "
+	       "Platform:\"%s\"}\n",
+	       major, minor, AWSK8S_VERSION, (int)(dirty ? (size_t)(dirty - commit) : strlen(commit)),
+	       commit, dirty ? "dirty" : "clean", COMPILER, PLATFORM);
+	return 0;
+}
+
+/* --version as the EBS CSI driver prints it: its VersionInfo as indented JSON. Go's fields
+ * that a C build has no value for (build date, Go version) are empty. */
+static int version_ebs_csi(const char *how)
+{
+	if (strcmp(how, "true") != 0)
+		return -EINVAL;
+	printf("{\n  \"driverVersion\": \"v%s\",\n  \"gitCommit\": \"%s\",\n  \"buildDate\": \"\",\n"
+	       "  \"goVersion\": \"\",\n  \"compiler\": \"%s\",\n  \"platform\": \"%s\"\n}\n",
+	       AWSK8S_VERSION, AWSK8S_COMMIT, COMPILER, PLATFORM);
+	return 0;
+}
+
+static const char ebs_usage[] =
+	"Usage: aws-k8s ebs-csi-driver controller|node|all [flags]\n\n"
+	"The EBS CSI driver as its upstream binary (aws-ebs-csi-driver) runs: the first argument is\n"
+	"the mode, as the upstream Helm chart passes it.\n\n"
+	"  controller   the Identity and Controller services: aws-k8s csi-controller\n"
+	"  node         the Identity and Node services: aws-k8s csi-node\n"
+	"  all          both on one socket (the mode without a word): not implemented yet\n\n"
+	"Run 'aws-k8s ebs-csi-driver controller --help' (or node) for the flags of a mode.\n";
+
+/* aws-ebs-csi-driver [controller|node|all] [flags]. Mode all answers --help and --version. */
+static int ebs_csi_driver_main(int argc, char **argv)
+{
+	const char *mode = argc > 1 && argv[1][0] != '-' ? argv[1] : "all";
+	int first = argc > 1 && argv[1][0] != '-' ? 2 : 1;
+
+	if (strcmp(mode, "controller") == 0)
+		return csi_controller_main(argc - 1, argv + 1);
+	if (strcmp(mode, "node") == 0)
+		return csi_node_main(argc - 1, argv + 1);
+	if (strcmp(mode, "all") != 0) {
+		fprintf(stderr, "aws-k8s ebs-csi-driver: unknown mode '%s': expected controller, node or all\n",
+			mode);
+		return 2;
+	}
+	for (int i = first; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		const char *a = argv[i] + (strncmp(argv[i], "--", 2) == 0);
+		if (strcmp(a, "-h") == 0 || strcmp(a, "-help") == 0) {
+			fputs(ebs_usage, stdout);
+			return 0;
+		}
+		if (strcmp(a, "-version") == 0 || strcmp(a, "-version=true") == 0)
+			return version_ebs_csi("true");
+	}
+	fprintf(stderr, "aws-k8s ebs-csi-driver: mode all is not implemented yet: run the mode "
+			"controller and the mode node (see 'aws-k8s ebs-csi-driver --help')\n");
+	return 1;
+}
+
 struct cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 	const char *summary;
+	const char *mode;		 /* the upstream mode word it takes as first argument */
+	flags_version_fn version; /* NULL: aws-k8s's own line */
 };
 
 static const struct cmd commands[] = {
 	{ "aws", aws_main, "call any AWS API action through the shared AWS client (debugging)" },
-	{ "ccm", ccm_main, "the AWS cloud-controller-manager (cloud-node, lifecycle, route)" },
+	{ "ccm", ccm_main, "the AWS cloud-controller-manager (cloud-node, lifecycle, route)", NULL,
+	  version_kubernetes },
 	{ "csi-client", csi_client_main, "call a CSI plugin over its socket and print the reply as JSON" },
-	{ "csi-controller", csi_controller_main, "the EBS CSI controller plugin (volumes, attachments, snapshots)" },
-	{ "csi-node", csi_node_main, "the EBS CSI node plugin (a DaemonSet on every node)" },
+	{ "csi-controller", csi_controller_main,
+	  "the EBS CSI controller plugin (volumes, attachments, snapshots)", "controller",
+	  version_ebs_csi },
+	{ "csi-node", csi_node_main, "the EBS CSI node plugin (a DaemonSet on every node)", "node",
+	  version_ebs_csi },
+	{ "ebs-csi-driver", ebs_csi_driver_main,
+	  "the EBS CSI driver as upstream runs it: ebs-csi-driver controller|node", NULL,
+	  version_ebs_csi },
 	{ "kube-debug", kube_debug_main, "drive the Kubernetes client core (tests, debugging)" },
 	{ "serve", serve_main, "serve only the shared metrics and health endpoints (diagnostics)" },
 	{ "version", version_main, "print the version, the commit and the library versions" },
 };
 
-static const struct cmd *cmd_find(const char *name)
+/* The upstream binaries' names (Makefile's UPSTREAM_NAMES), and the command each runs (NULL:
+ * not built yet). */
+static const struct {
+	const char *name, *cmd;
+} upstream[] = {
+	{ "aws-cloud-controller-manager", "ccm" },
+	{ "aws-ebs-csi-driver", "ebs-csi-driver" },
+	{ "node-termination-handler", NULL },
+	{ "kube-rbac-proxy", NULL },
+};
+
+/* The commands deploy/ names for the components still to come. */
+static const char *const to_come[] = { "nth", "rbac-proxy", "discoverer", "cpm" };
+
+/* 1 and *ret for a command or an upstream name it replaces, 0 for an unknown name, -ENOSYS for
+ * a component not built yet. */
+static int cmd_find(const char *name, const struct cmd **ret)
 {
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (strcmp(commands[i].name, name) == 0)
-			return &commands[i];
-	return NULL;
+		if (strcmp(commands[i].name, name) == 0) {
+			*ret = &commands[i];
+			return 1;
+		}
+	for (size_t i = 0; i < sizeof(upstream) / sizeof(upstream[0]); i++)
+		if (strcmp(upstream[i].name, name) == 0)
+			return upstream[i].cmd ? cmd_find(upstream[i].cmd, ret) : -ENOSYS;
+	for (size_t i = 0; i < sizeof(to_come) / sizeof(to_come[0]); i++)
+		if (strcmp(to_come[i], name) == 0)
+			return -ENOSYS;
+	return 0;
+}
+
+static int not_built(const char *name)
+{
+	fprintf(stderr, "aws-k8s: '%s' is not built yet: this aws-k8s %s has no such component (see "
+			"'aws-k8s --help')\n",
+		name, AWSK8S_VERSION);
+	return 1;
 }
 
 static void usage(FILE *out)
@@ -50,6 +193,11 @@ static void usage(FILE *out)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "  %-16s %s\n", "help <command>", "show the flags of a command");
+	fprintf(out, "\nCalled by the name of an upstream binary (a symlink; 'make install' makes them)"
+		     ", it runs\nthe command that replaces it:\n");
+	for (size_t i = 0; i < sizeof(upstream) / sizeof(upstream[0]); i++)
+		fprintf(out, "  %-30s %s\n", upstream[i].name,
+			upstream[i].cmd ? upstream[i].cmd : "(not built yet)");
 	fprintf(out, "\nRun 'aws-k8s <command> --help' for the flags of a command.\n");
 }
 
@@ -57,6 +205,13 @@ static int run(const struct cmd *c, int argc, char **argv)
 {
 	int r;
 
+	/* the mode word upstream's manifests pass first: `csi-node node --endpoint=...` */
+	if (c->mode && argc > 1 && strcmp(argv[1], c->mode) == 0) {
+		argv[1] = argv[0];
+		argc--;
+		argv++;
+	}
+	flags_set_version(c->version ? c->version : version_aws_k8s);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		fprintf(stderr, "aws-k8s: failed to initialize libcurl\n");
 		return 1;
@@ -72,9 +227,13 @@ static int run(const struct cmd *c, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	const struct cmd *c = cmd_find(basename(argv[0]));
+	const struct cmd *c = NULL;
+	const char *self = basename(argv[0]);
+	int r = cmd_find(self, &c);
 
-	if (c)
+	if (r < 0)
+		return not_built(self);
+	if (r > 0)
 		return run(c, argc, argv);
 	if (argc < 2) {
 		usage(stderr);
@@ -84,21 +243,28 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (strcmp(argv[1], "--version") == 0)
-		return run(cmd_find("version"), 1, argv);
+	if (strcmp(argv[1], "--version") == 0) {
+		cmd_find("version", &c);
+		return run(c, 1, argv);
+	}
 	if (strcmp(argv[1], "help") == 0) {
 		if (argc < 3) {
 			usage(stdout);
 			return 0;
 		}
-		if (!(c = cmd_find(argv[2]))) {
+		if ((r = cmd_find(argv[2], &c)) <= 0) {
+			if (r < 0)
+				return not_built(argv[2]);
 			fprintf(stderr, "aws-k8s: unknown command '%s' (see 'aws-k8s --help')\n", argv[2]);
 			return 2;
 		}
 		char *help_argv[] = { argv[2], (char *)"--help", NULL };
+		flags_set_version(c->version ? c->version : version_aws_k8s);
 		return c->fn(2, help_argv);
 	}
-	if (!(c = cmd_find(argv[1]))) {
+	if ((r = cmd_find(argv[1], &c)) <= 0) {
+		if (r < 0)
+			return not_built(argv[1]);
 		fprintf(stderr, "aws-k8s: unknown command '%s' (see 'aws-k8s --help')\n", argv[1]);
 		return 2;
 	}

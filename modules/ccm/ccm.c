@@ -31,7 +31,9 @@ static const char ccm_usage[] =
     "controllers, with the upstream flags and cloud config (--cloud-config, INI [Global] and\n"
     "[ServiceOverride \"N\"] sections). Credentials come from the AWS SDKs' chain\n"
     "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity, shared files, container and\n"
-    "instance-profile credentials); [Global] RoleARN is assumed on top.";
+    "instance-profile credentials); [Global] RoleARN is assumed on top. Called as\n"
+    "aws-cloud-controller-manager (a symlink), it takes the upstream command line unchanged;\n"
+    "--version prints \"Kubernetes v<version>\" as the upstream binary does (--version=raw too).";
 
 static struct {
 	char *cloud_provider, *cloud_config, *cluster_name, *cluster_cidr;
@@ -45,7 +47,7 @@ static struct {
 
 /* clang-format off */
 #define IGNORED(name, type, def, help) \
-	{ name, type, NULL, def, NULL, help " (accepted; no effect)" }
+	{ name, type, NULL, def, NULL, help, .no_effect = true }
 
 const struct flag ccm_flag_table[] = {
 	/* generic */
@@ -100,7 +102,6 @@ const struct flag ccm_flag_table[] = {
 	IGNORED("profiling", FLAG_BOOL, "true",
 		"Enable profiling via web interface host:port/debug/pprof/"),
 	IGNORED("contention-profiling", FLAG_BOOL, "false", "Enable lock contention profiling"),
-	{ "version", FLAG_BOOL, &f.version, "false", NULL, "Print version information and quit." },
 	KUBE_FLAGS,
 	LEADER_ELECT_FLAGS("cloud-controller-manager"),
 	/* secure serving */
@@ -189,13 +190,6 @@ const struct flag ccm_flag_table[] = {
 	IGNORED("disabled-metrics", FLAG_STRLIST, NULL, "Metrics to disable"),
 	IGNORED("show-hidden-metrics-for-version", FLAG_STRING, NULL,
 		"Show hidden metrics of a version"),
-	IGNORED("log-flush-frequency", FLAG_DURATION, "5s",
-		"Maximum number of seconds between log flushes"),
-	IGNORED("vmodule", FLAG_STRING, NULL, "Comma-separated list of pattern=N settings"),
-	IGNORED("log-text-split-stream", FLAG_BOOL, "false", "Split text output streams"),
-	IGNORED("log-text-info-buffer-size", FLAG_STRING, "0", "Text info buffer size"),
-	IGNORED("log-json-split-stream", FLAG_BOOL, "false", "Split JSON output streams"),
-	IGNORED("log-json-info-buffer-size", FLAG_STRING, "0", "JSON info buffer size"),
 	LOG_FLAGS,
 	{ NULL },
 };

@@ -24,7 +24,10 @@ static const char ctrl_usage[] =
     "on --endpoint: volumes, attachments, snapshots, expansion and modification through the\n"
     "EC2 API. A drop-in for the upstream driver's `controller` mode: same flags, same\n"
     "environment (AWS_REGION, AWS_EC2_ENDPOINT, the AWS credential chain), same tags. The\n"
-    "upstream mode argument `controller` is accepted and ignored.";
+    "upstream mode argument `controller` is accepted (`aws-ebs-csi-driver controller ...`\n"
+    "through a symlink, or `aws-k8s ebs-csi-driver controller ...`); --version prints the\n"
+    "upstream driver's JSON. The region comes from AWS_REGION or the instance metadata\n"
+    "service; --metadata-sources and --kubeconfig are checked but not used yet.";
 
 static char **f_extra_tags, **f_extra_volume_tags;
 static char *f_cluster_id, *f_user_agent;
@@ -50,7 +53,14 @@ static const struct flag ctrl_flags[] = {
      "Window in which ControllerExpandVolume and ControllerModifyVolume calls for one volume "
      "are merged into one ModifyVolume."},
     {"deprecated-metrics", FLAG_BOOL, &f_deprecated_metrics, "false", NULL,
-     "Accepted for compatibility; no effect."},
+     "Emit the deprecated metric names too.", .no_effect = true},
+    {"enable-node-local-volumes", FLAG_BOOL, NULL, "false", NULL,
+     "Enable node-local volumes (volume handles local-ebs://...).", .no_effect = true},
+    {"kubeconfig", FLAG_STRING, NULL, NULL, NULL,
+     "Absolute path to a kubeconfig file (for the kubernetes metadata source).", .no_effect = true},
+    {"metadata-sources", FLAG_STRLIST, NULL, "imds,kubernetes", NULL,
+     "Which sources are asked for instance metadata, in order.",
+     .choices = "imds,kubernetes,metadata-labeler", .no_effect = true},
     LOG_FLAGS,
     {NULL},
 };

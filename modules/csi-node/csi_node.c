@@ -29,10 +29,13 @@ static const char node_usage[] =
 	"Test mode: --device-dir DIR finds volumes through DIR instead of /dev/disk/by-id,\n"
 	"where a link nvme-Amazon_Elastic_Block_Store_vol<id without dash> -> /dev/loopN stands\n"
 	"for an attached EBS volume; with --node-id and --availability-zone the node runs with no\n"
-	"AWS at all (local smoke tests, the project's integration tests).";
+	"AWS at all (local smoke tests, the project's integration tests).\n\n"
+	"The upstream mode argument `node` is accepted (`aws-ebs-csi-driver node ...` through a\n"
+	"symlink, or `aws-k8s ebs-csi-driver node ...`); --version prints the upstream driver's\n"
+	"JSON.";
 
 static long long attach_limit, reserved;
-static bool legacy_xfs, windows_host_process, describe_types;
+static bool legacy_xfs, describe_types;
 static char *mount_prefix, **metadata_sources, *node_id, *zone, *instance_type, *device_dir;
 static int64_t mkfs_timeout;
 
@@ -44,7 +47,9 @@ static const struct flag node_flags[] = {
 	{ "metadata-sources", FLAG_STRLIST, &metadata_sources, "imds,kubernetes", NULL,
 	  "Dictates which sources are used to retrieve instance metadata. The driver will "
 	  "attempt to rely on each source in order until one succeeds. Valid options include "
-	  "'imds' and 'kubernetes'." },
+	  "'imds', 'kubernetes' and 'metadata-labeler' (not implemented yet: skipped with a "
+	  "warning).",
+	  .choices = "imds,kubernetes,metadata-labeler" },
 	{ "volume-attach-limit", FLAG_INT, &attach_limit, "-1", NULL,
 	  "Value for the maximum number of volumes attachable per node. If specified, the limit "
 	  "applies to all nodes and overrides --reserved-volume-attachments. If not specified, the "
@@ -56,12 +61,13 @@ static const struct flag node_flags[] = {
 	{ "legacy-xfs", FLAG_BOOL, &legacy_xfs, "false", NULL,
 	  "Formats XFS volumes with `bigtime=0,inobtcount=0,reflink=0`, so that they can be "
 	  "mounted onto nodes with linux kernel <= v5.4." },
-	{ "windows-host-process", FLAG_BOOL, &windows_host_process, "false", NULL,
-	  "Accepted for compatibility; Windows is not supported." },
+	{ "windows-host-process", FLAG_BOOL, NULL, "false", NULL,
+	  "Run as a Windows HostProcess container (Windows only: no effect on Linux).",
+	  .no_effect = true },
 	{ "csi-mount-point-prefix", FLAG_STRING, &mount_prefix, "", NULL,
-	  "Accepted for compatibility (a prefix of the mount points of CSI volumes)." },
-	{ "logtostderr", FLAG_BOOL, NULL, "true", NULL,
-	  "Accepted for compatibility; logs go to stderr." },
+	  "A prefix of the mount points of CSI volumes.", .no_effect = true },
+	{ "enable-node-local-volumes", FLAG_BOOL, NULL, "false", NULL,
+	  "Enable node-local volumes (volume handles local-ebs://...).", .no_effect = true },
 	{ "node-id", FLAG_STRING, &node_id, NULL, NULL,
 	  "(aws-k8s) The node id (instance id) to report, instead of asking the metadata "
 	  "sources." },
@@ -258,28 +264,15 @@ int csi_node_main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
-	for (size_t i = 0; metadata_sources && metadata_sources[i]; i++) {
-		if (strcmp(metadata_sources[i], "imds") != 0 &&
-		    strcmp(metadata_sources[i], "kubernetes") != 0) {
-			fprintf(stderr,
-				"aws-k8s csi-node: --metadata-sources: invalid source '%s' (imds, "
-				"kubernetes)\n",
-				metadata_sources[i]);
-			ret = 2;
-			goto out;
-		}
-	}
+	/* the flag table took only imds, kubernetes and metadata-labeler */
+	if (source_enabled("metadata-labeler"))
+		log_warn("metadata source not implemented yet: skipped",
+			 KV_S("source", "metadata-labeler"));
 	if (!flag_value_ok("node-id", node_id, aws_instance_id_valid,
 			   "an EC2 instance id (i- and 8 or 17 hex digits)") ||
 	    !flag_value_ok("availability-zone", zone, aws_zone_valid, "an availability zone") ||
 	    !flag_value_ok("instance-type", instance_type, aws_instance_type_valid,
 			   "an EC2 instance type (family.size)")) {
-		ret = 2;
-		goto out;
-	}
-	if (windows_host_process) {
-		fprintf(stderr,
-			"aws-k8s csi-node: --windows-host-process: Windows is not supported\n");
 		ret = 2;
 		goto out;
 	}
