@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "awsk8s_version.h"
 #include "common/base/flags.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
@@ -37,7 +36,7 @@ static const char ccm_usage[] =
 
 static struct {
 	char *cloud_provider, *cloud_config, *cluster_name, *cluster_cidr;
-	bool allocate_node_cidrs, configure_cloud_routes, allow_untagged, version;
+	bool allocate_node_cidrs, configure_cloud_routes, allow_untagged;
 	char **controllers;
 	int64_t node_monitor_period, node_status_update_frequency, route_period;
 	long long node_syncs;
@@ -433,11 +432,6 @@ int ccm_main(int argc, char **argv)
 	int n = flags_parse("ccm", ccm_usage, ccm_flag_table, argc, argv);
 	if (n < 0)
 		return flags_exit_code(n);
-	if (f.version) {
-		printf("aws-k8s ccm %s (commit %s)\n", AWSK8S_VERSION, AWSK8S_COMMIT);
-		flags_free(ccm_flag_table);
-		return 0;
-	}
 	if (n > 0) {
 		fprintf(stderr, "aws-k8s ccm: unexpected argument '%s'\n", argv[0]);
 		flags_free(ccm_flag_table);
