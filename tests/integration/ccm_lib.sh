@@ -136,18 +136,14 @@ a = sys.argv[3] if len(sys.argv) > 3 else None
 print(sum(1 for l in json.load(sys.stdin)["log"] if lo <= l["time"] <= hi and (a is None or l["action"] == a)))' "$@"
 }
 
-# ccm_stop_check NAME: SIGTERM, then one check: it exits 0 within 10 s and its log holds no
-# sanitizer report
+# ccm_stop_check NAME: SIGTERM, then one check: it exits 0 within 10 s (stop_within: a ccm that
+# ignores SIGTERM is killed and fails then, one that already died fails too) and its log holds
+# no sanitizer report
 ccm_stop_check() {
-	local pid rc
-	pid=$(cat "$T_TMP/$1.pid")
-	kill -TERM "$pid" 2>/dev/null
-	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	wait "$pid" 2>/dev/null
-	rc=$?
-	if [ "$rc" = 0 ] && ! grep -q "Sanitizer\|runtime error" "$T_TMP/$1.log"; then
+	stop_within "$(cat "$T_TMP/$1.pid")" 10 "$1" || return 1
+	if [ "$STOP_RC" = 0 ] && ! grep -q "Sanitizer\|runtime error" "$T_TMP/$1.log"; then
 		ok "$1 stops cleanly on SIGTERM (exit 0, no sanitizer report)"
 	else
-		fail "$1 stops cleanly on SIGTERM" "exit $rc; $(grep -A8 "Sanitizer\|runtime error" "$T_TMP/$1.log" | head -12)"
+		fail "$1 stops cleanly on SIGTERM" "exit $STOP_RC; $(grep -A8 "Sanitizer\|runtime error" "$T_TMP/$1.log" | head -12)"
 	fi
 }
