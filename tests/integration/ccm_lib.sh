@@ -12,7 +12,7 @@
 #                           (uninitialized taint; Ready condition True unless ready=False)
 #   instance NAME_TAG [extra python kwargs]   a cluster-tagged instance in moto; prints
 #                           "ID PRIVATE_DNS"
-#   wait_until SECONDS CMD...   polls CMD every 0.2 s until it succeeds
+#   wait_until SECONDS CMD...   polls CMD every 0.2 s until it succeeds, for at most SECONDS
 #   calls [ACTION]          AWS calls counted by the fault proxy (all, or one ec2 action)
 
 CLUSTER=${CLUSTER:-c1}
@@ -99,13 +99,14 @@ print(i['InstanceId'], i['PrivateDnsName'])"
 }
 
 wait_until() {
-	local limit=$1 i
+	local end=$((SECONDS + $1 + 1)) # SECONDS counts whole seconds: at least $1 s
 	shift
-	for ((i = 0; i < limit * 5; i++)); do
+	# a deadline, not a number of tries: CMD itself may take a second (kubectl, boto3)
+	while :; do
 		"$@" >/dev/null 2>&1 && return 0
+		[ "$SECONDS" -lt "$end" ] || return 1
 		sleep 0.2
 	done
-	return 1
 }
 
 calls() {
