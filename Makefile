@@ -98,6 +98,12 @@ TSAN_TESTS := kube_wq kube_controllers grpc_ cancel signals http_ aws_batch aws_
 tsan:
 	$(MAKE) SANITIZE=thread unit UNIT_ARGS="$(TSAN_TESTS)"
 
+# A short fuzz run for CI: every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS (30) each,
+# with ASan and UBSan; fails on any crash, and when clang or its fuzzer runtime is missing.
+.PHONY: fuzz-ci
+fuzz-ci:
+	tests/fuzz/ci.sh --ci
+
 demo: $(BIN)
 	AWS_K8S=$(abspath $(BIN)) tests/demo/run
 

@@ -253,37 +253,28 @@ int ccm_controllers_parse(char *const *list, unsigned *ret, char *err, size_t er
 
 /* The wiring ---------------------------------------------------------------------------- */
 
-/* The controller table, its state, and the Node informer's handlers feeding it. */
-enum { C_NODE, C_NODE_STATUS, C_LIFECYCLE, C_ROUTE, C_N };
-
-struct wiring {
-	struct ccm m;
-	struct ccm_node_ctl *node;
-	struct ccm_route_ctl *route;
-	struct controller ctls[C_N];
-};
-
+/* The Node informer's handlers feeding the controller table (struct ccm_wiring). */
 static void on_add(void *ud, const cJSON *obj)
 {
-	struct wiring *w = ud;
-	ccm_node_changed(&w->ctls[C_NODE], NULL, obj);
-	ccm_route_changed(&w->ctls[C_ROUTE], NULL, obj);
+	struct ccm_wiring *w = ud;
+	ccm_node_changed(&w->ctls[CCM_C_NODE], NULL, obj);
+	ccm_route_changed(&w->ctls[CCM_C_ROUTE], NULL, obj);
 }
 
 static void on_update(void *ud, const cJSON *old, const cJSON *obj)
 {
-	struct wiring *w = ud;
-	ccm_node_changed(&w->ctls[C_NODE], old, obj);
-	ccm_route_changed(&w->ctls[C_ROUTE], old, obj);
+	struct ccm_wiring *w = ud;
+	ccm_node_changed(&w->ctls[CCM_C_NODE], old, obj);
+	ccm_route_changed(&w->ctls[CCM_C_ROUTE], old, obj);
 }
 
 static void on_delete(void *ud, const cJSON *obj)
 {
-	struct wiring *w = ud;
+	struct ccm_wiring *w = ud;
 	struct kube_event_ref ref;
 
-	ccm_node_deleted(&w->ctls[C_NODE], obj);
-	ccm_route_changed(&w->ctls[C_ROUTE], obj, NULL);
+	ccm_node_deleted(&w->ctls[CCM_C_NODE], obj);
+	ccm_route_changed(&w->ctls[CCM_C_ROUTE], obj, NULL);
 	/* its Events cannot repeat: the recorder's caches let the Node go */
 	if (w->m.rec) {
 		kube_event_ref_from(obj, &kube_nodes, &ref);
@@ -298,7 +289,7 @@ static void informer_synced(void *ud)
 }
 
 /* The table: one row per controller, run by controllers_run once this replica leads. */
-static int wire_controllers(struct wiring *w)
+int ccm_wire(struct ccm_wiring *w)
 {
 	struct ccm *m = &w->m;
 	const struct ccm_settings *set = &m->set;
@@ -308,14 +299,14 @@ static int wire_controllers(struct wiring *w)
 	if ((r = ccm_node_new(m, &w->node)) < 0 || (route && (r = ccm_route_new(m, &w->route)) < 0))
 		return r;
 	/* clang-format off */
-	w->ctls[C_NODE] = (struct controller){
+	w->ctls[CCM_C_NODE] = (struct controller){
 	    .name = "cloud-node", .informers = {m->nodes},
 	    .reconcile = ccm_node_reconcile, .start = ccm_node_start, .ud = w->node,
 	    .workers = set->node_workers,
 	    /* failures retry from 500 ms, doubling up to 5 minutes */
 	    .queue = {.base_delay_ns = 500 * NSEC_PER_MSEC, .max_delay_ns = 300 * NSEC_PER_SEC},
 	    .disabled = !(m->controllers & CCM_CTL_NODE)};
-	w->ctls[C_NODE_STATUS] = (struct controller){
+	w->ctls[CCM_C_NODE_STATUS] = (struct controller){
 	    .name = "cloud-node-status", .informers = {m->nodes},
 	    .reconcile = ccm_node_resync, .ud = w->node,
 	    /* the first re-sync after one period, as upstream's UpdateNodeStatus loop */
@@ -323,13 +314,13 @@ static int wire_controllers(struct wiring *w)
 	    .resync_first_ns = set->node_status_update_frequency,
 	    .queue = {.base_delay_ns = NSEC_PER_SEC, .max_delay_ns = 300 * NSEC_PER_SEC},
 	    .disabled = !(m->controllers & CCM_CTL_NODE)};
-	w->ctls[C_LIFECYCLE] = (struct controller){
+	w->ctls[CCM_C_LIFECYCLE] = (struct controller){
 	    .name = "cloud-node-lifecycle", .informers = {m->nodes},
 	    .reconcile = ccm_lc_monitor, .start = ccm_lc_start, .ud = m,
 	    .resync_key = "monitor", .resync_ns = set->node_monitor_period,
 	    .queue = {.base_delay_ns = NSEC_PER_SEC, .max_delay_ns = 60 * NSEC_PER_SEC},
 	    .disabled = !(m->controllers & CCM_CTL_LIFECYCLE)};
-	w->ctls[C_ROUTE] = (struct controller){
+	w->ctls[CCM_C_ROUTE] = (struct controller){
 	    .name = "route", .informers = {m->nodes},
 	    .reconcile = ccm_route_pass, .start = ccm_route_start, .ud = w->route,
 	    .resync_key = "routes", .resync_ns = set->route_period,
@@ -337,7 +328,7 @@ static int wire_controllers(struct wiring *w)
 	    .disabled = !route};
 	/* clang-format on */
 	m->run = (struct controllers){.ctls = w->ctls,
-				      .n = C_N,
+				      .n = CCM_C_N,
 				      .informers = {m->nodes}, /* /readyz waits for its sync */
 				      .kc = m->kc,
 				      .leader_elect = kube_flag_leader_elect,
@@ -353,11 +344,10 @@ static int fail(const char *fmt, const char *a)
 	return 1;
 }
 
-/* Start-up checks and set-up that need no server. Returns an exit code, or -1 to go on. */
-static int setup(struct ccm *m)
+int ccm_flags_apply(struct ccm_wiring *w)
 {
+	struct ccm *m = &w->m;
 	char err[512] = "";
-	int r;
 
 	if (!f.cloud_provider || !*f.cloud_provider)
 		return fail("--cloud-provider cannot be empty", "");
@@ -398,7 +388,23 @@ static int setup(struct ccm *m)
 		    "the route controller needs a valid --cluster-cidr (one CIDR, or an IPv4 "
 		    "and an IPv6 one)",
 		    f.cluster_cidr ? f.cluster_cidr : "");
+	w->serve = (struct ccm_serve_opts){.bind_address = f.bind_address,
+					   .port = f.secure_port,
+					   .cert_dir = f.cert_dir,
+					   .cert_file = f.tls_cert_file,
+					   .key_file = f.tls_key_file};
+	return -1;
+}
 
+/* Start-up checks and set-up that need no server. Returns an exit code, or -1 to go on. */
+static int setup(struct ccm_wiring *w)
+{
+	struct ccm *m = &w->m;
+	char err[512] = "";
+	int r;
+
+	if ((r = ccm_flags_apply(w)) >= 0)
+		return r;
 	if ((r = ccm_config_load(f.cloud_config, &m->cfg, err, sizeof(err))) < 0)
 		return fail("cannot read the cloud config", err);
 	if ((r = ccm_cloud_new(&(struct ccm_cloud_opts){.cfg = m->cfg}, &m->cloud, err,
@@ -421,9 +427,25 @@ static int setup(struct ccm *m)
 	return -1;
 }
 
+void ccm_wiring_release(struct ccm_wiring *w)
+{
+	struct ccm *m = &w->m;
+
+	ccm_route_free(w->route);
+	ccm_node_free(w->node);
+	kube_informer_free(m->nodes);
+	kube_recorder_free(m->rec);
+	kube_client_free(m->kc);
+	ccm_cloud_free(m->cloud);
+	ccm_config_free(m->cfg);
+	free(m->cluster_id);
+	free(m->cluster_cidrs);
+	*w = (struct ccm_wiring){0};
+}
+
 int ccm_main(int argc, char **argv)
 {
-	struct wiring w = {0};
+	struct ccm_wiring w = {0};
 	struct ccm *m = &w.m;
 	struct http_server *srv = NULL;
 	char err[512] = "";
@@ -437,16 +459,11 @@ int ccm_main(int argc, char **argv)
 		flags_free(ccm_flag_table);
 		return 2;
 	}
-	if ((code = setup(m)) >= 0)
+	if ((code = setup(&w)) >= 0)
 		goto out;
 	code = 1;
 	metrics_register_process();
-	struct ccm_serve_opts so = {.bind_address = f.bind_address,
-				    .port = f.secure_port,
-				    .cert_dir = f.cert_dir,
-				    .cert_file = f.tls_cert_file,
-				    .key_file = f.tls_key_file};
-	if ((r = ccm_serve_start(&so, m, &srv, err, sizeof(err))) < 0) {
+	if ((r = ccm_serve_start(&w.serve, m, &srv, err, sizeof(err))) < 0) {
 		fail("cannot start the secure server", err);
 		goto out;
 	}
@@ -467,7 +484,7 @@ int ccm_main(int argc, char **argv)
 		log_error("cannot create the node informer", KV_E(r));
 		goto out;
 	}
-	if ((r = wire_controllers(&w)) < 0) {
+	if ((r = ccm_wire(&w)) < 0) {
 		log_error("cannot start the controllers", KV_E(r));
 		goto out;
 	}
@@ -475,16 +492,9 @@ int ccm_main(int argc, char **argv)
 	r = controllers_run(&m->run);
 	code = r == 0 ? 0 : 1;
 out:
-	ccm_route_free(w.route);
-	ccm_node_free(w.node);
-	kube_informer_free(m->nodes);
-	kube_recorder_free(m->rec);
+	/* the server first: its handlers read the state the wiring holds */
 	http_server_free(srv);
-	kube_client_free(m->kc);
-	ccm_cloud_free(m->cloud);
-	ccm_config_free(m->cfg);
-	free(m->cluster_id);
-	free(m->cluster_cidrs);
+	ccm_wiring_release(&w);
 	flags_free(ccm_flag_table);
 	return code;
 }

@@ -25,3 +25,29 @@ int ccm_controllers_parse(char *const *list, unsigned *ret, char *err, size_t er
 
 /* The flag table (every upstream flag; exposed for tests). */
 extern const struct flag ccm_flag_table[];
+
+/* The controller table's rows. */
+enum { CCM_C_NODE, CCM_C_NODE_STATUS, CCM_C_LIFECYCLE, CCM_C_ROUTE, CCM_C_N };
+
+struct ccm_node_ctl;
+struct ccm_route_ctl;
+
+/* What ccm_main sets up: the process's state, the controllers' own state, the controller
+ * table and the secure server's options. */
+struct ccm_wiring {
+	struct ccm m;
+	struct ccm_node_ctl *node;
+	struct ccm_route_ctl *route;
+	struct controller ctls[CCM_C_N];
+	struct ccm_serve_opts serve;
+};
+
+/* After flags_parse: the start-up checks of the flags, and their values where the code reads
+ * them (w->m.set, w->m.controllers, w->m.cluster_cidrs, w->serve). Returns -1 to go on, or the
+ * exit code (the reason logged or printed). Needs no server. */
+int ccm_flags_apply(struct ccm_wiring *w);
+/* The controller table (w->ctls) and the run (w->m.run: leader election from the
+ * LEADER_ELECT_FLAGS) from w->m. Needs no server. */
+int ccm_wire(struct ccm_wiring *w);
+/* Frees what the wiring holds (not w itself); fields may be NULL. */
+void ccm_wiring_release(struct ccm_wiring *w);

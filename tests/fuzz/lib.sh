@@ -25,29 +25,50 @@ fuzz_objects() {
 	done
 }
 
-# fuzz_run_all MAX_LEN FUZZER...: links each fuzzer (tests/fuzz/NAME.c with the objects, and its
-# NAME.dict when there is one) and runs it for $SECS seconds from tests/fuzz/corpus/NAME/ (new
-# inputs go to $B/corpus/NAME/, crashes to $B/artifacts/). With FUZZ_MERGE=1 the new inputs are
-# merged back into tests/fuzz/corpus/NAME/. Prints a line per fuzzer; returns 1 when any failed.
-fuzz_run_all() {
-	local max_len=$1 f runs cov status=0
-	local -a dict
-	shift
-	mkdir -p "$B/artifacts"
-	for f in "$@"; do
-		# shellcheck disable=SC2046,SC2086
+# fuzz_build NAME: links $B/NAME from tests/fuzz/NAME.c and the objects (objs). With FUZZ_LOG
+# set, the linker's messages are appended there; returns 1 when it fails.
+fuzz_build() {
+	local f=$1
+	# shellcheck disable=SC2046,SC2086
+	if [ -z "${FUZZ_LOG:-}" ]; then
 		$CC $CFLAGS -fsanitize=fuzzer -o "$B/$f" "tests/fuzz/$f.c" "${objs[@]}" \
 			$(pkg-config --libs $PKGS) -lpthread -lm
-		mkdir -p "$B/corpus/$f" "tests/fuzz/corpus/$f"
-		dict=()
-		[ -f "tests/fuzz/$f.dict" ] && dict=(-dict="tests/fuzz/$f.dict")
+	else
+		$CC $CFLAGS -fsanitize=fuzzer -o "$B/$f" "tests/fuzz/$f.c" "${objs[@]}" \
+			$(pkg-config --libs $PKGS) -lpthread -lm 2>>"$FUZZ_LOG"
+	fi
+}
+
+# fuzz_run NAME MAX_LEN: runs $B/NAME for $SECS seconds from tests/fuzz/corpus/NAME/ (and its
+# NAME.dict when there is one); new inputs go to $B/corpus/NAME/, crashes to $B/artifacts/, the
+# output to $B/NAME.log (FUZZ_LOGFILE). Sets FUZZ_RUNS (executions) and FUZZ_COV ("cov: N").
+# Returns the fuzzer's status: not 0 on any crash, leak, timeout or sanitizer report.
+fuzz_run() {
+	local f=$1 max_len=$2 rc
+	local -a dict=()
+	mkdir -p "$B/artifacts" "$B/corpus/$f" "tests/fuzz/corpus/$f"
+	[ -f "tests/fuzz/$f.dict" ] && dict=(-dict="tests/fuzz/$f.dict")
+	FUZZ_LOGFILE=$B/$f.log
+	"$B/$f" -max_total_time="$SECS" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+		-print_final_stats=1 -artifact_prefix="$B/artifacts/$f-" "${dict[@]}" \
+		"$B/corpus/$f" "tests/fuzz/corpus/$f" >"$FUZZ_LOGFILE" 2>&1
+	rc=$?
+	FUZZ_RUNS=$(sed -n 's/^stat::number_of_executed_units: *//p' "$FUZZ_LOGFILE")
+	FUZZ_COV=$(grep -o 'cov: [0-9]*' "$FUZZ_LOGFILE" | tail -1)
+	return $rc
+}
+
+# fuzz_run_all MAX_LEN FUZZER...: builds and runs each fuzzer (fuzz_build, fuzz_run). With
+# FUZZ_MERGE=1 the new inputs are merged back into tests/fuzz/corpus/NAME/. Prints a line per
+# fuzzer; returns 1 when any failed.
+fuzz_run_all() {
+	local max_len=$1 f status=0
+	shift
+	for f in "$@"; do
+		fuzz_build "$f" || return 1
 		echo "== $f for ${SECS}s"
-		if "$B/$f" -max_total_time="$SECS" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
-			-print_final_stats=1 -artifact_prefix="$B/artifacts/$f-" "${dict[@]}" \
-			"$B/corpus/$f" "tests/fuzz/corpus/$f" >"$B/$f.log" 2>&1; then
-			runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$B/$f.log")
-			cov=$(grep -o 'cov: [0-9]*' "$B/$f.log" | tail -1)
-			echo "$f: ${runs:-?} runs, $cov, no crash"
+		if fuzz_run "$f" "$max_len"; then
+			echo "$f: ${FUZZ_RUNS:-?} runs, $FUZZ_COV, no crash"
 			if [ "${FUZZ_MERGE:-0}" = 1 ]; then
 				"$B/$f" -merge=1 "tests/fuzz/corpus/$f" "$B/corpus/$f" >"$B/$f.merge.log" 2>&1 || true
 				echo "$f: corpus now $(ls "tests/fuzz/corpus/$f" | wc -l) inputs"

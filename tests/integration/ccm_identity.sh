@@ -39,9 +39,15 @@ run_on() {
 		kill -0 $pid 2>/dev/null || break
 		sleep 0.1
 	done
-	kill $pid 2>/dev/null
-	wait $pid 2>/dev/null
-	LAST_RC=$?
+	# still running: a bounded stop (a ccm that ignores SIGTERM fails in 10 s); exited by
+	# itself (a start-up error): its status
+	if kill -0 $pid 2>/dev/null; then
+		stop_within $pid 10 "the ccm on $inst"
+		LAST_RC=$STOP_RC
+	else
+		wait $pid 2>/dev/null
+		LAST_RC=$?
+	fi
 	imds_stop
 	LAST_LOG=$(cat "$log")
 }

@@ -48,12 +48,25 @@ if grep -q "started the cloud-node controller" "$T_TMP/ccm-a.log" &&
 else fail "only the leader runs the controllers" "$(grep -h 'started' "$T_TMP"/ccm-*.log)"; fi
 nb=$(FAULTPROXY_URL=$PROXY_B calls)
 na=$(FAULTPROXY_URL=$PROXY_A calls)
-if [ "$nb" = 0 ] && [ "$na" -gt 0 ]; then ok "the standby made no AWS call (leader: $na)"
-else fail "the standby made no AWS call" "standby $nb, leader $na"; fi
+# (a standby that died would make no call either: it must still run)
+if [ "$nb" = 0 ] && [ "$na" -gt 0 ] && kill -0 "$(cat "$T_TMP/ccm-b.pid")" 2>/dev/null; then
+	ok "the standby runs and made no AWS call (leader: $na)"
+else fail "the standby runs and made no AWS call" "standby $nb, leader $na, standby running: $(kill -0 "$(cat "$T_TMP/ccm-b.pid")" 2>/dev/null && echo yes || echo no)"; fi
 if [ "$(holder)" = "$(id_of ccm-a)" ]; then ok "the lease is still a's"; else fail "the lease is still a's" "$(holder)"; fi
 
-# kill the leader: b takes over within the lease duration (3 s) and carries on
-kill -KILL "$(cat "$T_TMP/ccm-a.pid")"
+# kill the leader: b takes over within the lease duration (3 s) and carries on. A leader that
+# already died (crashed, exited) fails here: the kill must reach a running process, and it must
+# die of that SIGKILL (status 137).
+pid_a=$(cat "$T_TMP/ccm-a.pid")
+if kill -KILL "$pid_a" 2>/dev/null; then
+	wait "$pid_a" 2>/dev/null
+	rc_a=$?
+	if [ "$rc_a" = 137 ]; then ok "the leader ran until it was killed"
+	else fail "the leader ran until it was killed" "exit status $rc_a, not 137 (SIGKILL)"; fi
+else
+	wait "$pid_a" 2>/dev/null
+	fail "the leader ran until it was killed" "it had already exited with status $?: $(tail -n 3 "$T_TMP/ccm-a.log")"
+fi
 t_kill=$(date +%s.%N)
 b_leads() { [ "$(holder)" = "$(id_of ccm-b)" ]; }
 if wait_until 15 b_leads; then

@@ -12,7 +12,7 @@
 #                           (uninitialized taint; Ready condition True unless ready=False)
 #   instance NAME_TAG [extra python kwargs]   a cluster-tagged instance in moto; prints
 #                           "ID PRIVATE_DNS"
-#   wait_until SECONDS CMD...   polls CMD every 0.2 s until it succeeds
+#   wait_until SECONDS CMD...   polls CMD every 0.2 s until it succeeds, for at most SECONDS
 #   calls [ACTION]          AWS calls counted by the fault proxy (all, or one ec2 action)
 
 CLUSTER=${CLUSTER:-c1}
@@ -99,13 +99,14 @@ print(i['InstanceId'], i['PrivateDnsName'])"
 }
 
 wait_until() {
-	local limit=$1 i
+	local end=$((SECONDS + $1 + 1)) # SECONDS counts whole seconds: at least $1 s
 	shift
-	for ((i = 0; i < limit * 5; i++)); do
+	# a deadline, not a number of tries: CMD itself may take a second (kubectl, boto3)
+	while :; do
 		"$@" >/dev/null 2>&1 && return 0
+		[ "$SECONDS" -lt "$end" ] || return 1
 		sleep 0.2
 	done
-	return 1
 }
 
 calls() {
@@ -136,18 +137,14 @@ a = sys.argv[3] if len(sys.argv) > 3 else None
 print(sum(1 for l in json.load(sys.stdin)["log"] if lo <= l["time"] <= hi and (a is None or l["action"] == a)))' "$@"
 }
 
-# ccm_stop_check NAME: SIGTERM, then one check: it exits 0 within 10 s and its log holds no
-# sanitizer report
+# ccm_stop_check NAME: SIGTERM, then one check: it exits 0 within 10 s (stop_within: a ccm that
+# ignores SIGTERM is killed and fails then, one that already died fails too) and its log holds
+# no sanitizer report
 ccm_stop_check() {
-	local pid rc
-	pid=$(cat "$T_TMP/$1.pid")
-	kill -TERM "$pid" 2>/dev/null
-	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	wait "$pid" 2>/dev/null
-	rc=$?
-	if [ "$rc" = 0 ] && ! grep -q "Sanitizer\|runtime error" "$T_TMP/$1.log"; then
+	stop_within "$(cat "$T_TMP/$1.pid")" 10 "$1" || return 1
+	if [ "$STOP_RC" = 0 ] && ! grep -q "Sanitizer\|runtime error" "$T_TMP/$1.log"; then
 		ok "$1 stops cleanly on SIGTERM (exit 0, no sanitizer report)"
 	else
-		fail "$1 stops cleanly on SIGTERM" "exit $rc; $(grep -A8 "Sanitizer\|runtime error" "$T_TMP/$1.log" | head -12)"
+		fail "$1 stops cleanly on SIGTERM" "exit $STOP_RC; $(grep -A8 "Sanitizer\|runtime error" "$T_TMP/$1.log" | head -12)"
 	fi
 }

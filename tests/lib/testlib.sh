@@ -82,3 +82,34 @@ bg() {
 	echo $! >"$T_TMP/$name.pid"
 	t_cleanup_add "kill $! 2>/dev/null; sleep 0.1; kill -9 $! 2>/dev/null"
 }
+
+# stop_within PID SECONDS NAME: a bounded graceful stop. Sends SIGTERM to PID (a child of this
+# shell, e.g. started with bg) and waits up to SECONDS for it to exit. Returns 0 when it did,
+# with its exit status in STOP_RC (the caller checks it). Otherwise records one failure and
+# returns 1: when PID was no longer running at the call (it died early; STOP_RC is then the
+# status it died with), or when it is still running after SECONDS (it is then SIGKILLed, so a
+# process that ignores SIGTERM fails in SECONDS instead of hanging the script; STOP_RC=timeout).
+stop_within() {
+	local pid=$1 secs=$2 name=$3 i
+	STOP_RC=
+	if ! kill -TERM "$pid" 2>/dev/null; then
+		wait "$pid" 2>/dev/null
+		STOP_RC=$?
+		fail "$name is running when asked to stop" "it had already exited with status $STOP_RC"
+		return 1
+	fi
+	for ((i = 0; i < secs * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		STOP_RC=timeout
+		fail "$name stops within ${secs} s of SIGTERM" "still running after ${secs} s; killed"
+		return 1
+	fi
+	wait "$pid" 2>/dev/null
+	STOP_RC=$?
+	return 0
+}

@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -6,7 +7,9 @@
 #include "common/base/flags.h"
 #include "common/base/secret.h"
 #include "common/x509/x509.h"
+#include "common/base/timeutil.h"
 #include "modules/ccm/ccm_internal.h"
+#include "modules/ccm/ccm_routes.h"
 #include "tests/unit/harness.h"
 
 static int parse(int argc, const char **argv)
@@ -15,13 +18,43 @@ static int parse(int argc, const char **argv)
 	for (int i = 0; i < argc; i++)
 		copy[i] = (char *)argv[i];
 	/* keep --help output and errors out of the test log */
-	int saved = dup(2), devnull = open("/dev/null", O_WRONLY);
+	fflush(stdout);
+	int saved1 = dup(1), saved2 = dup(2), devnull = open("/dev/null", O_WRONLY);
+	dup2(devnull, 1);
 	dup2(devnull, 2);
 	int r = flags_parse("ccm", "", ccm_flag_table, argc, copy);
+	fflush(stdout);
+	dup2(saved1, 1);
+	dup2(saved2, 2);
+	close(saved1);
+	close(saved2);
+	close(devnull);
+	return r;
+}
+
+/* flags_parse, then what ccm_main does with the values before it needs a server:
+ * ccm_flags_apply (-1 to go on, else the exit code) and, when it goes on, ccm_wire. */
+static int apply(int argc, const char **argv, struct ccm_wiring *w)
+{
+	int r = parse(argc, argv);
+	if (r < 0)
+		return r;
+	int saved = dup(2), devnull = open("/dev/null", O_WRONLY);
+	dup2(devnull, 2);
+	r = ccm_flags_apply(w);
 	dup2(saved, 2);
 	close(saved);
 	close(devnull);
-	return r;
+	if (r >= 0)
+		return 1000 + r; /* an exit code */
+	return ccm_wire(w);
+}
+
+static const char *cidr(const struct ccm_wiring *w, size_t i, char *buf, size_t n)
+{
+	if (i >= w->m.n_cluster_cidrs || ccm_cidr_format(&w->m.cluster_cidrs[i], buf, n) < 0)
+		return "(none)";
+	return buf;
 }
 
 TEST(ccm_flags_deckhouse_manifest)
@@ -37,7 +70,159 @@ TEST(ccm_flags_deckhouse_manifest)
 			      "--cloud-config=/etc/cloud-contoller-manager-config/cloud-config",
 			      "--cloud-provider=aws",
 			      "--v=2"};
-	ASSERT_EQ(parse(ARRAY_SIZE(argv), argv), 0);
+	struct ccm_wiring w = {0};
+	char buf[64];
+	ASSERT_OK(apply(ARRAY_SIZE(argv), argv, &w));
+	/* the values given, where the code reads them */
+	ASSERT_TRUE(w.m.set.routes); /* --allocate-node-cidrs and --configure-cloud-routes */
+	ASSERT_EQ(w.m.n_cluster_cidrs, 1);
+	ASSERT_STREQ(cidr(&w, 0, buf, sizeof(buf)), "10.111.0.0/16");
+	ASSERT_STREQ(w.serve.bind_address, "127.0.0.1");
+	ASSERT_EQ(w.serve.port, 10471);
+	ASSERT_TRUE(w.m.run.leader_elect);
+	/* and the defaults of the others: upstream's */
+	ASSERT_EQ(w.m.controllers,
+		  CCM_CTL_NODE | CCM_CTL_LIFECYCLE | CCM_CTL_ROUTE | CCM_CTL_SERVICE);
+	ASSERT_EQ(w.m.set.node_monitor_period, 5 * NSEC_PER_SEC);
+	ASSERT_EQ(w.ctls[CCM_C_LIFECYCLE].resync_ns, 5 * NSEC_PER_SEC);
+	ASSERT_EQ(w.ctls[CCM_C_NODE_STATUS].resync_ns, 300 * NSEC_PER_SEC);
+	ASSERT_EQ(w.ctls[CCM_C_ROUTE].resync_ns, 10 * NSEC_PER_SEC);
+	ASSERT_EQ(w.ctls[CCM_C_NODE].workers, 1);
+	for (int i = 0; i < CCM_C_N; i++)
+		ASSERT_FALSE(w.ctls[i].disabled);
+	ASSERT_NULL(w.serve.cert_dir);
+	ASSERT_NULL(w.serve.cert_file);
+	ASSERT_STREQ(w.m.set.cluster_name, "kubernetes");
+	ASSERT_STREQ(w.m.run.le.lock_name, "cloud-controller-manager");
+	ASSERT_STREQ(w.m.run.le.lock_namespace, "kube-system");
+	ASSERT_EQ(w.m.run.le.lease_duration_ns, 15 * NSEC_PER_SEC);
+	ASSERT_EQ(w.m.run.le.renew_deadline_ns, 10 * NSEC_PER_SEC);
+	ASSERT_EQ(w.m.run.le.retry_period_ns, 2 * NSEC_PER_SEC);
+	ccm_wiring_release(&w);
+	flags_free(ccm_flag_table);
+}
+
+/* Each flag with an effect, set away from its default, is found where the code reads it: the
+ * controllers' settings, their rows in the controller table, the leader election's config and
+ * the secure server's options. */
+TEST(ccm_flags_land_where_read)
+{
+	const char *argv[] = {"ccm",
+			      "--cloud-provider=aws",
+			      "--node-monitor-period=7s",
+			      "--node-status-update-frequency=3m",
+			      "--route-reconciliation-period=45s",
+			      "--concurrent-node-syncs=4",
+			      "--controllers=cloud-node,route",
+			      "--allocate-node-cidrs=true",
+			      "--configure-cloud-routes=true",
+			      "--cluster-cidr=10.111.0.0/16,fd00:10::/56",
+			      "--cluster-name=prod",
+			      "--bind-address=127.0.0.9",
+			      "--secure-port=10471",
+			      "--cert-dir=/tmp/cd",
+			      "--tls-cert-file=/c.crt",
+			      "--tls-private-key-file=/k.key",
+			      "--leader-elect=false",
+			      "--leader-elect-lease-duration=33s",
+			      "--leader-elect-renew-deadline=21s",
+			      "--leader-elect-retry-period=4s",
+			      "--leader-elect-resource-name=my-ccm",
+			      "--leader-elect-resource-namespace=infra"};
+	struct ccm_wiring w = {0};
+	char buf[64];
+	ASSERT_OK(apply(ARRAY_SIZE(argv), argv, &w));
+	/* the settings */
+	ASSERT_EQ(w.m.set.node_monitor_period, 7000000000LL);
+	ASSERT_EQ(w.m.set.node_status_update_frequency, 180 * NSEC_PER_SEC);
+	ASSERT_EQ(w.m.set.route_period, 45 * NSEC_PER_SEC);
+	ASSERT_EQ(w.m.set.node_workers, 4);
+	ASSERT_TRUE(w.m.set.routes);
+	ASSERT_STREQ(w.m.set.cluster_name, "prod");
+	ASSERT_EQ(w.m.controllers, CCM_CTL_NODE | CCM_CTL_ROUTE);
+	ASSERT_EQ(w.m.n_cluster_cidrs, 2);
+	ASSERT_STREQ(cidr(&w, 0, buf, sizeof(buf)), "10.111.0.0/16");
+	ASSERT_STREQ(cidr(&w, 1, buf, sizeof(buf)), "fd00:10::/56");
+	/* the controller table: the periods, the workers, --controllers */
+	ASSERT_EQ(w.ctls[CCM_C_LIFECYCLE].resync_ns, 7000000000LL);
+	ASSERT_TRUE(w.ctls[CCM_C_LIFECYCLE].disabled);
+	ASSERT_EQ(w.ctls[CCM_C_NODE].workers, 4);
+	ASSERT_FALSE(w.ctls[CCM_C_NODE].disabled);
+	ASSERT_EQ(w.ctls[CCM_C_NODE_STATUS].resync_ns, 180 * NSEC_PER_SEC);
+	ASSERT_EQ(w.ctls[CCM_C_NODE_STATUS].resync_first_ns, 180 * NSEC_PER_SEC);
+	ASSERT_FALSE(w.ctls[CCM_C_NODE_STATUS].disabled);
+	ASSERT_EQ(w.ctls[CCM_C_ROUTE].resync_ns, 45 * NSEC_PER_SEC);
+	ASSERT_FALSE(w.ctls[CCM_C_ROUTE].disabled);
+	/* the election */
+	ASSERT_FALSE(w.m.run.leader_elect);
+	ASSERT_EQ(w.m.run.le.lease_duration_ns, 33 * NSEC_PER_SEC);
+	ASSERT_EQ(w.m.run.le.renew_deadline_ns, 21 * NSEC_PER_SEC);
+	ASSERT_EQ(w.m.run.le.retry_period_ns, 4 * NSEC_PER_SEC);
+	ASSERT_STREQ(w.m.run.le.lock_name, "my-ccm");
+	ASSERT_STREQ(w.m.run.le.lock_namespace, "infra");
+	/* the secure server */
+	ASSERT_STREQ(w.serve.bind_address, "127.0.0.9");
+	ASSERT_EQ(w.serve.port, 10471);
+	ASSERT_STREQ(w.serve.cert_dir, "/tmp/cd");
+	ASSERT_STREQ(w.serve.cert_file, "/c.crt");
+	ASSERT_STREQ(w.serve.key_file, "/k.key");
+	ccm_wiring_release(&w);
+	flags_free(ccm_flag_table);
+}
+
+/* Routes are configured only with both --allocate-node-cidrs and --configure-cloud-routes: the
+ * route row is disabled otherwise, and --cluster-cidr is then not needed. */
+TEST(ccm_flags_routes_need_both)
+{
+	const char *a1[] = {"ccm", "--cloud-provider=aws", "--allocate-node-cidrs=true",
+			    "--configure-cloud-routes=false", "--cluster-cidr=bogus"};
+	const char *a2[] = {"ccm", "--cloud-provider=aws", "--cluster-cidr=10.0.0.0/8"};
+	const char *a3[] = {"ccm", "--cloud-provider=aws", "--allocate-node-cidrs",
+			    "--controllers=*,-route", "--cluster-cidr=bogus"};
+	struct ccm_wiring w = {0};
+
+	ASSERT_OK(apply(ARRAY_SIZE(a1), a1, &w));
+	ASSERT_FALSE(w.m.set.routes);
+	ASSERT_TRUE(w.ctls[CCM_C_ROUTE].disabled);
+	ASSERT_FALSE(w.ctls[CCM_C_NODE].disabled);
+	ASSERT_EQ(w.m.n_cluster_cidrs, 0);
+	ccm_wiring_release(&w);
+	/* --allocate-node-cidrs defaults to false */
+	ASSERT_OK(apply(ARRAY_SIZE(a2), a2, &w));
+	ASSERT_FALSE(w.m.set.routes);
+	ASSERT_TRUE(w.ctls[CCM_C_ROUTE].disabled);
+	ccm_wiring_release(&w);
+	/* the route controller switched off: no --cluster-cidr needed either */
+	ASSERT_OK(apply(ARRAY_SIZE(a3), a3, &w));
+	ASSERT_TRUE(w.m.set.routes);
+	ASSERT_TRUE(w.ctls[CCM_C_ROUTE].disabled);
+	ASSERT_EQ(w.m.n_cluster_cidrs, 0);
+	ccm_wiring_release(&w);
+	flags_free(ccm_flag_table);
+}
+
+/* What ccm_flags_apply refuses, with the exit code ccm_main returns. */
+TEST(ccm_flags_apply_refuses)
+{
+	const char *a1[] = {"ccm"};
+	const char *a2[] = {"ccm", "--cloud-provider=gce"};
+	const char *a3[] = {"ccm", "--cloud-provider=aws", "--controllers=*,-bogus"};
+	const char *a4[] = {"ccm", "--cloud-provider=aws", "--leader-elect-lease-duration=5s",
+			    "--leader-elect-renew-deadline=10s"};
+	const char *a5[] = {"ccm", "--cloud-provider=aws", "--node-monitor-period=0s"};
+	const char *a6[] = {"ccm", "--cloud-provider=aws", "--allocate-node-cidrs",
+			    "--cluster-cidr=10.0.0.0/33"};
+	const char *a7[] = {"ccm", "--cloud-provider=aws", "--allocate-node-cidrs"};
+	struct ccm_wiring w = {0};
+
+	ASSERT_EQ(apply(ARRAY_SIZE(a1), a1, &w), 1001);
+	ASSERT_EQ(apply(ARRAY_SIZE(a2), a2, &w), 1001);
+	ASSERT_EQ(apply(ARRAY_SIZE(a3), a3, &w), 1002);
+	ASSERT_EQ(apply(ARRAY_SIZE(a4), a4, &w), 1002);
+	ASSERT_EQ(apply(ARRAY_SIZE(a5), a5, &w), 1002);
+	ASSERT_EQ(apply(ARRAY_SIZE(a6), a6, &w), 1001);
+	ASSERT_EQ(apply(ARRAY_SIZE(a7), a7, &w), 1001); /* routes without --cluster-cidr */
+	ccm_wiring_release(&w);
 	flags_free(ccm_flag_table);
 }
 
