@@ -104,9 +104,8 @@ check "the data is on the device" test "$(cat "$T/check/data")" = e2e
 umount "$T/check"
 # ---- a clean stop: SIGTERM, exit 0, no sanitizer report (under SANITIZE=address,undefined) ----
 node_pid=$(cat "$T_TMP/node.pid")
-kill -TERM "$node_pid"
-wait "$node_pid"
-check "csi-node stops cleanly on SIGTERM (exit 0)" test $? = 0
+stop_within "$node_pid" 10 csi-node
+check "csi-node stops cleanly on SIGTERM (exit 0)" test "$STOP_RC" = 0
 check "csi-node: no sanitizer report" sh -c "! grep -E 'ERROR: AddressSanitizer|runtime error|LeakSanitizer' '$T_TMP/node.log'"
 if [ "$T_FAIL" -gt 0 ]; then
 	echo "--- node log"; tail -n 20 "$T/node.log"

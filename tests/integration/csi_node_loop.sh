@@ -284,9 +284,8 @@ check "nothing of ours is mounted" sh -c "! grep -E ' $T/(st|rw|ro|blk)' /proc/s
 umount "$T/other"
 # ---- a clean stop: SIGTERM, exit 0, no sanitizer report (under SANITIZE=address,undefined) ----
 node_pid=$(cat "$T_TMP/node.pid")
-kill -TERM "$node_pid"
-wait "$node_pid"
-check "csi-node stops cleanly on SIGTERM (exit 0)" test $? = 0
+stop_within "$node_pid" 10 csi-node
+check "csi-node stops cleanly on SIGTERM (exit 0)" test "$STOP_RC" = 0
 check "csi-node: no sanitizer report" sh -c "! grep -E 'ERROR: AddressSanitizer|runtime error|LeakSanitizer' '$T_TMP/node.log'"
 if [ "$T_FAIL" -gt 0 ]; then echo "--- csi-node log"; tail -n 40 "$T/node.log"; fi
 t_summary

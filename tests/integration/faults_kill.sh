@@ -75,8 +75,7 @@ for sig in KILL TERM; do
 	[ -n "$d1" ] && [ "$d1" = "$d2" ] && [ "$atts" = 1 ] \
 		&& ok "SIG$sig during AttachVolume, restart: attached once ($d1)" \
 		|| fail "SIG$sig during AttachVolume, restart: attached once" "d1=$d1 d2=$d2 attachments=$atts"
-	kill "$CTRL_PID" 2>/dev/null
-	wait "$CTRL_PID" 2>/dev/null
+	stop_within "$CTRL_PID" 10 csi-controller
 done
 
 # ============ ccm: initialisation and routes =================================================

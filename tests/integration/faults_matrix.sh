@@ -183,8 +183,7 @@ clear_faults
 	|| fail "control: unpublish with the real replies detaches" "$(att_state)"
 
 # a password in the endpoint URL reaches neither the log nor the gRPC caller
-kill "$CTRL_PID" 2>/dev/null
-wait "$CTRL_PID" 2>/dev/null
+stop_within "$CTRL_PID" 10 csi-controller
 port=$(free_port)
 AWS_ENDPOINT_URL="http://user:Pa55w0rd@127.0.0.1:$port" csi_ctrl_start --v=6 || fail "csi-controller starts (dead endpoint)"
 out=$(cc controller-unpublish --volume "$vol" --node "$iid" 2>&1)
@@ -208,8 +207,7 @@ else
 fi
 
 # SIGTERM while CreateVolume hangs at AWS
-kill "$CTRL_PID" 2>/dev/null
-wait "$CTRL_PID" 2>/dev/null
+stop_within "$CTRL_PID" 10 csi-controller
 csi_ctrl_start || fail "csi-controller restarts"
 fault '{"service":"ec2","action":"CreateVolume","effect":"hang","seconds":60}'
 cc create-volume --name fm-hang --size 1Gi --zone us-east-1a >/dev/null 2>&1 &

@@ -490,8 +490,7 @@ check "control: reset wipes objects and keeps the initial namespaces" \
 
 kill -TERM "$KAS_PID"
 rc=0
-for _ in $(seq 50); do kill -0 "$KAS_PID" 2>/dev/null || break; sleep 0.1; done
-wait "$KAS_PID" 2>/dev/null
+wait_exit "$KAS_PID" 5
 rc=$?
 check "SIGTERM stops the server with status 0 and closes the port" \
 	bash -c "[ $rc -eq 0 ] && ! curl -sk -o /dev/null --max-time 1 'https://127.0.0.1:$PORT/healthz'"

@@ -42,7 +42,7 @@ check "the Lease names A, ${LEASE}s, MicroTime renewTime" \
 {
 	kill -9 "$(cat "$T_TMP/le-A.pid")"
 	killed=$(date +%s%N)
-	wait "$(cat "$T_TMP/le-A.pid")"
+	wait_exit "$(cat "$T_TMP/le-A.pid")" 5
 } 2>/dev/null
 check "B takes over after A is killed" wait_for "$OUT" "^B START " 15
 took=$(ms "$killed" "$(ts B START)")
@@ -62,7 +62,7 @@ check "C takes over" wait_for "$OUT" "^C START " 10
 took=$(ms "$(ts B STOP)" "$(ts C START)")
 check "at once: ${took} ms after the release (retry period ${RETRY_MS} ms)" \
 	between 0 $((RETRY_MS * 22 / 10 + 300)) "$took"
-wait "$(cat "$T_TMP/le-B.pid")"
+wait_exit "$(cat "$T_TMP/le-B.pid")" 10
 rc=$?
 check "B exits 0 after a graceful stop (exit $rc)" test "$rc" -eq 0
 
@@ -75,7 +75,7 @@ check "within the renew deadline: ${took} ms (deadline ${RENEW}000 ms)" \
 	between 0 $((RENEW * 1000 + 200)) "$took"
 lastlead=$(awk '$1 == "C" && $2 == "LEAD" { t = $3 } END { print t }' "$OUT")
 check "C wrote no heartbeat after it stopped leading" between 0 "$(ts C LOST)" "$lastlead"
-wait "$(cat "$T_TMP/le-C.pid")"
+wait_exit "$(cat "$T_TMP/le-C.pid")" 10
 rc=$?
 check "C exits with an error, its controllers stopped (exit $rc)" test "$rc" -eq 1
 ctl DELETE faults >/dev/null

@@ -113,3 +113,18 @@ stop_within() {
 	STOP_RC=$?
 	return 0
 }
+# wait_exit PID SECONDS: waits up to SECONDS for PID (already asked to stop) to exit and returns
+# its exit status; past SECONDS it is killed and the status is 124. Never waits without bound.
+wait_exit() {
+	local pid=$1 secs=$2 i
+	for ((i = 0; i < secs * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		return 124
+	fi
+	wait "$pid" 2>/dev/null
+}
