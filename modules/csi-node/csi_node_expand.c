@@ -158,16 +158,65 @@ static void abnormal(struct csi_node_stats *s, const char *fmt, const char *a, c
 	(void)str_printf(s->message, sizeof(s->message), fmt, a, b);
 }
 
-enum csi_code csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *volume_path,
-				 struct csi_node_stats *ret, struct csi_error *st)
+/* The usage of the file system mounted at volume_path, into *s (abnormal when the mount is
+ * corrupted, its device gone or it turned read-only): CSI_OK, or NOT_FOUND when nothing is
+ * mounted there, INTERNAL when the mount table cannot be read. */
+static enum csi_code mounted_stats(struct csi_node *n, const char *volume_path,
+				   struct csi_node_stats *s, struct csi_error *st)
 {
-	struct csi_node_stats s = { 0 };
 	struct csi_mount_table t = { 0 };
 	enum csi_mount_state state;
 	struct csi_mount m;
 	struct statvfs sv;
-	struct stat sb;
 	char path[PATH_MAX];
+	int r;
+
+	if ((r = csi_mount_table_load(NULL, &t)) < 0)
+		return csi_error_set(st, CSI_INTERNAL, "reading mountinfo: %s", strerror(-r));
+	r = csi_mount_state(volume_path, &t, &state, &m);
+	if (r < 0 || state != CSI_MOUNT_MOUNTED) {
+		csi_mount_table_release(&t);
+		if (r < 0)
+			return csi_error_set(st, r == -ENOENT ? CSI_NOT_FOUND : CSI_INTERNAL,
+					     "checking %s: %s", volume_path, strerror(-r));
+		/* an empty mount point: statfs would give the numbers of the file system below */
+		if (state == CSI_MOUNT_NONE)
+			return csi_error_set(st, CSI_NOT_FOUND, "no volume is mounted at %s",
+					     volume_path);
+		abnormal(s, "%s is a corrupted mount%s", volume_path, "");
+		return csi_error_ok(st);
+	}
+	/* ext4 with errors=remount-ro turns the whole file system read-only on an I/O error */
+	bool fs_ro =
+	    csi_mount_has_option(m.super_options, "ro") && !csi_mount_has_option(m.options, "ro");
+	(void)str_printf(path, sizeof(path), "%s/dev/block/%u:%u",
+			 n->cfg.devices.sysfs ? n->cfg.devices.sysfs : "/sys", m.major, m.minor);
+	bool gone = m.major != 0 && access(path, F_OK) < 0;
+	csi_mount_table_release(&t);
+	if (statvfs(volume_path, &sv) < 0) {
+		abnormal(s, "statfs of %s failed: %s", volume_path, strerror(errno));
+		return csi_error_ok(st);
+	}
+	s->has_bytes = s->has_inodes = true;
+	s->bytes_total = (int64_t)(sv.f_blocks * sv.f_frsize);
+	s->bytes_available = (int64_t)(sv.f_bavail * sv.f_frsize);
+	s->bytes_used = (int64_t)((sv.f_blocks - sv.f_bfree) * sv.f_frsize);
+	s->inodes_total = (int64_t)sv.f_files;
+	s->inodes_free = (int64_t)sv.f_ffree;
+	s->inodes_used = (int64_t)(sv.f_files - sv.f_ffree);
+	if (gone)
+		abnormal(s, "the device of %s is gone%s", volume_path, "");
+	else if (fs_ro)
+		abnormal(s, "the file system at %s has turned read-only%s", volume_path,
+			 " (errors=remount-ro after an I/O error?)");
+	return csi_error_ok(st);
+}
+
+enum csi_code csi_node_get_stats(struct csi_node *n, const char *volume_id, const char *volume_path,
+				 struct csi_node_stats *ret, struct csi_error *st)
+{
+	struct csi_node_stats s = { 0 };
+	struct stat sb;
 	int r;
 
 	if (!volume_id || !*volume_id)
@@ -183,61 +232,18 @@ enum csi_code csi_node_get_stats(struct csi_node *n, const char *volume_id, cons
 			return csi_error_set(st, CSI_INTERNAL, "volume path %s: %s", volume_path,
 					     strerror(e));
 		abnormal(&s, "the mount at %s is corrupted: %s", volume_path, strerror(e));
-		goto done;
-	}
-	if (S_ISBLK(sb.st_mode)) {
+	} else if (S_ISBLK(sb.st_mode)) {
 		unsigned long long size;
 		if ((r = csi_block_size(volume_path, &size)) < 0) {
 			abnormal(&s, "the device at %s cannot be read: %s", volume_path,
 				 strerror(-r));
-			goto done;
+		} else {
+			s.has_bytes = true;
+			s.bytes_total = (int64_t)size;
 		}
-		s.has_bytes = true;
-		s.bytes_total = (int64_t)size;
-		goto done;
+	} else if ((r = mounted_stats(n, volume_path, &s, st)) != CSI_OK) {
+		return r;
 	}
-	if ((r = csi_mount_table_load(NULL, &t)) < 0)
-		return csi_error_set(st, CSI_INTERNAL, "reading mountinfo: %s", strerror(-r));
-	r = csi_mount_state(volume_path, &t, &state, &m);
-	if (r < 0) {
-		csi_mount_table_release(&t);
-		return csi_error_set(st, r == -ENOENT ? CSI_NOT_FOUND : CSI_INTERNAL,
-				     "checking %s: %s", volume_path, strerror(-r));
-	}
-	if (state == CSI_MOUNT_NONE) {
-		/* an empty mount point: statfs would give the numbers of the file system below */
-		csi_mount_table_release(&t);
-		return csi_error_set(st, CSI_NOT_FOUND, "no volume is mounted at %s", volume_path);
-	}
-	if (state != CSI_MOUNT_MOUNTED) {
-		abnormal(&s, "%s is a corrupted mount%s", volume_path, "");
-		csi_mount_table_release(&t);
-		goto done;
-	}
-	/* ext4 with errors=remount-ro turns the whole file system read-only on an I/O error */
-	bool fs_ro =
-	    csi_mount_has_option(m.super_options, "ro") && !csi_mount_has_option(m.options, "ro");
-	(void)str_printf(path, sizeof(path), "%s/dev/block/%u:%u",
-			 n->cfg.devices.sysfs ? n->cfg.devices.sysfs : "/sys", m.major, m.minor);
-	bool gone = m.major != 0 && access(path, F_OK) < 0;
-	csi_mount_table_release(&t);
-	if (statvfs(volume_path, &sv) < 0) {
-		abnormal(&s, "statfs of %s failed: %s", volume_path, strerror(errno));
-		goto done;
-	}
-	s.has_bytes = s.has_inodes = true;
-	s.bytes_total = (int64_t)(sv.f_blocks * sv.f_frsize);
-	s.bytes_available = (int64_t)(sv.f_bavail * sv.f_frsize);
-	s.bytes_used = (int64_t)((sv.f_blocks - sv.f_bfree) * sv.f_frsize);
-	s.inodes_total = (int64_t)sv.f_files;
-	s.inodes_free = (int64_t)sv.f_ffree;
-	s.inodes_used = (int64_t)(sv.f_files - sv.f_ffree);
-	if (gone)
-		abnormal(&s, "the device of %s is gone%s", volume_path, "");
-	else if (fs_ro)
-		abnormal(&s, "the file system at %s has turned read-only%s", volume_path,
-			 " (errors=remount-ro after an I/O error?)");
-done:
 	if (!s.abnormal)
 		(void)str_copy(s.message, sizeof(s.message), "volume is healthy");
 	*ret = s;
