@@ -422,6 +422,241 @@ k delete crd widgets.example.com >/dev/null 2>&1
 check "deleting the CRD removes the resource" \
 	expect "404" "$(kcurl -o /dev/null -w '%{http_code}' "$URL/apis/example.com/v1/namespaces/default/widgets")"
 
+# --- field validation: fieldValidation=Strict|Warn|Ignore, as kubectl --validate sends it ------
+
+k create namespace fv >/dev/null 2>&1
+cat >"$T_TMP/fv-bad.yaml" <<'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: fv, namespace: fv, labels: {app: fv}}
+spec:
+  foo: 1
+  selector: {matchLabels: {app: fv}}
+  template:
+    metadata: {labels: {app: fv}}
+    spec:
+      containers:
+      - name: app
+        image: nginx:1.25
+        bar: 2
+EOF
+sed '/foo: 1/d; /bar: 2/d' "$T_TMP/fv-bad.yaml" >"$T_TMP/fv-good.yaml"
+# lines OUTPUT: the lines of OUTPUT joined with |
+lines() { printf '%s' "$1" | tr '\n' '|'; }
+# has TEXT NEEDLE...: TEXT contains every NEEDLE
+has() {
+	local t=$1 n
+	shift
+	for n in "$@"; do [[ $t == *"$n"* ]] || { echo "no [$n] in [$t]"; return 1; }; done
+}
+# fv_fields: "foo bar" as far as the stored Deployment fv has them
+fv_fields() { k -n fv get deploy fv -o json | py '" ".join(["foo" if "foo" in d["spec"] else "-", "bar" if "bar" in d["spec"]["template"]["spec"]["containers"][0] else "-"])'; }
+# sent VALIDATE: the fieldValidation parameters of kubectl apply --validate=VALIDATE
+sent() { k apply --dry-run=server --validate="$1" -f "$T_TMP/fv-good.yaml" -v=6 2>&1 | grep -o 'POST https[^ ]*' | grep -o 'fieldValidation=[A-Za-z]*' | tr '\n' ' '; }
+check "kubectl apply --validate=strict|true|warn|false sends fieldValidation=Strict|Strict|Warn|Ignore" \
+	expect "fieldValidation=Strict |fieldValidation=Strict |fieldValidation=Warn |fieldValidation=Ignore " \
+	"$(sent strict)|$(sent true)|$(sent warn)|$(sent false)"
+
+out=$(k apply --validate=strict -f "$T_TMP/fv-bad.yaml" 2>&1)
+check "apply --validate=strict: unknown fields are a BadRequest naming each one; nothing is created" \
+	expect "Error from server (BadRequest): error when creating \"$T_TMP/fv-bad.yaml\": Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: unknown field \"spec.foo\", unknown field \"spec.template.spec.containers[0].bar\"|NotFound" \
+	"$out|$(k -n fv get deploy fv -o name 2>&1 | grep -o NotFound)"
+out=$(k apply --validate=warn -f "$T_TMP/fv-bad.yaml" 2>&1)
+check "apply --validate=warn: one warning per unknown field, the object is created without them" \
+	expect 'Warning: unknown field "spec.foo"|Warning: unknown field "spec.template.spec.containers[0].bar"|deployment.apps/fv created|- -' \
+	"$(lines "$out")|$(fv_fields)"
+k -n fv delete deploy fv >/dev/null 2>&1
+out=$(k apply --validate=false -f "$T_TMP/fv-bad.yaml" 2>&1)
+check "apply --validate=false (Ignore): created without a word, the unknown fields dropped" \
+	expect "deployment.apps/fv created|- -" "$out|$(fv_fields)"
+k -n fv delete deploy fv >/dev/null 2>&1
+check "a valid manifest passes --validate=strict (created, then unchanged)" \
+	expect "deployment.apps/fv created|deployment.apps/fv unchanged" \
+	"$(k apply --validate=strict -f "$T_TMP/fv-good.yaml" 2>&1)|$(k apply --validate=strict -f "$T_TMP/fv-good.yaml" 2>&1)"
+out=$(k apply --validate=strict -f "$T_TMP/fv-bad.yaml" 2>&1)
+check "apply --validate=strict to an existing object: the strategic merge patch is refused (422, the real text)" \
+	has "$out|$(fv_fields)" 'The request is invalid: patch: Invalid value: "map[metadata:map[annotations:' \
+	'": strict decoding error: unknown field "spec.foo", unknown field "spec.template.spec.containers[0].bar"|- -'
+out=$(k apply --validate=warn -f "$T_TMP/fv-bad.yaml" 2>&1)
+check "apply --validate=warn to an existing object: warnings, the patch applied without the unknown fields" \
+	expect 'Warning: unknown field "spec.foo"|Warning: unknown field "spec.template.spec.containers[0].bar"|deployment.apps/fv configured|- -' \
+	"$(lines "$out")|$(fv_fields)"
+out=$(k apply --server-side --force-conflicts --validate=false -f "$T_TMP/fv-bad.yaml" 2>&1)
+check "server-side apply refuses unknown fields whatever --validate says (structured-merge-diff paths)" \
+	expect 'Error from server: failed to create typed patch object (fv/fv; apps/v1, Kind=Deployment): errors:|  .spec.foo: field not declared in schema|  .spec.template.spec.containers[name="app"].bar: field not declared in schema' \
+	"$(lines "$out" | sed 's/|$//')"
+check "server-side apply of the valid manifest passes --validate=strict" \
+	expect "deployment.apps/fv serverside-applied" "$(k apply --server-side --force-conflicts --validate=strict -f "$T_TMP/fv-good.yaml" 2>&1)"
+sed 's/name: fv,/name: fv-dry,/' "$T_TMP/fv-bad.yaml" >"$T_TMP/fv-dry-bad.yaml"
+sed 's/name: fv,/name: fv-dry,/' "$T_TMP/fv-good.yaml" >"$T_TMP/fv-dry.yaml"
+check "--dry-run=server validates too (the unknown field refused) and stores nothing" \
+	expect "1|deployment.apps/fv-dry created (server dry run)|NotFound" \
+	"$(k apply --dry-run=server --validate=strict -f "$T_TMP/fv-dry-bad.yaml" 2>&1 | grep -c 'unknown field "spec.foo"')|$(k apply --dry-run=server --validate=strict -f "$T_TMP/fv-dry.yaml" 2>&1)|$(k -n fv get deploy fv-dry 2>&1 | grep -o NotFound)"
+
+# The bodies of the real server's own test (test/integration/apiserver/field_validation_test.go):
+# unknown and repeated keys; the texts expected are the ones that test expects.
+cat >"$T_TMP/fv-dups.json" <<'EOF'
+{"apiVersion": "apps/v1", "kind": "Deployment",
+ "metadata": {"name": "dups", "name": "dups", "unknownMeta": "metaVal", "labels": {"app": "nginx"}},
+ "spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2", "paused": true, "paused": false,
+  "selector": {"matchLabels": {"app": "nginx"}},
+  "template": {"metadata": {"labels": {"app": "nginx"}},
+   "spec": {"containers": [{"name": "nginx", "image": "nginx:latest", "unknownNested": "val1",
+    "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}
+EOF
+DUPS='duplicate field "metadata.name", unknown field "metadata.unknownMeta", unknown field "spec.unknown1", unknown field "spec.unknownDupe", duplicate field "spec.paused", unknown field "spec.template.spec.containers[0].unknownNested", duplicate field "spec.template.spec.containers[0].imagePullPolicy"'
+# fvreq METHOD QUERY [curl args...]: the status code; the body in fv.json, the headers in fv.h
+fvreq() { kcurl -o "$T_TMP/fv.json" -D "$T_TMP/fv.h" -w '%{http_code}' -X "$1" "${@:3}" "$URL/apis/apps/v1/namespaces/fv/deployments$2"; }
+# warnings: the Warning headers of the last fvreq, joined with |
+warnings() { tr -d '\r' <"$T_TMP/fv.h" | sed -n 's/^Warning: //p' | tr '\n' '|'; }
+code=$(fvreq POST "?fieldValidation=Strict" -H 'Content-Type: application/json' --data-binary @"$T_TMP/fv-dups.json")
+check "POST fieldValidation=Strict: 400 BadRequest, unknown and duplicate fields in document order" \
+	expect "400 BadRequest Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: $DUPS" \
+	"$code $(py 'd["reason"] + " " + d["message"]' <"$T_TMP/fv.json")"
+code=$(fvreq POST "" -H 'Content-Type: application/json' --data-binary @"$T_TMP/fv-dups.json")
+check "POST without fieldValidation is Warn: 201 and one 'Warning: 299 - \"...\"' header per field" \
+	expect "201 $(printf '%s' "$DUPS" | sed 's/"/\\"/g; s/\(unknown\|duplicate\) field/299 - "&/g; s/, 299/"|299/g')\"|" \
+	"$code $(warnings)"
+check "Warn keeps the last of repeated keys and drops the unknown fields" \
+	expect "False Never False False" \
+	"$(k -n fv get deploy dups -o json | py 'd["spec"]["paused"], d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "unknown1" in d["spec"], "unknownMeta" in d["metadata"]' | tr -d "(),'")"
+k -n fv delete deploy dups >/dev/null 2>&1
+code=$(fvreq POST "?fieldValidation=Ignore" -H 'Content-Type: application/json' --data-binary @"$T_TMP/fv-dups.json")
+check "POST fieldValidation=Ignore: 201, no warning" expect "201 " "$code $(warnings)"
+code=$(fvreq PUT "/dups?fieldValidation=Strict" -H 'Content-Type: application/json' --data-binary @"$T_TMP/fv-dups.json")
+check "PUT fieldValidation=Strict: the same 400" expect "400 $DUPS" "$code $(py 'd["message"].split("strict decoding error: ")[1]' <"$T_TMP/fv.json")"
+code=$(fvreq POST "?fieldValidation=strict" -H 'Content-Type: application/json' --data-binary @"$T_TMP/fv-dups.json")
+check "an unsupported fieldValidation value is 422 Invalid (CreateOptions)" \
+	expect '422 CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "strict": supported values: "", "Ignore", "Strict", "Warn"' \
+	"$code $(py 'd["message"]' <"$T_TMP/fv.json")"
+code=$(fvreq PATCH "/dups?fieldValidation=Strict" -H 'Content-Type: application/merge-patch+json' --data-binary @- <<'EOF'
+{"spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2", "paused": true, "paused": false,
+ "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:latest", "unknownNested": "val1",
+  "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}
+EOF
+)
+check "merge patch, Strict: 422 Invalid on field patch, the patch's duplicates then the result's unknown fields" \
+	expect '422 Invalid patch strict decoding error: duplicate field "spec.unknownDupe", duplicate field "spec.paused", duplicate field "spec.template.spec.containers[0].imagePullPolicy", unknown field "spec.template.spec.containers[0].unknownNested", unknown field "spec.unknown1", unknown field "spec.unknownDupe"' \
+	"$code $(py 'd["reason"] + " " + d["details"]["causes"][0]["field"] + " " + d["message"].split("\": ")[-1]' <"$T_TMP/fv.json")"
+code=$(fvreq PATCH "/dups?fieldValidation=Warn" -H 'Content-Type: application/json-patch+json' \
+	-d '[{"op": "add", "path": "/spec/unknown1", "value": "val1", "foo": "bar"}, {"op": "add", "path": "/spec/unknown2", "path": "/spec/unknown3", "value": "val1"}]')
+check "JSON patch, Warn: warnings for the operations and for the result, the patch applied" \
+	expect '200 299 - "json patch unknown field \"[0].foo\""|299 - "json patch duplicate field \"[1].path\""|299 - "unknown field \"spec.unknown1\""|299 - "unknown field \"spec.unknown3\""|' \
+	"$code $(warnings)"
+printf '{"apiVersion": "apps/v1", "kind": "Deployment",\n "metadata": {"name": "dups"},\n "spec": {"paused": false,\n  "paused": true}}\n' >"$T_TMP/fv-apply.json"
+code=$(fvreq PATCH "/dups?fieldManager=t&fieldValidation=Strict" -H 'Content-Type: application/apply-patch+yaml' --data-binary @"$T_TMP/fv-apply.json")
+check "server-side apply, Strict: repeated keys are refused as YAML says it (with their line)" \
+	expect "400 error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:|  line 4: key \"paused\" already set in map" \
+	"$code $(py 'd["message"]' <"$T_TMP/fv.json" | tr '\n' '|' | sed 's/|$//')"
+if python3 -c 'import yaml' 2>/dev/null; then
+	printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: y\n  name: y\n  bogus: 1\nspec:\n  paused: true\n  paused: false\n' >"$T_TMP/fv.yaml"
+	code=$(fvreq POST "?fieldValidation=Strict" -H 'Content-Type: application/yaml' --data-binary @"$T_TMP/fv.yaml")
+	check "a YAML body, Strict: the YAML duplicates with their lines, then the unknown fields" \
+		expect '400 strict decoding error: yaml: unmarshal errors:|  line 5: key "name" already set in map|  line 9: key "paused" already set in map, unknown field "metadata.bogus"' \
+		"$code $(py 'd["message"].split(": ", 1)[1]' <"$T_TMP/fv.json" | tr '\n' '|' | sed 's/|$//')"
+else
+	skip "a YAML body, Strict: the YAML duplicates with their lines" "python3 has no yaml module (the server reads YAML bodies with it)"
+fi
+
+cat >"$T_TMP/fv-crd.yaml" <<'EOF'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+              ports:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [port]
+                items: {type: object, properties: {port: {type: integer}}}
+              extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
+EOF
+out=$(sed 's/^  group: example.com/&\n  color: blue/' "$T_TMP/fv-crd.yaml" | k apply --validate=strict -f - 2>&1)
+check "a CustomResourceDefinition with an unknown field is refused under Strict" \
+	expect 'Error from server (BadRequest): error when creating "STDIN": CustomResourceDefinition in version "v1" cannot be handled as a CustomResourceDefinition: strict decoding error: unknown field "spec.color"' "$out"
+k apply --validate=strict -f "$T_TMP/fv-crd.yaml" >/dev/null 2>&1
+printf '%s\n' 'apiVersion: example.com/v1' 'kind: Gadget' 'metadata: {name: g1, namespace: fv, flavour: x}' \
+	'spec: {size: 1, colour: red, ports: [{port: 80, proto: TCP}], extra: {any: {thing: 1}}}' >"$T_TMP/fv-cr.yaml"
+out=$(k apply --validate=strict -f "$T_TMP/fv-cr.yaml" 2>&1)
+check "a custom resource under Strict: what its CRD's schema would prune is refused, metadata first" \
+	expect "Error from server (BadRequest): error when creating \"$T_TMP/fv-cr.yaml\": Gadget in version \"v1\" cannot be handled as a Gadget: strict decoding error: unknown field \"metadata.flavour\", unknown field \"spec.colour\", unknown field \"spec.ports[0].proto\"" "$out"
+out=$(k apply --validate=warn -f "$T_TMP/fv-cr.yaml" 2>&1)
+check "a custom resource under Warn: created pruned, x-kubernetes-preserve-unknown-fields kept" \
+	expect '3 gadget.example.com/g1 created {"extra": {"any": {"thing": 1}}, "ports": [{"port": 80}], "size": 1}' \
+	"$(printf '%s\n' "$out" | grep -c '^Warning: unknown field') $(printf '%s\n' "$out" | grep -v '^Warning') $(k -n fv get gadget g1 -o json | py 'json.dumps(d["spec"], sort_keys=True)')"
+out=$(k apply --server-side --validate=strict -f "$T_TMP/fv-cr.yaml" 2>&1)
+check "server-side apply of a custom resource: its list-map keys in the paths" \
+	has "$out" "failed to create typed patch object (fv/g1; example.com/v1, Kind=Gadget)" \
+	".spec.ports[port=80].proto: field not declared in schema"
+k delete crd gadgets.example.com >/dev/null 2>&1
+
+# --- the manifests of deploy/, checked for unknown fields as a real server would ------------
+
+before=$(ctl state | py 'json.dumps({k: v for k, v in d["objects"].items() if k != "namespaces"}, sort_keys=True)')
+# manifest FILE [PYTHON]: the objects of FILE as kubectl reads them (one JSON document per line),
+# or what PYTHON prints with o = each object
+manifest() {
+	k create --dry-run=client --validate=false -f "$1" -o json 2>/dev/null | python3 -c '
+import json, sys
+s, dec, i, objs = sys.stdin.read(), json.JSONDecoder(), 0, []
+while True:
+    while i < len(s) and s[i].isspace(): i += 1
+    if i >= len(s): break
+    o, i = dec.raw_decode(s, i)
+    objs += o.get("items", [o]) if o.get("kind") == "List" else [o]
+for o in objs:
+    exec(sys.argv[1] if len(sys.argv) > 1 else "print(json.dumps(o))")
+' "${@:2}"
+}
+failed=
+n=0
+for f in $(find "$T_ROOT/deploy" \( -name '*.yaml' -o -name '*.yml' \) | sort); do
+	n=$((n + 1))
+	# the namespaces they name exist in a real cluster: make them here
+	for ns in $(manifest "$f" 'print(o.get("metadata", {}).get("namespace", ""))' | sort -u); do
+		k create namespace "$ns" >/dev/null 2>&1
+	done
+	for how in --server-side=false --server-side=true; do
+		out=$(k apply "$how" --validate=strict --dry-run=server -f "$f" 2>&1) || failed+="${f#"$T_ROOT"/} ($how): $out; "
+	done
+done
+after=$(ctl state | py 'json.dumps({k: v for k, v in d["objects"].items() if k != "namespaces"}, sort_keys=True)')
+check "every manifest of deploy/ ($n files) passes kubectl apply --validate=strict --dry-run=server (client- and server-side)" \
+	expect "found, none failed" "$([ "$n" -gt 0 ] && echo found || echo "no manifest"), ${failed:-none failed}"
+check "the dry runs of deploy/ stored nothing" expect "$before" "$after"
+# the same check catches an unknown field in one of them: add two to the first workload
+wl=
+for f in $(find "$T_ROOT/deploy" \( -name '*.yaml' -o -name '*.yml' \) | sort); do
+	wl=$(manifest "$f" '
+c = (((o.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+if c:
+    o["spec"]["replica"] = 1
+    c[0]["imagePullPolicey"] = "Always"
+    print(json.dumps(o))' | head -1)
+	[ -n "$wl" ] && break
+done
+if [ -n "$wl" ]; then
+	out=$(printf '%s' "$wl" | k apply --validate=strict --dry-run=server -f - 2>&1)
+	check "a misspelt field in a deploy/ workload is caught (spec.replica, containers[0].imagePullPolicey)" \
+		has "$out" 'strict decoding error: unknown field "spec.replica", unknown field "spec.template.spec.containers[0].imagePullPolicey"'
+else
+	skip "a misspelt field in a deploy/ workload is caught" "no manifest in deploy/ has a pod template"
+fi
+
 # --- fault injection -------------------------------------------------------------------------
 
 ctl requests -X DELETE >/dev/null

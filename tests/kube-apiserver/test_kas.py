@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Unit tests of the fake API server's pure parts: selectors, patches, protobuf decoding.
+"""Unit tests of the fake API server's pure parts: selectors, patches, protobuf decoding,
+field validation.
 
 Run: python3 tests/kube-apiserver/test_kas.py   (prints "PASS name" / "FAIL name: why")
 """
@@ -10,7 +11,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 sys.dont_write_bytecode = True
 
-from kas import patch, proto, selectors  # noqa: E402
+from kas import fields, patch, proto, selectors  # noqa: E402
 
 
 def labels(sel, lab):
@@ -199,6 +200,174 @@ class Protobuf(unittest.TestCase):
         obj = proto.decode(body)
         self.assertEqual(obj["spec"], {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}})
         self.assertEqual(obj["metadata"], {"name": "pdb"})
+
+
+    def test_inline_fields(self):
+        # Volume.volumeSource and ConfigMapVolumeSource.localObjectReference are Go inline
+        # structs: their fields belong to the parent object in JSON
+        cm = _field(19, _field(1, _field(1, "cfg")) + _field(3, 420))
+        pod = _field(1, _field(1, "p")) + _field(2, _field(1, _field(1, "v") + _field(2, cm)))
+        obj = proto.decode(proto.MAGIC + _field(1, _field(1, "v1") + _field(2, "Pod")) + _field(2, pod))
+        self.assertEqual(obj["spec"]["volumes"], [{"name": "v", "configMap": {"name": "cfg", "defaultMode": 420}}])
+
+
+# The bodies and the expected texts of the real server's integration test
+# (kubernetes test/integration/apiserver/field_validation_test.go).
+INVALID_DEPLOYMENT = """{
+  "apiVersion": "apps/v1", "kind": "Deployment",
+  "metadata": {"name": "n", "name": "n2", "unknownMeta": "x", "labels": {"app": "nginx"}},
+  "spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2",
+    "paused": true, "paused": false, "selector": {"matchLabels": {"app": "nginx"}},
+    "template": {"metadata": {"labels": {"app": "nginx"}},
+      "spec": {"containers": [{"name": "nginx", "image": "nginx:latest", "unknownNested": "val1",
+        "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}"""
+MERGE_PATCH = """{"spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2",
+  "paused": true, "paused": false, "template": {"spec": {"containers": [{"name": "nginx",
+  "image": "nginx:latest", "unknownNested": "val1", "imagePullPolicy": "Always",
+  "imagePullPolicy": "Never"}]}}}}"""
+DEPLOYMENT = fields.root_node("apps", "v1", "Deployment")
+
+
+class FieldValidation(unittest.TestCase):
+    def test_typed_body_document_order(self):
+        obj = fields.loads(INVALID_DEPLOYMENT)
+        out, errs = fields.check(DEPLOYMENT, obj)
+        self.assertEqual(", ".join(errs),
+                         'duplicate field "metadata.name", unknown field "metadata.unknownMeta", '
+                         'unknown field "spec.unknown1", unknown field "spec.unknownDupe", duplicate '
+                         'field "spec.paused", unknown field "spec.template.spec.containers[0].unknownNested", '
+                         'duplicate field "spec.template.spec.containers[0].imagePullPolicy"')
+        # what Warn and Ignore keep: no unknown field, the last of duplicates
+        self.assertEqual(out["metadata"], {"name": "n2", "labels": {"app": "nginx"}})
+        self.assertEqual(out["spec"]["paused"], False)
+        self.assertNotIn("unknown1", out["spec"])
+        self.assertEqual(out["spec"]["template"]["spec"]["containers"][0],
+                         {"name": "nginx", "image": "nginx:latest", "imagePullPolicy": "Never"})
+
+    def test_patch_order(self):
+        body = fields.loads(MERGE_PATCH)
+        doc = patch.merge_patch({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "n"},
+                                 "spec": {"template": {"spec": {"containers": [{"name": "nginx"}]}}}}, body)
+        _out, unknown = fields.check(DEPLOYMENT, doc, "sorted")
+        self.assertEqual(fields.patch_duplicates(body, "application/merge-patch+json") + unknown, [
+            'duplicate field "spec.unknownDupe"', 'duplicate field "spec.paused"',
+            'duplicate field "spec.template.spec.containers[0].imagePullPolicy"',
+            'unknown field "spec.template.spec.containers[0].unknownNested"',
+            'unknown field "spec.unknown1"', 'unknown field "spec.unknownDupe"'])
+
+    def test_json_patch_operations(self):
+        ops = fields.loads('[{"op": "add", "path": "/spec/a", "value": "v", "foo": "bar"},'
+                           ' {"op": "add", "path": "/spec/b", "path": "/spec/c", "value": 1}]')
+        self.assertEqual(fields.patch_duplicates(ops, "application/json-patch+json"),
+                         ['json patch unknown field "[0].foo"', 'json patch duplicate field "[1].path"'])
+
+    def test_valid_objects_pass(self):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"},
+                                                               "annotations": {"x": "y"}},
+               "spec": {"nodeSelector": {"k": "v"}, "volumes": [
+                   {"name": "c", "configMap": {"name": "cfg", "items": [{"key": "k", "path": "p"}]}},
+                   {"name": "s", "secret": {"secretName": "s"}},
+                   {"name": "t", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}],
+                   "containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}],
+                                   "env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+                                   "livenessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 3},
+                                   "resources": {"limits": {"memory": "1Gi"}, "requests": {"cpu": 1}}}],
+                   "ephemeralContainers": [{"name": "e", "image": "i", "targetContainerName": "c"}],
+                   "tolerations": [{"key": "k", "operator": "Exists"}]},
+               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                              "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"},
+              "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1", "volumeAttributes": {"a": "b"}},
+                       "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                       "claimRef": {"kind": "PersistentVolumeClaim", "name": "c", "namespace": "d"}}}
+        sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"},
+               "spec": {"serviceName": "s", "volumeClaimTemplates": [
+                   {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "d"},
+                    "spec": {"resources": {"requests": {"storage": "1Gi"}}}}]}}
+        tr = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+              "spec": {"audiences": ["a"], "boundObjectRef": {"kind": "Pod", "name": "p", "uid": "u"}}}
+        for obj, node in ((pod, fields.root_node("", "v1", "Pod")),
+                          (pv, fields.root_node("", "v1", "PersistentVolume")),
+                          (sts, fields.root_node("apps", "v1", "StatefulSet")),
+                          (tr, fields.root_node("authentication.k8s.io", "v1", "TokenRequest"))):
+            out, errs = fields.check(node, obj)
+            self.assertEqual((errs, out), ([], obj))
+
+    def test_type_meta_only_where_go_has_it(self):
+        node = fields.root_node("apps", "v1", "Deployment")
+        _out, errs = fields.check(node, {"apiVersion": "apps/v1", "kind": "Deployment",
+                                         "spec": {"template": {"kind": "PodTemplateSpec"}}})
+        self.assertEqual(errs, ['unknown field "spec.template.kind"'])
+
+    def test_custom_resource_pruning(self):
+        schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "size": {"type": "integer"},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                      "x-kubernetes-list-map-keys": ["containerPort", "protocol"],
+                      "items": {"type": "object", "properties": {"containerPort": {"type": "integer"},
+                                                                 "protocol": {"type": "string"}}}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "embedded": {"type": "object", "x-kubernetes-embedded-resource": True,
+                         "x-kubernetes-preserve-unknown-fields": True}}}}}
+        node = fields.root_node("example.com", "v1", "Gadget", schema, crd=True)
+        obj = fields.loads('{"apiVersion": "example.com/v1", "kind": "Gadget", "zzz": 1,'
+                           ' "metadata": {"name": "g", "name": "g", "bogus": 1}, "spec": {"size": 1,'
+                           ' "colour": "red", "ports": [{"containerPort": 80, "protocol": "TCP", "x": 1}],'
+                           ' "labels": {"a": "b"}, "free": {"any": {"thing": 1}},'
+                           ' "embedded": {"apiVersion": "v1", "kind": "K", "metadata": {"nope": 1}, "w": 1}}}')
+        out, errs = fields.check(node, obj)
+        self.assertEqual(errs, ['duplicate field "metadata.name"', 'unknown field "metadata.bogus"',
+                                'unknown field "spec.colour"', 'unknown field "spec.ports[0].x"',
+                                'unknown field "zzz"', 'unknown field "spec.embedded.metadata.nope"'])
+        self.assertEqual(out["spec"], {"size": 1, "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                                       "labels": {"a": "b"}, "free": {"any": {"thing": 1}},
+                                       "embedded": {"apiVersion": "v1", "kind": "K", "metadata": {}, "w": 1}})
+        _out, errs = fields.check(node, obj, "sorted", smd=True)
+        self.assertIn('.spec.ports[containerPort=80,protocol="TCP"].x', errs)
+
+    def test_server_side_apply_paths(self):
+        _out, errs = fields.check(DEPLOYMENT, {"spec": {"template": {"spec": {"containers": [
+            {"name": "app", "bar": 1, "ports": [{"containerPort": 80, "protocol": "TCP", "x": 1}]}],
+            "tolerations": [{"key": "k", "y": 1}]}}, "foo": 1}}, "sorted", smd=True)
+        self.assertEqual(errs, ['.spec.foo', '.spec.template.spec.containers[name="app"].bar',
+                                '.spec.template.spec.containers[name="app"].ports[containerPort=80,protocol="TCP"].x',
+                                '.spec.template.spec.tolerations[0].y'])
+
+    def test_crd_schema(self):
+        node = fields.root_node("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+        crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": "a.b"}, "spec": {"group": "b", "names": {"plural": "a", "kind": "A"},
+                                                     "scope": "Namespaced", "versions": [{
+                                                         "name": "v1", "served": True, "storage": True,
+                                                         "subresources": {"status": {}},
+                                                         "schema": {"openAPIV3Schema": {
+                                                             "type": "object", "properties": {"spec": {
+                                                                 "type": "object", "bogus": 1,
+                                                                 "items": {"whatever": 1},
+                                                                 "x-kubernetes-validations": [{"rule": "true"}]}}}}}]}}
+        _out, errs = fields.check(node, crd)
+        self.assertEqual(errs, ['unknown field "spec.versions[0].schema.openAPIV3Schema.properties.spec.bogus"'])
+
+    def test_duplicate_lines(self):
+        text = '{"apiVersion": "v1",\n "data": {"a": "1",\n  "a": "2"},\n "kind": "x", "kind": "y"}'
+        self.assertEqual(fields.yaml_duplicate_lines(text), ['line 3: key "a" already set in map',
+                                                             'line 4: key "kind" already set in map'])
+        try:
+            import yaml  # noqa: F401
+        except ImportError:
+            return
+        self.assertEqual(fields.yaml_duplicate_lines("a: 1\nb:\n  c: 1\n  c: 2\na: 3\n"),
+                         ['line 4: key "c" already set in map', 'line 5: key "a" already set in map'])
+
+    def test_go_formatting(self):
+        self.assertEqual(fields.go_value({"spec": {"b": [1, 2.5, True, None], "a": "x y"}}),
+                         "map[spec:map[a:x y b:[1 2.5 true <nil>]]]")
+        self.assertEqual([fields.go_float(f) for f in (1.0, 1e6, 123456789.0, 1e-5, 100000.0, 0.5)],
+                         ["1", "1e+06", "1.23456789e+08", "1e-05", "100000", "0.5"])
+        self.assertEqual(fields.go_quote('a"b\\c\n\x01é'), '"a\\"b\\\\c\\n\\x01é"')
+        self.assertEqual(fields.go_json({"b": "<&>", "a": 1}), '{"a":1,"b":"\\u003c\\u0026\\u003e"}')
+        self.assertEqual(fields.warning_header('unknown field "x"'), '299 - "unknown field \\"x\\""')
 
 
 class Report(unittest.TextTestResult):

@@ -6,6 +6,8 @@ Modules:
   resources  the table of kinds, CRD registration, discovery and OpenAPI documents
   selectors  label and field selectors
   patch      merge, strategic merge and JSON patches
+  fields     field validation (fieldValidation=Strict|Warn|Ignore): the schema, unknown and
+             repeated fields
   store      objects, resourceVersion, watch history, watchers, list snapshots
   auth       tokens, client certificates, RBAC-ish rules, reviews
   api        REST semantics (create/update/patch/delete/eviction/scale/...)

@@ -9,6 +9,7 @@ import random
 import time
 import uuid
 
+from . import fields
 from . import patch as patchmod
 from . import proto, selectors
 from .store import DUMPS, Gone, Item, obj_key
@@ -38,9 +39,12 @@ class ApiError(Exception):
 
 def status_body(code, message, reason, details=None):
     st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-          "message": message, "reason": reason, "code": code}
+          "message": message}
+    if reason:  # (omitempty: a plain error of the real server has none, kubectl then says
+        st["reason"] = reason  # "Error from server: ...")
     if details:
         st["details"] = details
+    st["code"] = code
     return st
 
 
@@ -121,6 +125,38 @@ def parse_json(body, what="request body"):
             return yaml.safe_load(body)
         except Exception:
             raise ApiError(400, "couldn't get version/kind; json parse error: invalid %s" % what)
+
+
+OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+APPLY = "application/apply-patch+yaml"
+SMP = "application/strategic-merge-patch+json"
+
+
+def field_validation(req):
+    """The fieldValidation directive of a write: Strict, Warn (the default) or Ignore."""
+    v = req.query.get("fieldValidation", "")
+    if v in fields.DIRECTIVES:
+        return v
+    if v == "":
+        return "Warn"
+    kind = OPTIONS_KIND.get(req.method, "CreateOptions")
+    msg = 'Unsupported value: %s: supported values: "", "Ignore", "Strict", "Warn"' % fields.go_quote(v)
+    raise ApiError(422, '%s.meta.k8s.io "" is invalid: fieldValidation: %s' % (kind, msg),
+                   details={"group": "meta.k8s.io", "kind": kind, "causes": [
+                       {"reason": "FieldValueNotSupported", "message": msg, "field": "fieldValidation"}]})
+
+
+def is_yaml(content_type):
+    ct = (content_type or "").split(";")[0].strip().lower()
+    return ct == "application/yaml" or (ct.endswith("+yaml") and ct != APPLY)
+
+
+def gvk_text(obj, default_av, default_kind):
+    """schema.GroupVersionKind.String() of a request object: "apps/v1, Kind=Deployment"."""
+    av = obj.get("apiVersion") if isinstance(obj.get("apiVersion"), str) else default_av
+    kind = obj.get("kind") if isinstance(obj.get("kind"), str) else default_kind
+    group, _, version = (av or "").rpartition("/")
+    return "%s/%s, Kind=%s" % (group, version, kind)
 
 
 def copy_obj(obj):
@@ -259,10 +295,9 @@ class Api:
         res = req.res
         if not res.stored:
             return self.review(req)
-        obj = parse_json(req.body)
+        obj = self.decode(req, res)
         if not isinstance(obj, dict):
             raise ApiError(400, "the request body must be a JSON object")
-        self._check_kind(res, obj)
         md = obj.setdefault("metadata", {})
         if not isinstance(md, dict):
             raise ApiError(400, "metadata must be an object")
@@ -285,6 +320,110 @@ class Api:
                                    % (qualified(res), md.get("name") or md.get("generateName", ""), req.ns),
                                    details={"name": md.get("name", ""), "kind": res.plural})
             return 201, self._create_obj(res, obj, req.dry)
+
+    # --- field validation ---------------------------------------------------------
+
+    def schema_node(self, res, sub=None):
+        """What a whole request object of res (or of its subresource sub) is checked against."""
+        if res.crd and sub != "scale":
+            return fields.root_node(res.group, res.version, res.kind, res.schema, crd=True)
+        group, version, kind = res.sub_kind(sub) if sub in ("scale", "eviction", "token") \
+            else (res.group, res.version, res.kind)
+        return fields.root_node(group, version, kind)
+
+    def decode(self, req, res, sub=None, check_kind=True):
+        """The body of a create or an update, decoded as the real server does under the
+        request's fieldValidation: Strict refuses unknown and duplicate fields (400
+        BadRequest), Warn drops the unknown ones and names each in a Warning header, Ignore
+        drops them silently. Protobuf bodies carry no unknown fields by name."""
+        fv = field_validation(req)
+        body = req.body
+        if not body or body.startswith(proto.MAGIC):
+            return parse_json(body)
+        lines = []
+        order = "doc"
+        if is_yaml(req.content_type):
+            obj = parse_json(body)
+            order = "sorted"  # the YAML is turned into JSON (sorted keys) before decoding
+            if fv != "Ignore":
+                lines = fields.yaml_duplicate_lines(body)
+        else:
+            try:
+                obj = fields.loads(body)
+            except ValueError:
+                obj = parse_json(body)
+                order = "sorted"
+        if not isinstance(obj, dict):
+            return obj
+        if check_kind:
+            self._check_kind(res, obj)
+        group, version, kind = res.sub_kind(sub) if sub in ("scale", "eviction", "token") \
+            else (res.group, res.version, res.kind)
+        out, errs = fields.check(self.schema_node(res, sub), obj, order)
+        if fv == "Ignore":
+            return out
+        if fv == "Strict" and (errs or lines):
+            if lines:
+                errs = ["yaml: unmarshal errors:\n  " + "\n  ".join(lines)] + errs
+            av = obj.get("apiVersion") if isinstance(obj.get("apiVersion"), str) else ""
+            body_kind = obj.get("kind") if isinstance(obj.get("kind"), str) and obj.get("kind") else kind
+            raise ApiError(400, '%s in version "%s" cannot be handled as a %s: strict decoding error: %s'
+                           % (body_kind, av.rpartition("/")[2] or version, kind, ", ".join(errs)))
+        req.warnings.extend(lines + errs)
+        return out
+
+    def check_patched(self, req, node, doc, patch, ctype, fv):
+        """A patched object (merge, strategic or JSON patch) under fieldValidation: the
+        duplicate keys of the patch, then the unknown fields of the result. Strict: 422 with
+        the real message (" \"\" is invalid: patch: Invalid value: ..."); Warn: warnings."""
+        out, unknown = fields.check(node, doc, "sorted")
+        if fv == "Ignore":
+            return out
+        errs = fields.patch_duplicates(patch, ctype) + unknown
+        if not errs:
+            return out
+        if fv == "Warn":
+            req.warnings.extend(errs)
+            return out
+        # the strategic merge patcher shows the patch as Go prints a map, the others the
+        # patched object as JSON
+        value = fields.go_value(patch) if ctype == SMP else fields.go_json(doc)
+        cause = "Invalid value: %s: strict decoding error: %s" % (fields.go_quote(value), ", ".join(errs))
+        raise ApiError(422, ' "" is invalid: patch: ' + cause, reason="Invalid",
+                       details={"causes": [{"reason": "FieldValueInvalid", "message": cause,
+                                            "field": "patch"}]})
+
+    def check_apply(self, req, res, body, fv):
+        """Server-side apply: an unknown field fails the typed patch object whatever the
+        directive (500, no reason, the structured-merge-diff paths); duplicate keys are then
+        judged like YAML (Strict 400, Warn warnings)."""
+        if isinstance(body, dict):
+            _out, errs = fields.check(self.schema_node(res, req.sub), body, "sorted", smd=True)
+            if errs:
+                errs = [e + ": field not declared in schema" for e in errs]
+                text = errs[0] if len(errs) == 1 else "errors:\n  " + "\n  ".join(errs)
+                md = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+                g, v, k = res.sub_kind(req.sub) if req.sub == "scale" else (res.group, res.version, res.kind)
+                raise ApiError(500, "failed to create typed patch object (%s/%s; %s): %s" % (
+                    md.get("namespace") or "", md.get("name") or "",
+                    gvk_text(body, g + "/" + v if g else v, k), text), reason="")
+        if fv == "Ignore":
+            return
+        if req.body.lstrip().startswith(b"{") and not fields.has_duplicates(body):
+            return  # JSON (what kubectl sends) without a repeated key
+        lines = fields.yaml_duplicate_lines(req.body)
+        if not lines:
+            return
+        if fv == "Strict":
+            raise ApiError(400, "error strict decoding YAML: error converting YAML to JSON: yaml: "
+                                "unmarshal errors:\n  " + "\n  ".join(lines))
+        req.warnings.extend(lines)
+
+    def patch_body(self, req):
+        try:
+            return fields.loads(req.body)
+        except ValueError:
+            return parse_json(req.body, "patch")
 
     def _create_obj(self, res, obj, dry):
         md = obj["metadata"]
@@ -405,10 +544,9 @@ class Api:
         res = req.res
         if req.sub == "scale":
             return self.scale(req)
-        obj = parse_json(req.body)
+        obj = self.decode(req, res, req.sub)
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
             raise ApiError(400, "the request body must be an object with metadata")
-        self._check_kind(res, obj)
         md = obj["metadata"]
         if md.get("name") != req.name:
             raise ApiError(400, "the name of the object (%s) does not match the name on the URL (%s)"
@@ -495,16 +633,21 @@ class Api:
     def patch(self, req):
         res = req.res
         ctype = (req.content_type or "").split(";")[0].strip().lower()
-        body = parse_json(req.body, "patch")
+        fv = field_validation(req)
+        body = self.patch_body(req)
         if req.sub == "scale":
             return self.scale(req, (ctype, body))
+        if ctype == APPLY:
+            self.check_apply(req, res, body, fv)
         with self.store.lock:
             cur = self.store.get(res.skey, req.key)
             if cur is None:
-                if ctype == "application/apply-patch+yaml" and isinstance(body, dict):
+                if ctype == APPLY and isinstance(body, dict):
                     return self._apply_create(req, body)
                 raise not_found(res, req.name)
             doc = self._apply_patch(res, copy_obj(cur.obj), ctype, body)
+            if ctype != APPLY and isinstance(doc, dict):
+                doc = self.check_patched(req, self.schema_node(res, req.sub), doc, body, ctype, fv)
             if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
                 raise ApiError(422, "the patched object is not a valid object")
             md = doc["metadata"]
@@ -687,7 +830,7 @@ class Api:
         res = req.res
         body = {}
         if req.body:
-            body = parse_json(req.body)
+            body = self.decode(req, res, "eviction", check_kind=False)
         opts = (body or {}).get("deleteOptions") or {}
         with self.store.lock:
             cur = self.store.get(res.skey, req.key)
@@ -788,9 +931,15 @@ class Api:
             if req.method == "GET":
                 return 200, sc
             if patch is None:
-                new_sc = parse_json(req.body)
+                new_sc = self.decode(req, res, "scale", check_kind=False)
             else:
+                fv = field_validation(req)
+                if patch[0] == APPLY:
+                    self.check_apply(req, res, patch[1], fv)
                 new_sc = self._apply_patch(res if res.crd else _ScaleKind, copy_obj(sc), *patch)
+                if patch[0] != APPLY and isinstance(new_sc, dict):
+                    new_sc = self.check_patched(req, self.schema_node(res, "scale"), new_sc,
+                                                patch[1], patch[0], fv)
             rv = ((new_sc or {}).get("metadata") or {}).get("resourceVersion")
             if rv and rv != cur.obj["metadata"]["resourceVersion"]:
                 raise conflict(res, req.name)
@@ -811,7 +960,7 @@ class Api:
         sa = self.store.get(req.res.skey, req.key)
         if sa is None:
             raise not_found(req.res, req.name)
-        body = parse_json(req.body) if req.body else {}
+        body = self.decode(req, req.res, "token", check_kind=False) if req.body else {}
         spec = dict((body or {}).get("spec") or {})
         exp = int(spec.get("expirationSeconds") or 3600)
         spec["expirationSeconds"] = exp
@@ -831,7 +980,7 @@ class Api:
 
     def review(self, req):
         res = req.res
-        obj = parse_json(req.body)
+        obj = self.decode(req, res, check_kind=False)
         if not isinstance(obj, dict):
             raise ApiError(400, "the request body must be an object")
         spec = obj.get("spec") or {}

@@ -95,12 +95,15 @@ class RequestLog:
         self.entries = collections.deque(maxlen=maxlen)
         self.counters = collections.Counter()
 
-    def record(self, method, path, verb, resource, code, user):
+    def record(self, method, path, verb, resource, code, user, warnings=None):
         key = "%s %s" % (verb, resource)
+        e = {"time": round(time.time(), 3), "method": method, "path": path,
+             "verb": verb, "resource": resource, "code": code, "user": user}
+        if warnings:  # the Warning headers of the answer (unknown fields a client sent...)
+            e["warnings"] = list(dict.fromkeys(warnings))
         with self.lock:
             self.counters[key] += 1
-            self.entries.append({"time": round(time.time(), 3), "method": method, "path": path,
-                                 "verb": verb, "resource": resource, "code": code, "user": user})
+            self.entries.append(e)
 
     def dump(self, limit=None):
         with self.lock:

@@ -10,7 +10,7 @@ import threading
 import time
 import urllib.parse
 
-from . import VERSION_INFO, resources, table
+from . import VERSION_INFO, fields, resources, table
 from .api import ApiError, check_body_type, list_json, status_body
 from .store import DUMPS, Gone, Item
 
@@ -33,6 +33,7 @@ class Request:
         self.sub = None
         self.watch = False
         self.dry = query.get("dryRun") == "All"
+        self.warnings = []  # texts of the Warning headers of the answer (field validation)
 
     @property
     def key(self):
@@ -174,6 +175,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
+        req = getattr(self, "_req", None)
+        if req is not None and req.warnings:
+            for w in dict.fromkeys(req.warnings):  # each text once, like the real recorder
+                self.send_header("Warning", fields.warning_header(w))
         # headers and body in one write
         self._headers_buffer.append(b"\r\n")
         if self.command != "HEAD":
@@ -198,6 +203,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def handle_any(self):
         self._code = 0
         self._recorded = False
+        self._req = None
         app = self.server.app
         url = urllib.parse.urlsplit(self.path)
         path = url.path or "/"
@@ -206,6 +212,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             body = self.read_body()
             req = Request(self.command, path, query, body, self.headers)
+            self._req = req
             if path.startswith("/_control/") or path == "/_control":
                 return self.control(req)
             parts = path.split("/")
@@ -274,7 +281,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             resource, verb = req.path, req.method.lower()
         user = req.user["username"] if req.user else ""
-        self.server.app.reqlog.record(req.method, self.path, verb, resource, self._code, user)
+        self.server.app.reqlog.record(req.method, self.path, verb, resource, self._code, user,
+                                      req.warnings)
 
     def inject_fault(self, req):
         app = self.server.app

@@ -102,6 +102,12 @@ SPECIAL = {
     "k8s.io.api.authorization.v1.ExtraValue": lambda d: d.get("items", []),
 }
 KEEP_ZERO = {"data", "binaryData", "stringData"}
+# Message-typed fields that Go embeds with `json:",inline"`: their fields sit in the parent's
+# JSON object (the `json:",inline" protobuf:"...name=X"` tags of kubectl's binary).
+INLINE = {"volumeSource", "persistentVolumeSource", "ephemeralContainerCommon", "handler",
+          "localObjectReference", "ingressRuleValue", "typeMeta"}
+# Protobuf field names that are not the JSON name (`json:"uid" protobuf:"...,name=uID"`).
+JSON_NAMES = {"uID": "uid", "aPIGroup": "apiGroup"}
 
 
 def _scalar(t, wt, v):
@@ -133,12 +139,16 @@ def decode_message(buf, name, raw=False):
         if f is None:
             continue
         fname, t, rep, tn = f
+        fname = JSON_NAMES.get(fname, fname)
         if t == "map":
             e = decode_message(v, tn, raw=True)
             out.setdefault(fname, {})[e.get("key", "")] = e.get("value", _empty(tn))
             continue
         if t == "m":
             val = decode_message(v, tn)
+            if fname in INLINE and isinstance(val, dict):
+                out.update(val)
+                continue
         elif rep and wt == 2 and t not in ("s", "b"):  # packed scalars
             val, i, vals = None, 0, []
             while i < len(v):

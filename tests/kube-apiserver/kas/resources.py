@@ -15,7 +15,7 @@ SUB_VERBS = ["get", "patch", "update"]
 class Resource:
     def __init__(self, group, version, plural, kind, namespaced, short=(), subresources=(),
                  verbs=None, singular=None, categories=(), generation=False,
-                 create_on_update=False, crd=None, status_sub=None, scale=None):
+                 create_on_update=False, crd=None, status_sub=None, scale=None, schema=None):
         self.group = group
         self.version = version
         self.plural = plural
@@ -32,6 +32,8 @@ class Resource:
         self.status_sub = ("status" in self.subresources) if status_sub is None else status_sub
         # scale: (specReplicasPath, statusReplicasPath, labelSelectorPath) for CRDs
         self.scale = scale
+        # a CRD version's openAPIV3Schema (custom resources are checked against it)
+        self.schema = schema
         self.skey = (group, plural)
 
     @property
@@ -230,7 +232,8 @@ class Registry:
                                   short=names.get("shortNames") or [],
                                   subresources=sublist, singular=names.get("singular") or None,
                                   categories=names.get("categories") or [], generation=True,
-                                  crd=name, scale=scale))
+                                  crd=name, scale=scale,
+                                  schema=(v.get("schema") or {}).get("openAPIV3Schema")))
         return None
 
 
