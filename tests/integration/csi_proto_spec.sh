@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tests: product
 # sanitizer-pass: skip
 # common/csi/csi.proto, written for this project, against the CSI specification's facts kept in
 # tests/data/csi_spec_fields.txt (package, methods, every message's field names, numbers and
