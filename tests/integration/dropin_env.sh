@@ -121,7 +121,7 @@ rc=$? ms=$((($(date +%s%N) - t0) / 1000000))
 check "pre-stop: --timeout 2s ends the wait with exit 1 (${ms} ms)" test $rc = 1 -a $ms -ge 1900 -a $ms -lt 4000
 check "pre-stop: --timeout: logged" grep -q "gave up waiting" "$T_TMP/hook2.log"
 
-hook >"$T_TMP/hook3.log" 2>&1 &
+CSI_NODE_NAME=$NODE "$AWS_K8S" csi-node pre-stop-hook --kubeconfig "$T_TMP/kc" >"$T_TMP/hook3.log" 2>&1 &
 HOOK=$!
 t_cleanup_add "kill $HOOK 2>/dev/null"
 sleep 1.5
@@ -138,7 +138,7 @@ check "pre-stop: within 2 s of the deletion (${ms} ms)" test $ms -lt 2000
 check "pre-stop: another driver's attachment is not waited for" grep -q "no VolumeAttachment left" "$T_TMP/hook3.log"
 
 va csi-mine2 ebs.csi.aws.com "$NODE"
-hook >"$T_TMP/hook4.log" 2>&1 &
+CSI_NODE_NAME=$NODE "$AWS_K8S" csi-node pre-stop-hook --kubeconfig "$T_TMP/kc" >"$T_TMP/hook4.log" 2>&1 &
 HOOK=$!
 t_cleanup_add "kill $HOOK 2>/dev/null"
 sleep 1
