@@ -87,6 +87,7 @@ static const char ebs_usage[] =
 	"the mode, as the upstream Helm chart passes it.\n\n"
 	"  controller   the Identity and Controller services: aws-k8s csi-controller\n"
 	"  node         the Identity and Node services: aws-k8s csi-node\n"
+	"  pre-stop-hook  the node container's preStop hook: aws-k8s csi-node pre-stop-hook\n"
 	"  all          both on one socket (the mode without a word): not implemented yet\n\n"
 	"Run 'aws-k8s ebs-csi-driver controller --help' (or node) for the flags of a mode.\n";
 
@@ -100,6 +101,8 @@ static int ebs_csi_driver_main(int argc, char **argv)
 		return csi_controller_main(argc - 1, argv + 1);
 	if (strcmp(mode, "node") == 0)
 		return csi_node_main(argc - 1, argv + 1);
+	if (strcmp(mode, "pre-stop-hook") == 0)
+		return csi_node_main(argc, argv); /* csi-node pre-stop-hook */
 	if (strcmp(mode, "all") != 0) {
 		fprintf(stderr, "aws-k8s ebs-csi-driver: unknown mode '%s': expected controller, node or all\n",
 			mode);

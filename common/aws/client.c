@@ -182,6 +182,15 @@ int aws_client_new(const struct aws_client_opts *o, struct aws_client **ret)
 		goto fail;
 	if ((r = aws_imds_new(&o->imds, &c->imds)) < 0)
 		goto fail;
+	enum aws_setting unused;
+	if ((r = aws_setting_parse(getenv("AWS_USE_FIPS_ENDPOINT"), &unused)) < 0 ||
+	    (r = aws_setting_parse(getenv("AWS_USE_DUALSTACK_ENDPOINT"), &unused)) < 0 ||
+	    (r = aws_endpoints_load_profile(&c->endpoints, o->creds.profile)) < 0) {
+		log_error("AWS_USE_FIPS_ENDPOINT, AWS_USE_DUALSTACK_ENDPOINT and the shared config's "
+			  "use_fips_endpoint and use_dualstack_endpoint must be true or false",
+			  KV_E(r));
+		goto fail;
+	}
 	if (o->endpoint_url && *o->endpoint_url &&
 	    (r = aws_endpoints_set_all(&c->endpoints, o->endpoint_url)) < 0)
 		goto fail;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/aws/creds.h" /* aws_profile_get */
 #include "common/base/buf.h"
 
 static const struct aws_service_info services[AWS_SVC__MAX] = {
@@ -155,6 +156,81 @@ int aws_endpoints_set_all(struct aws_endpoints *e, const char *url)
 	return dup_opt(&e->all_url, url);
 }
 
+int aws_setting_parse(const char *v, enum aws_setting *ret)
+{
+	if (!v || !*v)
+		*ret = AWS_SETTING_UNSET;
+	else if (strcasecmp(v, "true") == 0)
+		*ret = AWS_SETTING_TRUE;
+	else if (strcasecmp(v, "false") == 0)
+		*ret = AWS_SETTING_FALSE;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int profile_setting(const char *profile, const char *key, enum aws_setting *ret)
+{
+	_cleanup_free_ char *v = NULL;
+	int r = aws_profile_get(profile, key, &v);
+
+	if (r == -ENOENT) {
+		*ret = AWS_SETTING_UNSET;
+		return 0;
+	}
+	return r < 0 ? r : aws_setting_parse(v, ret);
+}
+
+int aws_endpoints_load_profile(struct aws_endpoints *e, const char *profile)
+{
+	enum aws_setting fips, dualstack;
+	int r;
+
+	if ((r = profile_setting(profile, "use_fips_endpoint", &fips)) < 0 ||
+	    (r = profile_setting(profile, "use_dualstack_endpoint", &dualstack)) < 0)
+		return r;
+	e->use_fips = fips;
+	e->use_dualstack = dualstack;
+	return 0;
+}
+
+/* The environment variable, else the shared config's setting, else false. */
+static int variant_on(const char *env, enum aws_setting config, bool *ret)
+{
+	enum aws_setting s;
+	int r = aws_setting_parse(getenv(env), &s);
+
+	if (r < 0)
+		return r;
+	if (s == AWS_SETTING_UNSET)
+		s = config;
+	*ret = s == AWS_SETTING_TRUE;
+	return 0;
+}
+
+/* GovCloud's standard host names that are FIPS endpoints already. */
+static bool gov_standard_is_fips(enum aws_service s)
+{
+	return s != AWS_SVC_EBS;
+}
+
+/* The standard endpoint or its FIPS / dual-stack variant (see endpoints.h). */
+static int standard_url(const struct aws_service_info *si, const char *region, bool fips,
+			bool dualstack, char *out, size_t n)
+{
+	const char *part = aws_partition(region), *suffix = aws_partition_dns_suffix(region);
+
+	if (dualstack) {
+		if (str_has_prefix(part, "aws-iso"))
+			return -EOPNOTSUPP;
+		suffix = strcmp(part, "aws-cn") == 0 ? "api.amazonwebservices.com.cn" : "api.aws";
+	} else if (fips && strcmp(part, "aws-us-gov") == 0 && gov_standard_is_fips(si->id)) {
+		fips = false;
+	}
+	return str_printf(out, n, "https://%s%s.%s.%s", si->endpoint_prefix, fips ? "-fips" : "",
+			  region, suffix);
+}
+
 static int set_url(struct aws_endpoint *ret, const char *url)
 {
 	size_t l;
@@ -181,10 +257,16 @@ int aws_endpoint_resolve(const struct aws_endpoints *e, enum aws_service s, cons
 	bool use_env = !(ignore && strcasecmp(ignore, "true") == 0);
 	char envname[96];
 	const char *v;
+	bool fips, dualstack;
 	int r;
 
 	if (!si || !region || !aws_region_valid(region))
 		return -EINVAL;
+	if ((r = variant_on("AWS_USE_FIPS_ENDPOINT", e ? e->use_fips : AWS_SETTING_UNSET,
+			    &fips)) < 0 ||
+	    (r = variant_on("AWS_USE_DUALSTACK_ENDPOINT", e ? e->use_dualstack : AWS_SETTING_UNSET,
+			    &dualstack)) < 0)
+		return r;
 	if ((r = str_copy(ep.signing_region, sizeof(ep.signing_region), region)) < 0 ||
 	    (r = str_copy(ep.signing_name, sizeof(ep.signing_name), si->signing_name)) < 0)
 		return r;
@@ -198,8 +280,7 @@ int aws_endpoint_resolve(const struct aws_endpoints *e, enum aws_service s, cons
 	else if (use_env && (v = getenv("AWS_ENDPOINT_URL")) && *v)
 		r = set_url(&ep, v);
 	else
-		r = str_printf(ep.url, sizeof(ep.url), "https://%s.%s.%s", si->endpoint_prefix,
-			       region, aws_partition_dns_suffix(region));
+		r = standard_url(si, region, fips, dualstack, ep.url, sizeof(ep.url));
 	if (r < 0)
 		return r;
 	if (o && o->signing_region &&

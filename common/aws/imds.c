@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/aws/creds.h" /* aws_profile_get */
+#include "common/aws/ids.h"   /* aws_value_escape */
 #include "common/base/json.h"
 #include "common/base/log.h"
 #include "common/base/secret.h"
@@ -14,6 +16,7 @@
 #include "common/http/client.h"
 
 #define IMDS_DEFAULT_ENDPOINT "http://169.254.169.254"
+#define IMDS_IPV6_ENDPOINT "http://[fd00:ec2::254]"
 #define IMDS_MAX_REPLY ((size_t)1 << 20)
 #define IMDS_TOKEN_MARGIN_NS (60 * NSEC_PER_SEC)
 #define IMDS_V1_RETRY_NS (600 * NSEC_PER_SEC)
@@ -35,11 +38,49 @@ struct aws_imds {
 	unsigned gets;
 };
 
+/* The option, else the environment variable, else the shared config's key (into *cfg). */
+static const char *setting(const char *opt, const char *env, const char *key, char **cfg)
+{
+	const char *v = opt && *opt ? opt : getenv(env);
+
+	if (v && *v)
+		return v;
+	return aws_profile_get(NULL, key, cfg) == 0 && **cfg ? *cfg : NULL;
+}
+
+/* The endpoint as the SDKs choose it (see imds.h). */
+static int choose_endpoint(const struct aws_imds_opts *o, char *out, size_t n)
+{
+	_cleanup_free_ char *cfg_ep = NULL, *cfg_mode = NULL;
+	const char *ep = setting(o->endpoint, "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+				 "ec2_metadata_service_endpoint", &cfg_ep);
+	const char *mode = setting(o->endpoint_mode, "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE",
+				   "ec2_metadata_service_endpoint_mode", &cfg_mode);
+
+	if (!ep) {
+		if (!mode || strcasecmp(mode, "IPv4") == 0) {
+			ep = IMDS_DEFAULT_ENDPOINT;
+		} else if (strcasecmp(mode, "IPv6") == 0) {
+			ep = IMDS_IPV6_ENDPOINT;
+		} else {
+			char esc[64];
+			log_error("the instance metadata endpoint mode "
+				  "(AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE or "
+				  "ec2_metadata_service_endpoint_mode) must be IPv4 or IPv6",
+				  KV_S("mode", aws_value_escape(mode, esc, sizeof(esc))));
+			return -EINVAL;
+		}
+	}
+	if (!str_has_prefix(ep, "http://") && !str_has_prefix(ep, "https://"))
+		return -EINVAL;
+	return str_copy(out, n, ep);
+}
+
 int aws_imds_new(const struct aws_imds_opts *o, struct aws_imds **ret)
 {
 	struct aws_imds_opts d = {0};
 	struct aws_imds *m;
-	const char *ep, *dis = getenv("AWS_EC2_METADATA_DISABLED");
+	const char *dis = getenv("AWS_EC2_METADATA_DISABLED");
 	struct http_client_opts ho = {0};
 	size_t l;
 	int r;
@@ -49,15 +90,7 @@ int aws_imds_new(const struct aws_imds_opts *o, struct aws_imds **ret)
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	ep =
-	    o->endpoint && *o->endpoint ? o->endpoint : getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-	if (!ep || !*ep)
-		ep = IMDS_DEFAULT_ENDPOINT;
-	if (!str_has_prefix(ep, "http://") && !str_has_prefix(ep, "https://")) {
-		free(m);
-		return -EINVAL;
-	}
-	if ((r = str_copy(m->endpoint, sizeof(m->endpoint), ep)) < 0) {
+	if ((r = choose_endpoint(o, m->endpoint, sizeof(m->endpoint))) < 0) {
 		free(m);
 		return r;
 	}

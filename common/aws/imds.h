@@ -5,8 +5,12 @@
  * when a GET answers 401. If the token PUT answers 403, 404 or 405 (IMDSv1-only servers and
  * some proxies), requests go without a token for ten minutes before a token is tried again.
  * Each attempt has a short timeout (1 s) and failures are retried (3 attempts) with a small
- * jittered backoff; 404 is not retried. The endpoint is AWS_EC2_METADATA_SERVICE_ENDPOINT or
- * http://169.254.169.254; AWS_EC2_METADATA_DISABLED=true turns the client off (-ENODEV).
+ * jittered backoff; 404 is not retried. The endpoint, as the SDKs choose it: the option, else
+ * AWS_EC2_METADATA_SERVICE_ENDPOINT, else ec2_metadata_service_endpoint in the shared config's
+ * profile, else by the endpoint mode (the option, AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE, the
+ * profile's ec2_metadata_service_endpoint_mode; "IPv4" or "IPv6", any case, IPv4 when unset):
+ * http://169.254.169.254 or http://[fd00:ec2::254]. Another mode is -EINVAL (and logged).
+ * AWS_EC2_METADATA_DISABLED=true turns the client off (-ENODEV).
  * Thread-safe. The token and the replies are never logged. */
 #pragma once
 #include <stdbool.h>
@@ -16,7 +20,8 @@
 #include "common/base/buf.h"
 
 struct aws_imds_opts {
-	const char *endpoint; /* NULL: AWS_EC2_METADATA_SERVICE_ENDPOINT, else 169.254.169.254 */
+	const char *endpoint; /* NULL: see above */
+	const char *endpoint_mode; /* "IPv4" or "IPv6"; NULL: see above */
 	int64_t timeout_ns;   /* per attempt; 0: 1 s */
 	int attempts;	      /* 0: 3 */
 	int token_ttl_s;      /* 0: 21600 */

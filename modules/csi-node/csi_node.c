@@ -32,7 +32,9 @@ static const char node_usage[] =
 	"AWS at all (local smoke tests, the project's integration tests).\n\n"
 	"The upstream mode argument `node` is accepted (`aws-ebs-csi-driver node ...` through a\n"
 	"symlink, or `aws-k8s ebs-csi-driver node ...`); --version prints the upstream driver's\n"
-	"JSON.";
+	"JSON.\n\n"
+	"`aws-k8s csi-node pre-stop-hook` is the container's preStop hook, as upstream's\n"
+	"`pre-stop-hook` mode (see its --help).";
 
 static long long attach_limit, reserved;
 static bool legacy_xfs, describe_types;
@@ -249,9 +251,11 @@ int csi_node_main(int argc, char **argv)
 	struct csi_node *node = NULL;
 	struct csi_kv *topo = NULL;
 	size_t ntopo = 0;
-	int r, ret = 1, n = flags_parse("csi-node", node_usage, node_flags, argc, argv);
+	int r, ret = 1, n;
 
-	if (n < 0)
+	if (argc > 1 && strcmp(argv[1], "pre-stop-hook") == 0)
+		return csi_node_prestop_main(argc - 1, argv + 1);
+	if ((n = flags_parse("csi-node", node_usage, node_flags, argc, argv)) < 0)
 		return flags_exit_code(n);
 	if (n > 0) {
 		fprintf(stderr, "aws-k8s csi-node: unexpected argument '%s'\n", argv[0]);

@@ -94,6 +94,9 @@ int csi_node_parse_non_csi_volumes(const xmlNode *result, const char *instance_i
 struct csi_node_untaint;
 struct csi_node_untaint *csi_node_untaint_start(const char *node_name, const char *driver);
 void csi_node_untaint_stop(struct csi_node_untaint *u);
+
+/* aws-k8s csi-node pre-stop-hook (csi_node_prestop.c): the DaemonSet's preStop hook. */
+int csi_node_prestop_main(int argc, char **argv);
 /* The JSON patch that removes the startup taint from a Node object: 1 and the patch (malloc'd)
  * in ret, 0 when the node has no such taint, -ENOMEM. */
 int csi_node_untaint_patch(const cJSON *node, char **ret);

@@ -3,7 +3,9 @@
  * upstream does, once kubelet has registered the plugin (the CSINode object lists the driver
  * with an allocatable count) the plugin removes that taint from its own Node ($CSI_NODE_NAME),
  * with a JSON patch whose "test" step makes a concurrent change of the taints fail instead of
- * being overwritten; it retries with backoff (0.5 s doubling, 10 tries, about 4 minutes). */
+ * being overwritten; it retries with backoff (0.5 s doubling, 10 tries, about 4 minutes).
+ * DISABLE_TAINT_WATCHER=true (Go's true words: 1, t, T, true, TRUE, True) leaves the taint
+ * alone, as upstream does, for clusters where something else removes it. */
 #include "modules/csi-node/csi_node.h"
 
 #include <errno.h>
@@ -167,12 +169,29 @@ static void *untaint_thread(void *arg)
 	return NULL;
 }
 
+/* strconv.ParseBool's true words */
+static bool env_true(const char *name)
+{
+	static const char *const words[] = { "1", "t", "T", "true", "TRUE", "True" };
+	const char *v = getenv(name);
+
+	for (size_t i = 0; v && i < sizeof(words) / sizeof(words[0]); i++)
+		if (strcmp(v, words[i]) == 0)
+			return true;
+	return false;
+}
+
 struct csi_node_untaint *csi_node_untaint_start(const char *node_name, const char *driver)
 {
 	struct csi_node_untaint *u;
 
 	if (!node_name || !*node_name)
 		return NULL;
+	if (env_true("DISABLE_TAINT_WATCHER")) {
+		log_info("DISABLE_TAINT_WATCHER is set: the startup taint is left alone",
+			 KV_S("node", node_name), KV_S("taint", CSI_NODE_STARTUP_TAINT));
+		return NULL;
+	}
 	if (!(u = calloc(1, sizeof(*u))))
 		return NULL;
 	u->node_name = strdup(node_name);
