@@ -70,7 +70,7 @@ static const char *type_facts(const struct csi_node_limits_input *in, struct csi
 	}
 	if (f->xen)
 		return "instance-type table, non-Nitro";
-	return known ? "instance-type table" : "default for an unknown type";
+	return known ? "instance-type table" : "table default (type not listed)";
 }
 
 long long csi_node_max_volumes(const struct csi_node_limits_input *in, char *why, size_t n)

@@ -113,7 +113,7 @@ TEST(csi_node_limits_unknown_type)
 	ASSERT_EQ(f.max_ebs_attachments, 27);
 	ASSERT_FALSE(f.dedicated);
 	ASSERT_EQ(csi_node_max_volumes(&in, why, sizeof(why)), 25);
-	ASSERT_CONTAINS(why, "default for an unknown type: 27 shared");
+	ASSERT_CONTAINS(why, "table default (type not listed): 27 shared");
 	/* no instance type at all (metadata without it) */
 	ASSERT_ERR(csi_node_type_lookup(NULL, &f), ENOENT);
 	ASSERT_EQ(limit_of(NULL, 1), 26);
