@@ -58,8 +58,9 @@ static const struct flag node_flags[] = {
 	  "value is computed from the instance type.", -1, 1000000 },
 	{ "reserved-volume-attachments", FLAG_INT, &reserved, "-1", NULL,
 	  "Number of volume attachments reserved for system use. Not used when "
-	  "--volume-attach-limit is specified. When -1, the attached volumes that are not CSI "
-	  "volumes are counted (from EC2, else from instance metadata).", -1, 1000 },
+	  "--volume-attach-limit is specified. When -1, the number of block devices in the "
+	  "instance metadata (those under a CSI device name, /dev/xvdaa-xvddz, left out) plus one "
+	  "for the root volume.", -1, 1000 },
 	{ "legacy-xfs", FLAG_BOOL, &legacy_xfs, "false", NULL,
 	  "Formats XFS volumes with `bigtime=0,inobtcount=0,reflink=0`, so that they can be "
 	  "mounted onto nodes with linux kernel <= v5.4." },
@@ -78,9 +79,12 @@ static const struct flag node_flags[] = {
 	{ "instance-type", FLAG_STRING, &instance_type, NULL, NULL,
 	  "(aws-k8s) The instance type for the attach limit, instead of asking the metadata "
 	  "sources." },
-	{ "describe-instance-type", FLAG_BOOL, &describe_types, "true", NULL,
-	  "(aws-k8s) Ask EC2 for the instance type's attach limit (DescribeInstanceTypes) and for "
-	  "the attached non-CSI volumes (DescribeVolumes), instead of defaults and metadata." },
+	{ "describe-instance-type", FLAG_BOOL, &describe_types, "false", NULL,
+	  "(aws-k8s) Off by default: the node makes no EC2 call, as upstream's (its IAM role "
+	  "usually has no EC2 rights), and takes the attach limit from the built-in instance-type "
+	  "table. When true, it asks EC2 once for the instance type's attach limit "
+	  "(DescribeInstanceTypes, which needs ec2:DescribeInstanceTypes) and uses it instead of "
+	  "the table's, falling back to the table when EC2 does not answer." },
 	{ "device-dir", FLAG_STRING, &device_dir, NULL, NULL,
 	  "(aws-k8s, test mode) Find volume devices through links in this directory instead of "
 	  "/dev/disk/by-id (see above)." },
@@ -218,24 +222,19 @@ static long long compute_limit(const struct csi_node_meta *m, struct aws_client 
 		.reserved = reserved,
 		.instance_type = m->instance_type,
 		.enis = m->enis,
-		.non_csi_volumes = -1,
 		.bdm = m->bdm,
 	};
 	struct csi_node_type_facts facts;
 	char why[256];
 	int r;
 
-	if (attach_limit < 0 && describe_types && aws) {
-		if (m->instance_type &&
-		    (r = csi_node_ec2_type_facts(aws, m->instance_type, &facts)) == 0)
-			in.facts = &facts;
-		else if (m->instance_type)
-			log_info("no instance type facts from EC2; using defaults",
+	/* the only EC2 call of the node, and only when asked for */
+	if (attach_limit < 0 && describe_types && aws && m->instance_type) {
+		if ((r = csi_node_ec2_type_facts(aws, m->instance_type, &facts)) == 0)
+			in.ec2 = &facts;
+		else
+			log_info("no instance type facts from EC2; using the built-in table",
 				 KV_S("type", m->instance_type), KV_E(r));
-		int n;
-		if (reserved < 0 &&
-		    (r = csi_node_ec2_non_csi_volumes(aws, m->instance_id, &n)) == 0)
-			in.non_csi_volumes = n + (n == 0); /* the root volume is always there */
 	}
 	long long limit = csi_node_max_volumes(&in, why, sizeof(why));
 	log_info("attach limit", KV_I("max_volumes_per_node", limit), KV_S("how", why),

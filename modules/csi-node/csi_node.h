@@ -2,12 +2,13 @@
  *
  *   csi_node.c         flags and csi_node_main
  *   csi_node_meta.c    what the node reports about itself: instance id, zone, topology,
- *                      attach-limit inputs (metadata service, Kubernetes, EC2)
+ *                      attach-limit inputs (metadata service, Kubernetes; EC2 opt-in)
  *   csi_node_grpc.c    the Node service over gRPC (the method table below)
  *   csi_node_service.c, csi_node_publish.c, csi_node_expand.c
  *                      the Node calls as plain C (csi_node_service.h)
  *   csi_node_mount.c, csi_node_device.c, csi_node_format.c, csi_node_exec.c,
- *   csi_node_limits.c  the pieces they are made of
+ *   csi_node_limits.c  the pieces they are made of (csi_node_limits_table.c: the
+ *                      instance types' attach limits, as data)
  *   csi_node_taint.c   removing the startup taint from the Node */
 #pragma once
 #include <cjson/cJSON.h>
@@ -68,23 +69,20 @@ void csi_node_meta_merge(struct csi_node_meta *m, struct csi_node_meta *from);
 int csi_node_parse_provider_id(const char *provider_id, char *zone, size_t zlen, char *id,
 			       size_t idlen);
 
-/* The NodeGetInfo topology of m: the two zone keys, kubernetes.io/os, the zone id when known,
- * and the outpost keys. Keys and values are malloc'd into ret (free with
- * csi_node_topology_free). */
+/* The NodeGetInfo topology of m, exactly upstream's keys: topology.ebs.csi.aws.com/zone,
+ * topology.kubernetes.io/zone, kubernetes.io/os, and on an outpost the four
+ * topology.ebs.csi.aws.com/ outpost keys (region, partition, account-id, outpost-id); no zone
+ * id (it would change the CSINode object's topology keys). Keys and values are malloc'd into
+ * ret (free with csi_node_topology_free). */
 int csi_node_topology(const struct csi_node_meta *m, struct csi_kv **ret, size_t *ret_n);
 void csi_node_topology_free(struct csi_kv *kv, size_t n);
 
-/* EC2: the attach-limit facts of an instance type (DescribeInstanceTypes), and how many volumes
- * attached to an instance are not CSI volumes (DescribeVolumes filtered by attachment): a CSI
- * volume carries the driver's tags (CSIVolumeName, ebs.csi.aws.com/cluster) or is attached
- * under a name the CSI controller hands out (/dev/xvdaa-xvddz). */
+/* EC2 (only with --describe-instance-type): the attach-limit facts of an instance type
+ * (DescribeInstanceTypes), and the parser of its reply (for tests). */
 int csi_node_ec2_type_facts(struct aws_client *c, const char *instance_type,
 			    struct csi_node_type_facts *ret);
-int csi_node_ec2_non_csi_volumes(struct aws_client *c, const char *instance_id, int *ret);
-/* The reply parsers behind them (for tests). */
 int csi_node_parse_type_facts(const xmlNode *result, const char *instance_type,
 			      struct csi_node_type_facts *ret);
-int csi_node_parse_non_csi_volumes(const xmlNode *result, const char *instance_id, int *ret);
 
 /* The taint new nodes may carry until the node plugin runs (upstream's name). */
 #define CSI_NODE_STARTUP_TAINT "ebs.csi.aws.com/agent-not-ready"

@@ -1,35 +1,33 @@
-/* The attach limit the node reports (see csi_node_limits.h). */
+/* The attach limit the node reports (see csi_node_limits.h; the facts are in
+ * csi_node_limits_table.c). */
 #include "modules/csi-node/csi_node_limits.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "common/base/buf.h"
 
-/* Families on the Xen hypervisor (previous generations). */
-static const char *const xen_families[] = {
-	"c1", "c3", "c4", "cc2", "cr1", "d2", "g2", "g3", "g3s", "h1", "hs1", "i2", "i3",
-	"m1", "m2", "m3", "m4", "p2", "p3", "r3", "r4", "t1", "t2", "x1", "x1e",
-};
+#define NON_NITRO_LIMIT 39
+#define DEFAULT_SHARED_LIMIT 27
 
-bool csi_node_type_is_xen(const char *instance_type)
+int csi_node_type_lookup(const char *instance_type, struct csi_node_type_facts *ret)
 {
-	char family[16];
-	const char *dot;
-
-	if (!instance_type || !(dot = strchr(instance_type, '.')))
-		return false;
-	size_t l = (size_t)(dot - instance_type);
-	if (l == 0 || l >= sizeof(family))
-		return false;
-	memcpy(family, instance_type, l);
-	family[l] = '\0';
-	/* p3dn.24xlarge is Nitro; i3.metal is bare metal */
-	if (strcmp(instance_type, "i3.metal") == 0)
-		return false;
-	for (size_t i = 0; i < ARRAY_SIZE(xen_families); i++)
-		if (strcmp(family, xen_families[i]) == 0)
-			return true;
-	return false;
+	*ret = (struct csi_node_type_facts){ .max_ebs_attachments = DEFAULT_SHARED_LIMIT };
+	if (!instance_type)
+		return -ENOENT;
+	for (size_t i = 0; csi_node_non_nitro_types[i]; i++) {
+		if (strcmp(csi_node_non_nitro_types[i], instance_type) == 0) {
+			*ret = (struct csi_node_type_facts){ NON_NITRO_LIMIT, true, true };
+			return 0;
+		}
+	}
+	for (const struct csi_node_type_limit *t = csi_node_type_limits; t->type; t++) {
+		if (strcmp(t->type, instance_type) == 0) {
+			*ret = (struct csi_node_type_facts){ t->max_attachments, t->dedicated, false };
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 /* xvdaa .. xvddz, optionally with /dev/: the names the CSI controller allocates first. */
@@ -56,8 +54,28 @@ int csi_node_reserved_from_bdm(char *const *bdm)
 	return n;
 }
 
+/* The type's facts: the table's, or EC2's when the opt-in call gave some. */
+static const char *type_facts(const struct csi_node_limits_input *in, struct csi_node_type_facts *f)
+{
+	bool known = csi_node_type_lookup(in->instance_type, f) == 0;
+
+	if (in->ec2 && in->ec2->max_ebs_attachments > 0) {
+		if (in->ec2->xen || f->xen) {
+			*f = (struct csi_node_type_facts){ NON_NITRO_LIMIT, true, true };
+			return "EC2 DescribeInstanceTypes, non-Nitro";
+		}
+		f->max_ebs_attachments = in->ec2->max_ebs_attachments;
+		f->dedicated = in->ec2->dedicated || (known && f->dedicated);
+		return "EC2 DescribeInstanceTypes";
+	}
+	if (f->xen)
+		return "instance-type table, non-Nitro";
+	return known ? "instance-type table" : "table default (type not listed)";
+}
+
 long long csi_node_max_volumes(const struct csi_node_limits_input *in, char *why, size_t n)
 {
+	struct csi_node_type_facts f;
 	char tmp[8];
 	long long limit, reserved, enis = in->enis > 0 ? in->enis : 1, avail;
 	bool shared;
@@ -71,28 +89,15 @@ long long csi_node_max_volumes(const struct csi_node_limits_input *in, char *why
 		(void)str_printf(why, n, "--volume-attach-limit");
 		return in->attach_limit;
 	}
-	if (in->facts && in->facts->max_ebs_attachments > 0) {
-		limit = in->facts->max_ebs_attachments;
-		shared = !in->facts->dedicated && !in->facts->xen;
-		src = "instance type facts";
-	} else if (csi_node_type_is_xen(in->instance_type) || (in->facts && in->facts->xen)) {
-		limit = 39;
-		shared = false;
-		src = "default for Xen";
-	} else {
-		limit = 27;
-		shared = true;
-		src = "default for Nitro";
-	}
+	src = type_facts(in, &f);
+	limit = f.max_ebs_attachments;
+	shared = !f.dedicated;
 	if (in->reserved >= 0) {
 		reserved = in->reserved;
 		rsrc = "--reserved-volume-attachments";
-	} else if (in->non_csi_volumes >= 0) {
-		reserved = in->non_csi_volumes;
-		rsrc = "attached non-CSI volumes";
 	} else {
 		reserved = csi_node_reserved_from_bdm(in->bdm);
-		rsrc = "metadata block-device mappings";
+		rsrc = in->bdm ? "metadata block-device mappings" : "root volume";
 	}
 	avail = limit - reserved - (shared ? enis - 1 : 0);
 	if (avail < 1)

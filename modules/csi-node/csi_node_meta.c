@@ -1,5 +1,6 @@
 /* What csi-node reports about its instance: ids and zone from the metadata service or the
- * Kubernetes Node object, the topology segments, and the attach-limit facts from EC2. */
+ * Kubernetes Node object, the topology segments, and (opt-in only) the instance type's
+ * attach-limit facts from EC2. */
 #include "modules/csi-node/csi_node.h"
 
 #include <errno.h>
@@ -264,8 +265,7 @@ int csi_node_topology(const struct csi_node_meta *m, struct csi_kv **ret, size_t
 		return -ENOMEM;
 	if ((r = topo_add(kv, &n, CSI_TOPOLOGY_ZONE_KEY, m->zone)) < 0 ||
 	    (r = topo_add(kv, &n, CSI_WELL_KNOWN_ZONE_KEY, m->zone)) < 0 ||
-	    (r = topo_add(kv, &n, CSI_OS_KEY, "linux")) < 0 ||
-	    (r = topo_add(kv, &n, CSI_ZONE_ID_KEY, m->zone_id)) < 0)
+	    (r = topo_add(kv, &n, CSI_OS_KEY, "linux")) < 0)
 		goto fail;
 	if (m->outpost_arn && *m->outpost_arn) {
 		/* arn:<partition>:outposts:<region>:<account>:outpost/<id> */
@@ -336,70 +336,6 @@ int csi_node_ec2_type_facts(struct aws_client *c, const char *instance_type,
 		goto out;
 	}
 	r = csi_node_parse_type_facts(rep.result, instance_type, ret);
-out:
-	aws_reply_release(&rep);
-	aws_query_release(&q);
-	return r;
-}
-
-/* /dev/xvdaa .. /dev/xvddz: the names the CSI controller hands out first. */
-static bool csi_device_name(const char *dev)
-{
-	if (!dev)
-		return false;
-	if (str_has_prefix(dev, "/dev/"))
-		dev += 5;
-	return strlen(dev) == 5 && str_has_prefix(dev, "xvd") && dev[3] >= 'a' && dev[3] <= 'd' &&
-	       dev[4] >= 'a' && dev[4] <= 'z';
-}
-
-int csi_node_parse_non_csi_volumes(const xmlNode *result, const char *instance_id, int *ret)
-{
-	int n = 0;
-
-	for (xmlNode *v = aws_xml_list(result, "volumeSet"); v; v = aws_xml_next(v)) {
-		bool csi = false;
-		for (xmlNode *t = aws_xml_list(v, "tagSet"); t && !csi; t = aws_xml_next(t)) {
-			const char *k = aws_xml_text(t, "key");
-			csi = k && (strcmp(k, "CSIVolumeName") == 0 ||
-				    strcmp(k, "ebs.csi.aws.com/cluster") == 0);
-		}
-		bool attached_here = false;
-		for (xmlNode *a = aws_xml_list(v, "attachmentSet"); a; a = aws_xml_next(a)) {
-			const char *id = aws_xml_text(a, "instanceId");
-			if (!id || strcmp(id, instance_id) != 0)
-				continue;
-			attached_here = true;
-			if (csi_device_name(aws_xml_text(a, "device")))
-				csi = true;
-		}
-		if (attached_here && !csi)
-			n++;
-	}
-	*ret = n;
-	return 0;
-}
-
-int csi_node_ec2_non_csi_volumes(struct aws_client *c, const char *instance_id, int *ret)
-{
-	struct aws_query q = AWS_QUERY_INIT;
-	struct aws_reply rep = { 0 };
-	struct aws_error err = { 0 };
-	const char *ids[] = { instance_id };
-	int r;
-
-	if (!instance_id || !*instance_id)
-		return -EINVAL;
-	if ((r = aws_query_add_filter(&q, "attachment.instance-id", ids, 1)) < 0)
-		goto out;
-	struct aws_request rq = { .service = AWS_SVC_EC2, .action = "DescribeVolumes", .query = &q,
-				  .timeout_ns = 5000000000LL, .max_attempts = 2 };
-	if ((r = aws_do(c, &rq, &rep, &err)) < 0) {
-		log_v(2, "DescribeVolumes failed", KV_S("instance", instance_id),
-		      KV_S("error", err.message));
-		goto out;
-	}
-	r = csi_node_parse_non_csi_volumes(rep.result, instance_id, ret);
 out:
 	aws_reply_release(&rep);
 	aws_query_release(&q);

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # tests: product
 # csi-node's NodeGetInfo against the AWS test bed: the node id, zone and interfaces from the
-# metadata fake (built from a moto instance), the attach limit from moto's DescribeInstanceTypes
-# and DescribeVolumes, the Kubernetes metadata source against the fake API server, and the
-# flags that override them. The instance has, from before the plugin starts, a CSI volume
-# (tagged, at /dev/xvdaa) and a data disk at /dev/sdf: only the data disk may lower the limit.
+# metadata fake (built from a moto instance), the attach limit from the built-in instance-type
+# table, the Kubernetes metadata source against the fake API server, and the flags that override
+# them. csi-node reaches EC2 through the fault proxy, which counts its calls: none by default
+# (as upstream's node, whose IAM role usually has no EC2 rights), one DescribeInstanceTypes with
+# the opt-in --describe-instance-type. The instance has, from before the plugin starts, a CSI
+# volume (tagged, at /dev/xvdaa) and a data disk at /dev/sdf: only the data disk may lower the
+# limit. The topology is exactly upstream's map (no zone-id key, which would change CSINode).
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 
@@ -45,24 +48,48 @@ node() {
 }
 field() { jq -r "$1" <<<"$2"; }
 
-# ---- everything from the metadata service and EC2 ----
+faultproxy_start "$MOTO_URL" || { fail "fault proxy starts"; t_summary; }
+# every AWS call of csi-node goes through the proxy (moto_py and the metadata fake do not)
+export AWS_ENDPOINT_URL=$FAULTPROXY_URL
+calls_reset() { tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null; }
+# calls [KEY]: the AWS calls csi-node made since the last reset (all, or "ec2:Action")
+calls() {
+	if [ $# = 0 ]; then tb_json "$FAULTPROXY_URL/_control/calls?log=0" | jq -r .total
+	else tb_json "$FAULTPROXY_URL/_control/calls?log=0" | jq -r --arg k "$1" '.counts[$k] // 0'; fi
+}
+keys() { jq -c '.accessible_topology.segments | keys' <<<"$1"; }
+UPSTREAM_KEYS='["kubernetes.io/os","topology.ebs.csi.aws.com/zone","topology.kubernetes.io/zone"]'
+
+# ---- by default: everything from the metadata service and the table, no EC2 call ----
 export AWS_EC2_METADATA_SERVICE_ENDPOINT=$IMDS_URL AWS_EC2_METADATA_DISABLED=false
+calls_reset
 info=$(node imds)
 check "imds: node id is the instance id" test "$(field .node_id "$info")" = "$iid"
 check "imds: zone" test "$(field '.accessible_topology.segments["topology.ebs.csi.aws.com/zone"]' "$info")" = us-east-1a
 check "imds: well-known zone" test "$(field '.accessible_topology.segments["topology.kubernetes.io/zone"]' "$info")" = us-east-1a
 check "imds: os" test "$(field '.accessible_topology.segments["kubernetes.io/os"]' "$info")" = linux
-check "imds: zone id" test "$(field '.accessible_topology.segments["topology.k8s.aws/zone-id"]' "$info")" != null
-# m5.large: MaximumEbsAttachments 27 (shared, one interface counted); root + the data disk
-# are not CSI volumes; the CSI volume attached before the start does not count
-check "EC2 facts: 27 - root - data disk = 25" test "$(field .max_volumes_per_node "$info")" = 25
-check "EC2 facts: the log says where the figure comes from" grep -q 'instance type facts: 27 shared, 2 reserved (attached non-CSI volumes)' "$T_TMP/imds.log"
+check "imds: exactly upstream's topology keys (no zone-id)" test "$(keys "$info")" = "$UPSTREAM_KEYS"
+# m5.large: a Nitro type the table does not list, 27 shared; root + the data disk from the
+# block-device mapping; the CSI volume at xvdaa is not counted
+check "default: 27 - root - data disk = 25" test "$(field .max_volumes_per_node "$info")" = 25
+check "default: the log says where the figure comes from" \
+	grep -q 'table default (type not listed): 27 shared, 2 reserved (metadata block-device mappings)' "$T_TMP/imds.log"
+check "default: no EC2 call at all (fault proxy count)" test "$(calls)" = 0
 
-# ---- no EC2: defaults and the metadata's block-device mapping ----
-info=$(node nofacts --describe-instance-type=false)
-check "metadata only: 27 - root - data disk = 25 (the CSI volume at xvdaa not counted)" \
-	test "$(field .max_volumes_per_node "$info")" = 25
-check "metadata only: reserved from the block-device mapping" grep -q '2 reserved (metadata block-device mappings)' "$T_TMP/nofacts.log"
+# ---- opt-in: one DescribeInstanceTypes, nothing else ----
+calls_reset
+info=$(node facts --describe-instance-type)
+check "--describe-instance-type: EC2's 27 - root - data disk = 25" test "$(field .max_volumes_per_node "$info")" = 25
+check "--describe-instance-type: the figure is EC2's" \
+	grep -q 'EC2 DescribeInstanceTypes: 27 shared, 2 reserved (metadata block-device mappings)' "$T_TMP/facts.log"
+check "--describe-instance-type: one DescribeInstanceTypes" test "$(calls ec2:DescribeInstanceTypes)" = 1
+check "--describe-instance-type: and no other AWS call" test "$(calls)" = 1
+# without EC2 rights: the table, and the node still starts
+fault '{"service": "ec2", "action": "DescribeInstanceTypes", "effect": "error", "status": 403, "code": "UnauthorizedOperation", "message": "not authorized"}'
+info=$(node denied --describe-instance-type)
+check "--describe-instance-type denied: the table's 25" test "$(field .max_volumes_per_node "$info")" = 25
+check "--describe-instance-type denied: logged" grep -q "no instance type facts from EC2; using the built-in table" "$T_TMP/denied.log"
+clear_faults
 
 # ---- more interfaces on a shared-limit type lower the limit ----
 moto_py '
@@ -75,11 +102,12 @@ for i in (1, 2):
 imds_stop
 imds_start --from-moto "$MOTO_URL" --instance-id "$iid" || fail "imds fake restarts"
 export AWS_EC2_METADATA_SERVICE_ENDPOINT=$IMDS_URL
+calls_reset
 info=$(node enis)
 check "three interfaces: 25 - 2 = 23" test "$(field .max_volumes_per_node "$info")" = 23
 
 # ---- the flags win ----
-info=$(node limit --volume-attach-limit 10)
+info=$(node limit --volume-attach-limit 10 --describe-instance-type)
 check "--volume-attach-limit" test "$(field .max_volumes_per_node "$info")" = 10
 info=$(node reserved --reserved-volume-attachments 5)
 check "--reserved-volume-attachments: 27 - 5 - 2 extra interfaces = 20" test "$(field .max_volumes_per_node "$info")" = 20
@@ -91,8 +119,10 @@ check "an unknown metadata source: usage error" test $? = 2
 info=$(node override --node-id i-0feedfeedfeedfeed --availability-zone eu-west-1b --instance-type m7i.48xlarge)
 check "--node-id" test "$(field .node_id "$info")" = i-0feedfeedfeedfeed
 check "--availability-zone" test "$(field '.accessible_topology.segments["topology.kubernetes.io/zone"]' "$info")" = eu-west-1b
-# EC2 knows no volume of that instance id: only the root volume is reserved
 check "--instance-type m7i.48xlarge: 128 dedicated - root" test "$(field .max_volumes_per_node "$info")" = 127
+check "no EC2 call from any of these nodes" test "$(calls)" = 0
+"$AWS_K8S" csi-node --help 2>&1 | grep -A1 -- "--describe-instance-type" >"$T_TMP/help.out"
+check "--help: --describe-instance-type is off by default" grep -q "Off by default" "$T_TMP/help.out"
 
 # ---- no metadata at all ----
 export AWS_EC2_METADATA_DISABLED=true
@@ -113,12 +143,15 @@ if command -v kubectl >/dev/null; then
  "spec":{"providerID":"aws:///us-east-1c/i-0123456789abcdef0"}}
 EOF
 	kubectl --kubeconfig "$T_TMP/kc" create -f "$T_TMP/node.json" >/dev/null 2>&1
-	info=$(CSI_NODE_NAME=ip-10-0-0-1.ec2.internal node kube --kubeconfig "$T_TMP/kc" --describe-instance-type=false)
+	calls_reset
+	info=$(CSI_NODE_NAME=ip-10-0-0-1.ec2.internal node kube --kubeconfig "$T_TMP/kc")
 	check "kubernetes: node id from the providerID" test "$(field .node_id "$info")" = i-0123456789abcdef0
 	check "kubernetes: zone" test "$(field '.accessible_topology.segments["topology.ebs.csi.aws.com/zone"]' "$info")" = us-east-1c
-	check "kubernetes: zone id" test "$(field '.accessible_topology.segments["topology.k8s.aws/zone-id"]' "$info")" = use1-az6
-	check "kubernetes: the instance type from the label (c7i is Nitro: 27 - root)" \
-		test "$(field .max_volumes_per_node "$info")" = 26
+	check "kubernetes: exactly upstream's topology keys (the Node's zone-id label not published)" \
+		test "$(keys "$info")" = "$UPSTREAM_KEYS"
+	check "kubernetes: the instance type from the label (c7i.large: 32 dedicated - root)" \
+		test "$(field .max_volumes_per_node "$info")" = 31
+	check "kubernetes: no EC2 call" test "$(calls)" = 0
 
 	# the startup taint goes once kubelet has registered the plugin (CSINode), others stay
 	kubectl --kubeconfig "$T_TMP/kc" taint node ip-10-0-0-1.ec2.internal \
