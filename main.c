@@ -20,6 +20,7 @@
 #include "modules/csi-client/csi_client.h"
 #include "modules/csi-controller/csi_controller.h"
 #include "modules/csi-node/csi_node.h"
+#include "modules/ebs-csi-driver/ebs_csi_driver.h"
 #include "modules/kube-debug/kube_debug.h"
 #include "modules/serve/serve.h"
 #include "modules/version/version.h"
@@ -81,47 +82,6 @@ static int version_ebs_csi(const char *how)
 	return 0;
 }
 
-static const char ebs_usage[] =
-	"Usage: aws-k8s ebs-csi-driver controller|node|all [flags]\n\n"
-	"The EBS CSI driver as its upstream binary (aws-ebs-csi-driver) runs: the first argument is\n"
-	"the mode, as the upstream Helm chart passes it.\n\n"
-	"  controller   the Identity and Controller services: aws-k8s csi-controller\n"
-	"  node         the Identity and Node services: aws-k8s csi-node\n"
-	"  pre-stop-hook  the node container's preStop hook: aws-k8s csi-node pre-stop-hook\n"
-	"  all          both on one socket (the mode without a word): not implemented yet\n\n"
-	"Run 'aws-k8s ebs-csi-driver controller --help' (or node) for the flags of a mode.\n";
-
-/* aws-ebs-csi-driver [controller|node|all] [flags]. Mode all answers --help and --version. */
-static int ebs_csi_driver_main(int argc, char **argv)
-{
-	const char *mode = argc > 1 && argv[1][0] != '-' ? argv[1] : "all";
-	int first = argc > 1 && argv[1][0] != '-' ? 2 : 1;
-
-	if (strcmp(mode, "controller") == 0)
-		return csi_controller_main(argc - 1, argv + 1);
-	if (strcmp(mode, "node") == 0)
-		return csi_node_main(argc - 1, argv + 1);
-	if (strcmp(mode, "pre-stop-hook") == 0)
-		return csi_node_main(argc, argv); /* csi-node pre-stop-hook */
-	if (strcmp(mode, "all") != 0) {
-		fprintf(stderr, "aws-k8s ebs-csi-driver: unknown mode '%s': expected controller, node or all\n",
-			mode);
-		return 2;
-	}
-	for (int i = first; i < argc && strcmp(argv[i], "--") != 0; i++) {
-		const char *a = argv[i] + (strncmp(argv[i], "--", 2) == 0);
-		if (strcmp(a, "-h") == 0 || strcmp(a, "-help") == 0) {
-			fputs(ebs_usage, stdout);
-			return 0;
-		}
-		if (strcmp(a, "-version") == 0 || strcmp(a, "-version=true") == 0)
-			return version_ebs_csi("true");
-	}
-	fprintf(stderr, "aws-k8s ebs-csi-driver: mode all is not implemented yet: run the mode "
-			"controller and the mode node (see 'aws-k8s ebs-csi-driver --help')\n");
-	return 1;
-}
-
 struct cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -141,7 +101,7 @@ static const struct cmd commands[] = {
 	{ "csi-node", csi_node_main, "the EBS CSI node plugin (a DaemonSet on every node)", "node",
 	  version_ebs_csi },
 	{ "ebs-csi-driver", ebs_csi_driver_main,
-	  "the EBS CSI driver as upstream runs it: ebs-csi-driver controller|node", NULL,
+	  "the EBS CSI driver as upstream runs it: ebs-csi-driver controller|node|all", NULL,
 	  version_ebs_csi },
 	{ "kube-debug", kube_debug_main, "drive the Kubernetes client core (tests, debugging)" },
 	{ "serve", serve_main, "serve only the shared metrics and health endpoints (diagnostics)" },

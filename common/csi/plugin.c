@@ -67,6 +67,14 @@ static int start_http(const char *addr, bool metrics, struct csi_identity *id,
 int csi_serve(const char *component, struct csi_identity *id, const struct rpc_method *methods,
 	      void *ud)
 {
+	const struct csi_service svc = {methods, ud};
+
+	return csi_serve_services(component, id, &svc, methods ? 1 : 0);
+}
+
+int csi_serve_services(const char *component, struct csi_identity *id,
+		       const struct csi_service *svcs, size_t n)
+{
 	struct http_server *metrics = NULL, *health = NULL;
 	struct rpc_server *srv = NULL;
 	int r;
@@ -96,8 +104,10 @@ int csi_serve(const char *component, struct csi_identity *id, const struct rpc_m
 		log_error("invalid --endpoint", KV_S("endpoint", csi_flags.endpoint), KV_E(r));
 		goto out;
 	}
-	if ((r = rpc_server_register(srv, csi_identity_methods, id)) < 0 ||
-	    (methods && (r = rpc_server_register(srv, methods, ud)) < 0)) {
+	r = rpc_server_register(srv, csi_identity_methods, id);
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		r = rpc_server_register(srv, svcs[i].methods, svcs[i].ud);
+	if (r < 0) {
 		log_error("failed to register the CSI services", KV_E(r));
 		goto out;
 	}

@@ -13,6 +13,11 @@
  *   ...
  *   struct csi_identity id = { .controller = false };          // name/version from the flags
  *   return csi_serve("csi-node", &id, csi_node_methods, node);  // until SIGTERM; exit code
+ *
+ * Several services on one endpoint (mode all):
+ *
+ *   const struct csi_service svcs[] = { { csi_ctrl_methods, ctrl }, { csi_node_methods, node } };
+ *   return csi_serve_services("ebs-csi-driver", &id, svcs, 2);
  */
 #pragma once
 #include <stdbool.h>
@@ -59,3 +64,13 @@ extern struct csi_common_flags csi_flags;
  * endpoints asked for, until SIGTERM/SIGINT; then stops gracefully. Returns the exit code. */
 int csi_serve(const char *component, struct csi_identity *id, const struct rpc_method *methods,
 	      void *ud);
+
+/* One service csi_serve_services registers: its method table and their userdata. */
+struct csi_service {
+	const struct rpc_method *methods;
+	void *ud;
+};
+/* As csi_serve, with the Identity service and the n services of svcs on the one endpoint
+ * (aws-k8s ebs-csi-driver all: Controller and Node, as upstream's mode all serves them). */
+int csi_serve_services(const char *component, struct csi_identity *id,
+		       const struct csi_service *svcs, size_t n);

@@ -34,7 +34,7 @@ static char *f_cluster_id, *f_user_agent;
 static bool f_sdk_debug, f_warn_invalid_tag, f_batching, f_deprecated_metrics;
 static int64_t f_modify_timeout;
 
-static const struct flag ctrl_flags[] = {
+const struct flag csi_controller_flags[] = {
     CSI_COMMON_FLAGS,
     {"extra-tags", FLAG_MAP, &f_extra_tags, NULL, NULL,
      "Extra tags to attach to each dynamically provisioned resource (key1=value1,key2=value2)."},
@@ -87,14 +87,41 @@ static int push_tags(struct csi_ctrl *c, char **kv)
 	return 0;
 }
 
+int csi_controller_configure(struct csi_ctrl *c, const char *component)
+{
+	char ua[160], err[256];
+	int r;
+
+	if (f_sdk_debug && log_verbosity < 4)
+		log_verbosity = 4;
+	if (push_tags(c, f_extra_volume_tags) < 0 || push_tags(c, f_extra_tags) < 0)
+		return 2;
+	c->cluster_id = f_cluster_id && *f_cluster_id ? f_cluster_id : NULL;
+	if (c->cluster_id && aws_cluster_id_check(c->cluster_id, err, sizeof(err)) < 0) {
+		/* the tag key kubernetes.io/cluster/<ID> must be one AWS accepts */
+		fprintf(stderr, "aws-k8s %s: --k8s-tag-cluster-id: %s\n", component, err);
+		return 2;
+	}
+	c->tag_opts.warn_on_invalid_tag = f_warn_invalid_tag;
+	c->modify_window_ns = f_modify_timeout;
+	c->batching = f_batching;
+	snprintf(ua, sizeof(ua), "%s%s%s", component, f_user_agent && *f_user_agent ? " " : "",
+		 f_user_agent ? f_user_agent : "");
+	if ((r = csi_ctrl_setup(c, &(struct aws_client_opts){.user_agent = ua})) < 0) {
+		log_error("failed to set up the controller (AWS client, region, AWS_EC2_ENDPOINT)",
+			  KV_E(r));
+		return 1;
+	}
+	return 0;
+}
+
 int csi_controller_main(int argc, char **argv)
 {
 	struct csi_ctrl c = {0};
 	struct csi_identity id = {.controller = true, .probe = csi_ctrl_probe, .probe_ud = &c};
-	char ua[160], err[256];
 	int r, n;
 
-	n = flags_parse("csi-controller", ctrl_usage, ctrl_flags, argc, argv);
+	n = flags_parse("csi-controller", ctrl_usage, csi_controller_flags, argc, argv);
 	if (n < 0)
 		return flags_exit_code(n);
 	if (n > 1 || (n == 1 && strcmp(argv[0], "controller") != 0)) {
@@ -103,36 +130,12 @@ int csi_controller_main(int argc, char **argv)
 			"controller; "
 			"run csi-node for the node service)\n",
 			n > 1 ? argv[1] : argv[0]);
-		flags_free(ctrl_flags);
+		flags_free(csi_controller_flags);
 		return 2;
 	}
-	if (f_sdk_debug && log_verbosity < 4)
-		log_verbosity = 4;
-	if (push_tags(&c, f_extra_volume_tags) < 0 || push_tags(&c, f_extra_tags) < 0) {
-		r = 2;
-		goto out;
-	}
-	c.cluster_id = f_cluster_id && *f_cluster_id ? f_cluster_id : NULL;
-	if (c.cluster_id && aws_cluster_id_check(c.cluster_id, err, sizeof(err)) < 0) {
-		/* the tag key kubernetes.io/cluster/<ID> must be one AWS accepts */
-		fprintf(stderr, "aws-k8s csi-controller: --k8s-tag-cluster-id: %s\n", err);
-		r = 2;
-		goto out;
-	}
-	c.tag_opts.warn_on_invalid_tag = f_warn_invalid_tag;
-	c.modify_window_ns = f_modify_timeout;
-	c.batching = f_batching;
-	snprintf(ua, sizeof(ua), "csi-controller%s%s", f_user_agent && *f_user_agent ? " " : "",
-		 f_user_agent ? f_user_agent : "");
-	if ((r = csi_ctrl_setup(&c, &(struct aws_client_opts){.user_agent = ua})) < 0) {
-		log_error("failed to set up the controller (AWS client, region, AWS_EC2_ENDPOINT)",
-			  KV_E(r));
-		r = 1;
-		goto out;
-	}
-	r = csi_serve("csi-controller", &id, csi_ctrl_methods, &c);
-out:
+	if ((r = csi_controller_configure(&c, "csi-controller")) == 0)
+		r = csi_serve("csi-controller", &id, csi_ctrl_methods, &c);
 	csi_ctrl_release(&c);
-	flags_free(ctrl_flags);
+	flags_free(csi_controller_flags);
 	return r;
 }

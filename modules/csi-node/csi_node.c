@@ -41,7 +41,7 @@ static bool legacy_xfs, describe_types;
 static char *mount_prefix, **metadata_sources, *node_id, *zone, *instance_type, *device_dir;
 static int64_t mkfs_timeout;
 
-static const struct flag node_flags[] = {
+const struct flag csi_node_flags[] = {
 	CSI_COMMON_FLAGS,
 	{ "kubeconfig", FLAG_STRING, &kube_flag_kubeconfig, NULL, NULL,
 	  "Absolute path to a kubeconfig file. The default is the empty string, which causes the "
@@ -243,29 +243,16 @@ static long long compute_limit(const struct csi_node_meta *m, struct aws_client 
 	return limit;
 }
 
-int csi_node_main(int argc, char **argv)
+int csi_node_plugin_init(struct csi_node_plugin *p, const char *component)
 {
-	struct csi_node_meta meta = { .enis = -1 };
-	struct aws_client *aws = NULL;
-	struct csi_node *node = NULL;
-	struct csi_kv *topo = NULL;
-	size_t ntopo = 0;
-	int r, ret = 1, n;
+	int r;
 
-	if (argc > 1 && strcmp(argv[1], "pre-stop-hook") == 0)
-		return csi_node_prestop_main(argc - 1, argv + 1);
-	if ((n = flags_parse("csi-node", node_usage, node_flags, argc, argv)) < 0)
-		return flags_exit_code(n);
-	if (n > 0) {
-		fprintf(stderr, "aws-k8s csi-node: unexpected argument '%s'\n", argv[0]);
-		ret = 2;
-		goto out;
-	}
+	*p = (struct csi_node_plugin){ .meta = { .enis = -1 } };
 	if (attach_limit != -1 && reserved != -1) {
-		fprintf(stderr, "aws-k8s csi-node: only one of --volume-attach-limit and "
-				"--reserved-volume-attachments may be specified\n");
-		ret = 2;
-		goto out;
+		fprintf(stderr, "aws-k8s %s: only one of --volume-attach-limit and "
+				"--reserved-volume-attachments may be specified\n",
+			component);
+		return 2;
 	}
 	/* the flag table took only imds, kubernetes and metadata-labeler */
 	if (source_enabled("metadata-labeler"))
@@ -275,49 +262,71 @@ int csi_node_main(int argc, char **argv)
 			   "an EC2 instance id (i- and 8 or 17 hex digits)") ||
 	    !flag_value_ok("availability-zone", zone, aws_zone_valid, "an availability zone") ||
 	    !flag_value_ok("instance-type", instance_type, aws_instance_type_valid,
-			   "an EC2 instance type (family.size)")) {
-		ret = 2;
-		goto out;
-	}
-	if ((r = gather_metadata(&meta, &aws)) < 0) {
+			   "an EC2 instance type (family.size)"))
+		return 2;
+	if ((r = gather_metadata(&p->meta, &p->aws)) < 0) {
 		log_error("cannot tell the node id: no metadata source gave a well-formed one; give "
 			  "--node-id, or make the instance metadata service or the Kubernetes Node "
 			  "($CSI_NODE_NAME) reachable",
 			  KV_E(r));
-		goto out;
+		return 1;
 	}
-	long long limit = compute_limit(&meta, aws);
-	if ((r = csi_node_topology(&meta, &topo, &ntopo)) < 0) {
+	long long limit = compute_limit(&p->meta, p->aws);
+	if ((r = csi_node_topology(&p->meta, &p->topo, &p->n_topo)) < 0) {
 		log_error("out of memory", KV_E(r));
-		goto out;
+		return 1;
 	}
 	struct csi_node_config cfg = {
 		.devices = { .by_id_dir = device_dir },
 		.legacy_xfs = legacy_xfs,
 		.mkfs_timeout_ns = mkfs_timeout,
-		.node_id = meta.instance_id,
+		.node_id = p->meta.instance_id,
 		.max_volumes = limit,
-		.topology = topo,
-		.n_topology = ntopo,
+		.topology = p->topo,
+		.n_topology = p->n_topo,
 	};
-	if ((r = csi_node_new(&cfg, &node)) < 0) {
+	if ((r = csi_node_new(&cfg, &p->node)) < 0) {
 		log_error("cannot set up the node service", KV_E(r));
-		goto out;
+		return 1;
 	}
-	log_info("node", KV_S("node_id", meta.instance_id),
-		 KV_S("zone", meta.zone ? meta.zone : ""),
-		 KV_S("region", meta.region ? meta.region : ""),
+	log_info("node", KV_S("node_id", p->meta.instance_id),
+		 KV_S("zone", p->meta.zone ? p->meta.zone : ""),
+		 KV_S("region", p->meta.region ? p->meta.region : ""),
 		 KV_S("device_dir", device_dir ? device_dir : "/dev/disk/by-id"));
-	struct csi_identity id = { .controller = false };
-	struct csi_node_untaint *untaint =
-		csi_node_untaint_start(getenv("CSI_NODE_NAME"), csi_flags.driver_name);
-	ret = csi_serve("csi-node", &id, csi_node_methods, node);
-	csi_node_untaint_stop(untaint);
-out:
-	csi_node_free(node);
-	csi_node_topology_free(topo, ntopo);
-	aws_client_free(aws);
-	csi_node_meta_release(&meta);
-	flags_free(node_flags);
+	return 0;
+}
+
+void csi_node_plugin_release(struct csi_node_plugin *p)
+{
+	csi_node_free(p->node);
+	csi_node_topology_free(p->topo, p->n_topo);
+	aws_client_free(p->aws);
+	csi_node_meta_release(&p->meta);
+	*p = (struct csi_node_plugin){ .meta = { .enis = -1 } };
+}
+
+int csi_node_main(int argc, char **argv)
+{
+	struct csi_node_plugin p;
+	int ret, n;
+
+	if (argc > 1 && strcmp(argv[1], "pre-stop-hook") == 0)
+		return csi_node_prestop_main(argc - 1, argv + 1);
+	if ((n = flags_parse("csi-node", node_usage, csi_node_flags, argc, argv)) < 0)
+		return flags_exit_code(n);
+	if (n > 0) {
+		fprintf(stderr, "aws-k8s csi-node: unexpected argument '%s'\n", argv[0]);
+		flags_free(csi_node_flags);
+		return 2;
+	}
+	if ((ret = csi_node_plugin_init(&p, "csi-node")) == 0) {
+		struct csi_identity id = { .controller = false };
+		struct csi_node_untaint *untaint =
+			csi_node_untaint_start(getenv("CSI_NODE_NAME"), csi_flags.driver_name);
+		ret = csi_serve("csi-node", &id, csi_node_methods, p.node);
+		csi_node_untaint_stop(untaint);
+	}
+	csi_node_plugin_release(&p);
+	flags_free(csi_node_flags);
 	return ret;
 }

@@ -16,11 +16,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/base/flags.h"
 #include "common/grpc/server.h"
 #include "modules/csi-node/csi_node_format.h"
 #include "modules/csi-node/csi_node_limits.h"
 
 int csi_node_main(int argc, char **argv);
+
 
 /* /csi.v1.Node/...; userdata is the struct csi_node. */
 extern const struct rpc_method csi_node_methods[];
@@ -42,6 +44,34 @@ void csi_node_meta_release(struct csi_node_meta *m);
 struct aws_imds;
 struct aws_client;
 struct kube_client;
+
+struct csi_node;
+struct csi_kv;
+
+/* csi-node's flags (CSI_COMMON_FLAGS, its own, LOG_FLAGS), for a command that serves the Node
+ * service among others (ebs-csi-driver all) and parses a union of tables. */
+extern const struct flag csi_node_flags[];
+
+/* The node service made from the parsed flags: the instance's metadata (the sources asked in
+ * order), the attach limit, the topology, and the struct csi_node that csi_node_methods
+ * serve; aws is the client of the metadata service (NULL when none was needed).
+ *
+ *   struct csi_node_plugin p;
+ *   if ((r = csi_node_plugin_init(&p, "csi-node")) == 0)
+ *           ... serve csi_node_methods with p.node ...
+ *   csi_node_plugin_release(&p);
+ */
+struct csi_node_plugin {
+	struct csi_node_meta meta;
+	struct aws_client *aws;
+	struct csi_kv *topo;
+	size_t n_topo;
+	struct csi_node *node;
+};
+/* 0, or the exit code after printing why (2 a bad flag value, 1 no node id or no memory).
+ * Release p with csi_node_plugin_release in every case. */
+int csi_node_plugin_init(struct csi_node_plugin *p, const char *component);
+void csi_node_plugin_release(struct csi_node_plugin *p);
 
 /* Fills the fields of m that are still unset from the instance metadata service. The values
  * are taken as served: check them with csi_node_meta_check. */
