@@ -3,7 +3,7 @@
 # aws-k8s as a drop-in for the upstream binaries (issue 12): called through symlinks named like
 # them (aws-cloud-controller-manager, aws-ebs-csi-driver; node-termination-handler and
 # kube-rbac-proxy say they are not built yet), with the mode words the EBS chart passes
-# (controller, node; all is not implemented yet), with the command lines the upstream charts
+# (controller, node, all: the union of both), with the command lines the upstream charts
 # and Deckhouse pass, with every klog and component-base logging flag in Go's syntaxes (one
 # warning line names those without an effect; -v, --logging-format and --log-file work), and
 # --version on every subcommand in the upstream format. Each run ends at once: the plugins on an
@@ -131,13 +131,15 @@ started "aws-k8s ccm: Deckhouse's arguments" 1 "$NO_KUBE" "$AWS_K8S" ccm "${CCM_
 started "aws-k8s aws-ebs-csi-driver node (the upstream name as a command)" 1 "$NO_NODE_ID" \
 	"$AWS_K8S" aws-ebs-csi-driver node "${EBS_NODE[@]}"
 
-# ---- modes and names not built ----
-started "aws-ebs-csi-driver without a mode: all, not implemented yet" 1 \
-	"mode all is not implemented yet" "$BIN/aws-ebs-csi-driver" "${EBS_CTRL[@]}"
-started "aws-ebs-csi-driver all: not implemented yet" 1 "mode all is not implemented yet" \
-	"$BIN/aws-ebs-csi-driver" all --endpoint="$NOSOCK"
-started "aws-k8s ebs-csi-driver all: not implemented yet" 1 "mode all is not implemented yet" \
-	"$AWS_K8S" ebs-csi-driver all
+# ---- mode all (also the mode without a word): the union of the controller's and node's flags ----
+started "aws-ebs-csi-driver without a mode: all, with both charts' arguments" 1 "$NO_NODE_ID" \
+	"$BIN/aws-ebs-csi-driver" "${EBS_CTRL[@]}" "${EBS_NODE[@]}"
+started "aws-ebs-csi-driver all with a node id: serves until the endpoint fails" 1 "$SERVE_FAIL" \
+	"$BIN/aws-ebs-csi-driver" all "${EBS_CTRL[@]}" "${EBS_NODE[@]}" \
+	--node-id=i-1234567890abcdef0 --availability-zone=us-east-1a
+started "aws-k8s ebs-csi-driver all" 1 "$NO_NODE_ID" "$AWS_K8S" ebs-csi-driver all --endpoint="$NOSOCK"
+
+# ---- names not built ----
 for n in node-termination-handler kube-rbac-proxy; do
 	started "$n: not built yet" 1 "'$n' is not built yet" "$BIN/$n" --help
 	started "aws-k8s $n: not built yet" 1 "'$n' is not built yet" "$AWS_K8S" "$n"
