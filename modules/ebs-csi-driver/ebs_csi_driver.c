@@ -20,8 +20,8 @@
 #define EBS_MAX_FLAGS 128
 
 static const char ebs_usage[] =
-	"aws-k8s ebs-csi-driver [controller|node|all] [flags]: the EBS CSI driver as its upstream binary (aws-ebs-csi-driver) runs: the first argument is\n"
-	"the mode, as the upstream Helm chart passes it.\n\n"
+	"Runs the EBS CSI driver as its upstream binary (aws-ebs-csi-driver) does: the first\n"
+	"argument is the mode, as the upstream Helm chart passes it.\n\n"
 	"  controller     the Identity and Controller services: aws-k8s csi-controller\n"
 	"  node           the Identity and Node services: aws-k8s csi-node\n"
 	"  pre-stop-hook  the node container's preStop hook: aws-k8s csi-node pre-stop-hook\n"
