@@ -5,6 +5,7 @@
  *   csi_controller_grpc.c     the gRPC adapter: protobuf <-> the plain requests, csi_error ->
  *                             status, the method table, ControllerGetCapabilities
  *   csi_controller_setup.c    setup and release, the batchers and metrics, the Probe
+ *   csi_controller_meta.c     the region from --metadata-sources (IMDS, the Kubernetes Node)
  *   csi_controller_create.c   CreateVolume, in named steps
  *   csi_controller_volume.c   DeleteVolume, ValidateVolumeCapabilities, ControllerGetVolume
  *   csi_controller_publish.c  ControllerPublish/Unpublish
@@ -27,6 +28,26 @@
 #include "modules/csi-controller/csi_controller_service.h"
 
 #define GIB (1LL << 30)
+
+/* ---- the region from metadata (csi_controller_meta.c) ---- */
+
+#define CSI_REGION_MAX 64
+struct aws_imds_opts;
+struct csi_ctrl_meta_opts {
+	char **sources;			   /* --metadata-sources: "imds", "kubernetes" */
+	const char *node_name;		   /* $CSI_NODE_NAME, for kubernetes */
+	int64_t imds_budget_ns;		   /* how long IMDS is retried (with backoff) */
+	const struct aws_imds_opts *imds; /* NULL: the defaults and the environment */
+};
+/* Asks the sources in order for the region (metadata-labeler is skipped with a warning). 0
+ * with ret filled, or the last source's -errno with "source: why; source: why" in why. */
+int csi_ctrl_find_region(const struct csi_ctrl_meta_opts *o, char ret[CSI_REGION_MAX], char *why,
+			 size_t n);
+/* The region of a Node object: label topology.kubernetes.io/region (or the beta label), else
+ * the zone of spec.providerID aws:///<zone>/<id>. 0, -EBADMSG (malformed label) or -ENODATA,
+ * with why filled. */
+struct cJSON;
+int csi_ctrl_region_of_node(const struct cJSON *node, char ret[CSI_REGION_MAX], char *why, size_t n);
 
 /* ---- parameters (csi_controller_params.c) ---- */
 
