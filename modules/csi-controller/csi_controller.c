@@ -13,6 +13,7 @@
 #include "common/base/flags.h"
 #include "common/base/log.h"
 #include "common/csi/plugin.h"
+#include "common/kube/kubeflags.h"
 #include "modules/csi-controller/csi_controller.h"
 #include "modules/csi-controller/csi_controller_grpc.h"
 #include "modules/csi-controller/csi_controller_internal.h"
@@ -26,13 +27,17 @@ static const char ctrl_usage[] =
     "environment (AWS_REGION, AWS_EC2_ENDPOINT, the AWS credential chain), same tags. The\n"
     "upstream mode argument `controller` is accepted (`aws-ebs-csi-driver controller ...`\n"
     "through a symlink, or `aws-k8s ebs-csi-driver controller ...`); --version prints the\n"
-    "upstream driver's JSON. The region comes from AWS_REGION or the instance metadata\n"
-    "service; --metadata-sources and --kubeconfig are checked but not used yet.";
+    "upstream driver's JSON. The region comes from AWS_REGION; else from --metadata-sources\n"
+    "in order: imds (the instance metadata service, retried for --metadata-retry-timeout),\n"
+    "kubernetes (the Node $CSI_NODE_NAME through --kubeconfig or the in-cluster config: its\n"
+    "topology.kubernetes.io/region label or the zone of its providerID). Without a region\n"
+    "it exits 1, naming each source's failure.";
 
 static char **f_extra_tags, **f_extra_volume_tags;
 static char *f_cluster_id, *f_user_agent;
 static bool f_sdk_debug, f_warn_invalid_tag, f_batching, f_deprecated_metrics;
-static int64_t f_modify_timeout;
+static int64_t f_modify_timeout, f_imds_retry;
+static char **f_sources;
 
 const struct flag csi_controller_flags[] = {
     CSI_COMMON_FLAGS,
@@ -56,11 +61,16 @@ const struct flag csi_controller_flags[] = {
      "Emit the deprecated metric names too.", .no_effect = true},
     {"enable-node-local-volumes", FLAG_BOOL, NULL, "false", NULL,
      "Enable node-local volumes (volume handles local-ebs://...).", .no_effect = true},
-    {"kubeconfig", FLAG_STRING, NULL, NULL, NULL,
-     "Absolute path to a kubeconfig file (for the kubernetes metadata source).", .no_effect = true},
-    {"metadata-sources", FLAG_STRLIST, NULL, "imds,kubernetes", NULL,
-     "Which sources are asked for instance metadata, in order.",
-     .choices = "imds,kubernetes,metadata-labeler", .no_effect = true},
+    {"kubeconfig", FLAG_STRING, &kube_flag_kubeconfig, NULL, NULL,
+     "Absolute path to a kubeconfig file. The default is the empty string, which causes the "
+     "in-cluster config to be used (for the kubernetes metadata source)."},
+    {"metadata-sources", FLAG_STRLIST, &f_sources, "imds,kubernetes", NULL,
+     "Which sources are asked for instance metadata (the region when AWS_REGION is unset), "
+     "in order: 'imds', 'kubernetes' ('metadata-labeler' is skipped with a warning).",
+     .choices = "imds,kubernetes,metadata-labeler"},
+    {"metadata-retry-timeout", FLAG_DURATION, &f_imds_retry, "10s", NULL,
+     "(aws-k8s) How long the instance metadata service is retried, with backoff, before the "
+     "next metadata source is asked."},
     LOG_FLAGS,
     {NULL},
 };
@@ -105,9 +115,24 @@ int csi_controller_configure(struct csi_ctrl *c, const char *component)
 	c->tag_opts.warn_on_invalid_tag = f_warn_invalid_tag;
 	c->modify_window_ns = f_modify_timeout;
 	c->batching = f_batching;
+	/* the region: AWS_REGION, else the first of --metadata-sources that answers */
+	const char *env_region = getenv("AWS_REGION");
+	char region[CSI_REGION_MAX] = "", why[2048];
+	if (!env_region || !*env_region) {
+		struct csi_ctrl_meta_opts mo = {.sources = f_sources,
+						.node_name = getenv("CSI_NODE_NAME"),
+						.imds_budget_ns = f_imds_retry};
+		if ((r = csi_ctrl_find_region(&mo, region, why, sizeof(why))) < 0) {
+			log_error("could not determine the region from any metadata source; set "
+				  "AWS_REGION, or make a source of --metadata-sources answer",
+				  KV_S("sources", why), KV_E(r));
+			return 1;
+		}
+	}
 	snprintf(ua, sizeof(ua), "%s%s%s", component, f_user_agent && *f_user_agent ? " " : "",
 		 f_user_agent ? f_user_agent : "");
-	if ((r = csi_ctrl_setup(c, &(struct aws_client_opts){.user_agent = ua})) < 0) {
+	if ((r = csi_ctrl_setup(c, &(struct aws_client_opts){.user_agent = ua,
+							    .region = region[0] ? region : NULL})) < 0) {
 		log_error("failed to set up the controller (AWS client, region, AWS_EC2_ENDPOINT)",
 			  KV_E(r));
 		return 1;

@@ -101,14 +101,18 @@ int ctrl_tags_add_extra(const struct csi_ctrl *c, struct ctrl_tags *t)
 	return r;
 }
 
-int ctrl_tags_add_cluster(const struct csi_ctrl *c, struct ctrl_tags *t)
+int ctrl_tags_add_cluster(const struct csi_ctrl *c, struct ctrl_tags *t, const char *name,
+			  char *name_tag, size_t name_len)
 {
 	int r;
 
 	if (!c->cluster_id)
 		return 0;
 	snprintf(t->cluster_key, sizeof(t->cluster_key), "kubernetes.io/cluster/%s", c->cluster_id);
+	snprintf(name_tag, name_len, "%s-dynamic-%s", c->cluster_id, name);
 	if ((r = ctrl_tag_add(t, t->cluster_key, "owned")) == 0)
+		r = ctrl_tag_add(t, "Name", name_tag);
+	if (r == 0 && !t->no_kubernetes_cluster)
 		r = ctrl_tag_add(t, "KubernetesCluster", c->cluster_id);
 	return r;
 }

@@ -342,24 +342,29 @@ static enum csi_code clone_snapshot(struct csi_ctrl *c, const struct csi_ctrl_ca
 	return csi_error_ok(err);
 }
 
-/* The new volume's tags: --extra-tags, the parameters', the cluster's, the driver's. */
+/* The new volume's tags, in upstream's order (a later one replaces an earlier key): the
+ * driver's (CSIVolumeName, ebs.csi.aws.com/cluster=true), the PVC and PV names, the cluster's
+ * (kubernetes.io/cluster/<id>=owned, Name=<id>-dynamic-<name>, KubernetesCluster=<id>),
+ * --extra-tags, the tagSpecification_N parameters; then ours, the clone's source. The
+ * reserved keys (csi_tag_check) keep the driver's own tags from being replaced. */
 static enum csi_code volume_tags(struct csi_ctrl *c, const struct create *cr, struct ctrl_tags *t,
 				 char *name_tag, size_t name_len, struct csi_error *err)
 {
-	int r = ctrl_tags_add_extra(c, t);
+	int r = ctrl_tag_add(t, TAG_NAME, cr->req->name);
 
-	for (size_t i = 0; i < cr->p.n_tags && r == 0; i++)
-		r = ctrl_tag_add(t, cr->p.tags[i].key, cr->p.tags[i].value);
-	if (r == 0)
-		r = ctrl_tags_add_cluster(c, t);
-	if (r == 0 && c->cluster_id) {
-		snprintf(name_tag, name_len, "%s-dynamic-%s", c->cluster_id, cr->req->name);
-		r = ctrl_tag_add(t, "Name", name_tag);
-	}
-	if (r == 0)
-		r = ctrl_tag_add(t, TAG_NAME, cr->req->name);
 	if (r == 0)
 		r = ctrl_tag_add(t, TAG_CLUSTER, "true");
+	for (int created_for = 1; created_for >= 0; created_for--) {
+		for (size_t i = 0; i < cr->p.n_tags && r == 0; i++)
+			if (str_has_prefix(cr->p.tags[i].key, "kubernetes.io/created-for/") ==
+			    (bool)created_for)
+				r = ctrl_tag_add(t, cr->p.tags[i].key, cr->p.tags[i].value);
+		if (r == 0 && created_for) {
+			r = ctrl_tags_add_cluster(c, t, cr->req->name, name_tag, name_len);
+			if (r == 0)
+				r = ctrl_tags_add_extra(c, t);
+		}
+	}
 	if (r == 0 && cr->clone_of)
 		r = ctrl_tag_add(t, TAG_CLONE_SOURCE, cr->clone_of);
 	if (r < 0)

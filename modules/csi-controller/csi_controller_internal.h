@@ -5,6 +5,7 @@
  *   csi_controller_grpc.c     the gRPC adapter: protobuf <-> the plain requests, csi_error ->
  *                             status, the method table, ControllerGetCapabilities
  *   csi_controller_setup.c    setup and release, the batchers and metrics, the Probe
+ *   csi_controller_meta.c     the region from --metadata-sources (IMDS, the Kubernetes Node)
  *   csi_controller_create.c   CreateVolume, in named steps
  *   csi_controller_volume.c   DeleteVolume, ValidateVolumeCapabilities, ControllerGetVolume
  *   csi_controller_publish.c  ControllerPublish/Unpublish
@@ -27,6 +28,26 @@
 #include "modules/csi-controller/csi_controller_service.h"
 
 #define GIB (1LL << 30)
+
+/* ---- the region from metadata (csi_controller_meta.c) ---- */
+
+#define CSI_REGION_MAX 64
+struct aws_imds_opts;
+struct csi_ctrl_meta_opts {
+	char **sources;			   /* --metadata-sources: "imds", "kubernetes" */
+	const char *node_name;		   /* $CSI_NODE_NAME, for kubernetes */
+	int64_t imds_budget_ns;		   /* how long IMDS is retried (with backoff) */
+	const struct aws_imds_opts *imds; /* NULL: the defaults and the environment */
+};
+/* Asks the sources in order for the region (metadata-labeler is skipped with a warning). 0
+ * with ret filled, or the last source's -errno with "source: why; source: why" in why. */
+int csi_ctrl_find_region(const struct csi_ctrl_meta_opts *o, char ret[CSI_REGION_MAX], char *why,
+			 size_t n);
+/* The region of a Node object: label topology.kubernetes.io/region (or the beta label), else
+ * the zone of spec.providerID aws:///<zone>/<id>. 0, -EBADMSG (malformed label) or -ENODATA,
+ * with why filled. */
+struct cJSON;
+int csi_ctrl_region_of_node(const struct cJSON *node, char ret[CSI_REGION_MAX], char *why, size_t n);
 
 /* ---- parameters (csi_controller_params.c) ---- */
 
@@ -95,7 +116,12 @@ void csi_client_token(const char *name, const char *canonical, unsigned attempt,
 /* Expands {{ .PVCName }}, {{ .PVCNamespace }}, {{ .PVName }} in a tag value; -EINVAL for any
  * other template. */
 int csi_tag_template(const char *in, const char *pvc, const char *ns, const char *pv, char **ret);
-/* Checks a tag as EC2 would (key 1-128, value 0-256 characters, no "aws:" prefix). */
+/* The same with any properties: names[i] (".VolumeSnapshotName") expands to values[i]. */
+int csi_tag_template_props(const char *in, const char *const *names, const char *const *values,
+			   size_t n, char **ret);
+/* Checks a tag as upstream's validateExtraTags: key 1-128, value 0-256 characters, not
+ * CSIVolumeName, CSIVolumeSnapshotName or ebs.csi.aws.com/cluster, no "kubernetes.io" or
+ * "aws:" prefix. */
 int csi_tag_check(const char *key, const char *value, char *err, size_t errlen);
 
 /* ---- device names (csi_controller_devices.c) ---- */
@@ -161,13 +187,16 @@ enum csi_code ctrl_bad_id(struct csi_error *err, const char *what, const char *i
 struct ctrl_tags {
 	struct csi_kv kv[CTRL_MAX_TAGS];
 	size_t n;
-	char cluster_key[160]; /* kubernetes.io/cluster/<id> */
+	char cluster_key[160];	    /* kubernetes.io/cluster/<id> */
+	bool no_kubernetes_cluster; /* snapshots: upstream gives them no KubernetesCluster */
 };
 int ctrl_tag_add(struct ctrl_tags *t, const char *key, const char *value);
 /* The tags every resource gets: --extra-tags; with --k8s-tag-cluster-id
- * kubernetes.io/cluster/<id>=owned and KubernetesCluster=<id>. */
+ * kubernetes.io/cluster/<id>=owned, Name=<id>-dynamic-<name> (written into name_tag) and,
+ * unless t->no_kubernetes_cluster, KubernetesCluster=<id>. */
 int ctrl_tags_add_extra(const struct csi_ctrl *c, struct ctrl_tags *t);
-int ctrl_tags_add_cluster(const struct csi_ctrl *c, struct ctrl_tags *t);
+int ctrl_tags_add_cluster(const struct csi_ctrl *c, struct ctrl_tags *t, const char *name,
+			  char *name_tag, size_t name_len);
 
 /* The CSI view of an EC2 volume: id, capacity, zone, a copy of ctx and, when with_published,
  * the nodes it is attached or attaching to. 0 or -ENOMEM (ret released). */

@@ -152,12 +152,27 @@ int csi_tag_check(const char *key, const char *value, char *err, size_t errlen)
 	if (vl > 256)
 		return bad(err, errlen, "the value of tag \"%.40s\" has more than 256 characters",
 			   key);
-	if (strncasecmp(key, "aws:", 4) == 0)
+	/* upstream's validateExtraTags: the driver's own keys and two prefixes are reserved */
+	if (strcmp(key, "CSIVolumeName") == 0 || strcmp(key, "CSIVolumeSnapshotName") == 0 ||
+	    strcmp(key, "ebs.csi.aws.com/cluster") == 0)
+		return bad(err, errlen, "tag key \"%s\" is reserved", key);
+	if (strncmp(key, "kubernetes.io", 13) == 0)
+		return bad(err, errlen, "tag key \"%.40s\": the kubernetes.io prefix is reserved", key);
+	if (strncmp(key, "aws:", 4) == 0)
 		return bad(err, errlen, "tag key \"%.40s\": the aws: prefix is reserved", key);
 	return 0;
 }
 
 int csi_tag_template(const char *in, const char *pvc, const char *ns, const char *pv, char **ret)
+{
+	const char *const names[] = {".PVCName", ".PVCNamespace", ".PVName"};
+	const char *const values[] = {pvc, ns, pv};
+
+	return csi_tag_template_props(in, names, values, 3, ret);
+}
+
+int csi_tag_template_props(const char *in, const char *const *names, const char *const *values,
+			   size_t n, char **ret)
 {
 	struct buf b = BUF_INIT(4096);
 	const char *p = in;
@@ -184,15 +199,12 @@ int csi_tag_template(const char *in, const char *pvc, const char *ns, const char
 			goto fail;
 		memcpy(name, s, (size_t)(e - s));
 		name[e - s] = 0;
-		const char *v;
-		if (strcmp(name, ".PVCName") == 0)
-			v = pvc;
-		else if (strcmp(name, ".PVCNamespace") == 0)
-			v = ns;
-		else if (strcmp(name, ".PVName") == 0)
-			v = pv;
-		else
+		size_t i;
+		for (i = 0; i < n && strcmp(name, names[i]) != 0; i++)
+			;
+		if (i == n)
 			goto fail;
+		const char *v = values[i];
 		if (buf_puts(&b, v ? v : "") < 0)
 			goto fail;
 		p = close + 2;
@@ -320,23 +332,25 @@ static int param_string(struct parse *ps, int which, const char *v)
 static int param_tag(struct parse *ps, const char *k, const char *v)
 {
 	char *val = NULL, tagerr[256];
-	const char *eq;
+	const char *eq = strchr(v, '=');
 	int r;
 
-	if (csi_tag_template(v, ps->pvc, ps->ns, ps->pv, &val) < 0) {
+	/* as upstream: the pair is split first (no "=" is an error even with
+	 * --warn-on-invalid-tag), then only the value is a template */
+	if (!eq)
+		return bad(ps->err, ps->errlen, "invalid tag: %s: \"%s\" is not key=value", k, v);
+	_cleanup_free_ char *key = strndup(v, (size_t)(eq - v));
+	if (!key)
+		return -ENOMEM;
+	if (csi_tag_template(eq + 1, ps->pvc, ps->ns, ps->pv, &val) < 0) {
 		snprintf(tagerr, sizeof(tagerr),
 			 "%s: cannot expand \"%s\" (known: {{ .PVCName }}, {{ .PVCNamespace }}, "
 			 "{{ .PVName }})",
 			 k, v);
-	} else if (!(eq = strchr(val, '='))) {
-		snprintf(tagerr, sizeof(tagerr), "%s: \"%s\" is not key=value", k, v);
-	} else {
-		*(char *)eq = 0;
-		if (csi_tag_check(val, eq + 1, tagerr, sizeof(tagerr)) == 0) {
-			r = csi_kv_set(&ps->p.tags, &ps->p.n_tags, MAX_PARAM_KV, val, eq + 1);
-			free(val);
-			return r;
-		}
+	} else if (csi_tag_check(key, val, tagerr, sizeof(tagerr)) == 0) {
+		r = csi_kv_set(&ps->p.tags, &ps->p.n_tags, MAX_PARAM_KV, key, val);
+		free(val);
+		return r;
 	}
 	free(val);
 	if (ps->o && ps->o->warn_on_invalid_tag) {

@@ -16,71 +16,87 @@
 #define TAG_SNAP_NAME "CSIVolumeSnapshotName"
 #define TAG_CLUSTER "ebs.csi.aws.com/cluster"
 
-/* A tagSpecification parameter "key=value": 1 with the tag added (its key malloc'd into
- * keys), 0 when it is invalid and skipped (--warn-on-invalid-tag), or an error. */
-static enum csi_code tag_spec(struct csi_ctrl *c, const char *k, const char *v, struct ctrl_tags *t,
-			      char ***keys, struct csi_error *err)
-{
-	const char *eq = strchr(v, '=');
-	char msg[256];
-	char *key = eq ? strndup(v, (size_t)(eq - v)) : NULL;
+#define SNAP_PROP_MAX 3
 
-	if (eq && (!key || strv_push(keys, key) < 0)) {
-		free(key);
+/* A tagSpecification parameter "key=value", its value a template of the VolumeSnapshot's
+ * properties: 1 with the tag added (key and value malloc'd into keys), 0 when it is invalid
+ * and skipped (--warn-on-invalid-tag), or an error. */
+static enum csi_code tag_spec(struct csi_ctrl *c, const char *k, const char *v,
+			      const char *const *props, struct ctrl_tags *t, char ***keys,
+			      struct csi_error *err)
+{
+	static const char *const names[SNAP_PROP_MAX] = {
+	    ".VolumeSnapshotName", ".VolumeSnapshotNamespace", ".VolumeSnapshotContentName"};
+	const char *eq = strchr(v, '=');
+	char msg[256] = "";
+	_cleanup_free_ char *key = eq ? strndup(v, (size_t)(eq - v)) : NULL, *val = NULL;
+
+	if (!eq) /* as upstream: an error even with --warn-on-invalid-tag */
+		return csi_error_set(err, CSI_INVALID_ARGUMENT,
+				     "invalid tag %s=\"%s\" (want key=value)", k, v);
+	if (!key)
 		return csi_error_set(err, CSI_RESOURCE_EXHAUSTED, "out of memory");
-	}
-	free(key);
-	key = eq ? (*keys)[strv_len(*keys) - 1] : NULL;
-	if (!eq || strstr(v, "{{") || csi_tag_check(key, eq + 1, msg, sizeof(msg)) < 0) {
+	if (csi_tag_template_props(eq + 1, names, props, SNAP_PROP_MAX, &val) < 0)
+		snprintf(msg, sizeof(msg),
+			 "cannot expand it (known: {{ .VolumeSnapshotName }}, "
+			 "{{ .VolumeSnapshotNamespace }}, {{ .VolumeSnapshotContentName }})");
+	else
+		(void)csi_tag_check(key, val, msg, sizeof(msg));
+	if (msg[0]) {
 		if (c->tag_opts.warn_on_invalid_tag) {
 			log_warn("skipping an invalid snapshot tag", KV_S("parameter", k));
 			return csi_error_ok(err);
 		}
-		return csi_error_set(err, CSI_INVALID_ARGUMENT, "invalid tag %s=\"%s\"%s%s", k, v,
-				     eq ? ": " : " (want key=value)", eq ? msg : "");
+		return csi_error_set(err, CSI_INVALID_ARGUMENT, "invalid tag %s=\"%s\": %s", k, v,
+				     msg);
 	}
-	if (ctrl_tag_add(t, key, eq + 1) < 0)
+	if (strv_push(keys, key) < 0 || strv_push(keys, val) < 0)
+		return csi_error_set(err, CSI_RESOURCE_EXHAUSTED, "out of memory");
+	size_t n = strv_len(*keys);
+	if (ctrl_tag_add(t, (*keys)[n - 2], (*keys)[n - 1]) < 0)
 		return csi_error_set(err, CSI_INVALID_ARGUMENT,
 				     "more than %d tags for the snapshot", CTRL_MAX_TAGS);
 	return csi_error_ok(err);
 }
 
-/* Snapshot parameters: tags only. The keys of tagSpecification tags go into *keys. */
+/* Snapshot parameters: tags only, in upstream's order (a later one replaces an earlier key):
+ * the driver's (CSIVolumeSnapshotName, ebs.csi.aws.com/cluster=true), the cluster's
+ * (kubernetes.io/cluster/<id>=owned, Name=<id>-dynamic-<name>; no KubernetesCluster),
+ * --extra-tags, the tagSpecification_N parameters. The VolumeSnapshot's names are template
+ * properties, not tags. The strings of tagSpecification tags go into *keys. */
 static enum csi_code snapshot_tags(struct csi_ctrl *c, const char *name,
 				   const struct csi_kv *params, size_t n, struct ctrl_tags *t,
-				   char ***keys, struct csi_error *err)
+				   char ***keys, char *name_tag, size_t name_len,
+				   struct csi_error *err)
 {
-	static const char *const created_for[][2] = {
-	    {"csi.storage.k8s.io/volumesnapshot/name",
-	     "kubernetes.io/created-for/volumesnapshot/name"},
-	    {"csi.storage.k8s.io/volumesnapshot/namespace",
-	     "kubernetes.io/created-for/volumesnapshot/namespace"},
-	    {"csi.storage.k8s.io/volumesnapshotcontent/name",
-	     "kubernetes.io/created-for/volumesnapshotcontent/name"},
-	};
-	int r = ctrl_tags_add_extra(c, t);
+	static const char *const prop_keys[SNAP_PROP_MAX] = {
+	    "csi.storage.k8s.io/volumesnapshot/name", "csi.storage.k8s.io/volumesnapshot/namespace",
+	    "csi.storage.k8s.io/volumesnapshotcontent/name"};
+	const char *props[SNAP_PROP_MAX] = {"", "", ""};
+	int r;
 
-	if (r == 0)
-		r = ctrl_tags_add_cluster(c, t);
-	for (size_t i = 0; i < n && r == 0; i++) {
-		const char *k = params[i].key, *v = params[i].value;
-		size_t f;
-		for (f = 0; f < ARRAY_SIZE(created_for); f++)
-			if (strcasecmp(k, created_for[f][0]) == 0)
-				break;
-		if (f < ARRAY_SIZE(created_for))
-			r = ctrl_tag_add(t, created_for[f][1], v);
-		else if (strncasecmp(k, "tagSpecification", 16) == 0) {
-			if (tag_spec(c, k, v, t, keys, err) != CSI_OK)
-				return err->code;
-		} else if (strncasecmp(k, "csi.storage.k8s.io/", 19) != 0)
+	for (size_t i = 0; i < n; i++) {
+		const char *k = params[i].key;
+		for (size_t f = 0; f < SNAP_PROP_MAX; f++)
+			if (strcasecmp(k, prop_keys[f]) == 0)
+				props[f] = params[i].value;
+		if (strncasecmp(k, "tagSpecification", 16) != 0 &&
+		    strncasecmp(k, "csi.storage.k8s.io/", 19) != 0)
 			return csi_error_set(err, CSI_INVALID_ARGUMENT,
 					     "invalid parameter key %s for CreateSnapshot", k);
 	}
-	if (r == 0)
-		r = ctrl_tag_add(t, TAG_SNAP_NAME, name);
+	t->no_kubernetes_cluster = true;
+	r = ctrl_tag_add(t, TAG_SNAP_NAME, name);
 	if (r == 0)
 		r = ctrl_tag_add(t, TAG_CLUSTER, "true");
+	if (r == 0)
+		r = ctrl_tags_add_cluster(c, t, name, name_tag, name_len);
+	if (r == 0)
+		r = ctrl_tags_add_extra(c, t);
+	for (size_t i = 0; i < n && r == 0; i++)
+		if (strncasecmp(params[i].key, "tagSpecification", 16) == 0 &&
+		    tag_spec(c, params[i].key, params[i].value, props, t, keys, err) != CSI_OK)
+			return err->code;
 	if (r < 0)
 		return csi_error_set(err, CSI_INVALID_ARGUMENT,
 				     "more than %d tags for the snapshot", CTRL_MAX_TAGS);
@@ -131,7 +147,7 @@ enum csi_code csi_ctrl_create_snapshot(struct csi_ctrl *c, const struct csi_ctrl
 	struct ec2_snapshot s = {0};
 	struct aws_error aerr = {0};
 	_cleanup_strv_ char **keys = NULL;
-	char key[300];
+	char key[300], name_tag[400];
 	int r;
 
 	if (!*name)
@@ -143,7 +159,8 @@ enum csi_code csi_ctrl_create_snapshot(struct csi_ctrl *c, const struct csi_ctrl
 		return csi_error_set(err, CSI_INVALID_ARGUMENT, "source volume id is missing");
 	if (!aws_volume_id_valid(source_volume_id))
 		return ctrl_bad_id(err, "source volume id", source_volume_id);
-	if (snapshot_tags(c, name, params, n, &tags, &keys, err) != CSI_OK)
+	if (snapshot_tags(c, name, params, n, &tags, &keys, name_tag, sizeof(name_tag), err) !=
+	    CSI_OK)
 		return err->code;
 	snprintf(key, sizeof(key), "snap/%s", name);
 	if (ctrl_lock(c, key, err, "snapshot %s", name) != CSI_OK)

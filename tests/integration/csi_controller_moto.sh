@@ -66,7 +66,29 @@ eq("moto: cluster tag", tags.get("ebs.csi.aws.com/cluster"), "true")
 eq("moto: pvc name tag", tags.get("kubernetes.io/created-for/pvc/name"), "data")
 eq("moto: tagSpecification with a template", tags.get("owner"), "prod")
 eq("moto: kubernetes.io/cluster tag", tags.get("kubernetes.io/cluster/test"), "owned")
+eq("moto: the volume tags, exactly as upstream v1.64", tags, {
+    "CSIVolumeName": "pvc-gp3", "ebs.csi.aws.com/cluster": "true",
+    "kubernetes.io/created-for/pvc/name": "data", "kubernetes.io/created-for/pvc/namespace": "prod",
+    "kubernetes.io/cluster/test": "owned", "Name": "test-dynamic-pvc-gp3",
+    "KubernetesCluster": "test", "owner": "prod"})
 ' "$v1"
+
+# a tagSpecification replaces Name (upstream applies them last); reserved keys are refused
+out=$(cc create-volume --name pvc-named --size 1Gi --param tagSpecification_1='Name=my-{{ .PVName }}' \
+	--param csi.storage.k8s.io/pv/name=pv-7 --zone us-east-1a)
+vn=$(jget "$out" .volume.volume_id)
+moto_py_checks '
+v = ec2.describe_volumes(VolumeIds=[sys.argv[1]])["Volumes"][0]
+eq("moto: tagSpecification Name wins over <cluster>-dynamic-<name>", {t["Key"]: t["Value"] for t in v.get("Tags", [])}, {
+    "CSIVolumeName": "pvc-named", "ebs.csi.aws.com/cluster": "true",
+    "kubernetes.io/created-for/pv/name": "pv-7", "kubernetes.io/cluster/test": "owned",
+    "Name": "my-pv-7", "KubernetesCluster": "test"})
+' "$vn"
+expect "tagSpecification CSIVolumeName=x (reserved) is InvalidArgument" InvalidArgument \
+	"$(cc_code create-volume --name pvc-bad --size 1Gi --param tagSpecification_1=CSIVolumeName=x --zone us-east-1a)"
+expect "tagSpecification kubernetes.io/x (reserved prefix) is InvalidArgument" InvalidArgument \
+	"$(cc_code create-volume --name pvc-bad --size 1Gi --param tagSpecification_1=kubernetes.io/x=y --zone us-east-1a)"
+cc delete-volume --volume "$vn" >/dev/null
 
 out=$(cc create-volume --name pvc-gp3 --size 10Gi --param type=gp3 --param csi.storage.k8s.io/pvc/name=data \
 	--param csi.storage.k8s.io/pvc/namespace=prod --param tagSpecification_1='owner={{ .PVCNamespace }}' \
@@ -109,6 +131,24 @@ s1=$(jget "$out" .snapshot.snapshot_id)
 [[ $s1 == snap-* ]] && ok "snapshot created ($s1)" || fail "snapshot created" "$out"
 expect "snapshot ready (moto completes at once)" true "$(jget "$out" .snapshot.ready_to_use)"
 expect "snapshot size" $((10 * GIB)) "$(jget "$out" .snapshot.size_bytes)"
+moto_py_checks '
+s = ec2.describe_snapshots(SnapshotIds=[sys.argv[1]])["Snapshots"][0]
+eq("moto: the snapshot tags, exactly as upstream v1.64", {t["Key"]: t["Value"] for t in s.get("Tags", [])}, {
+    "CSIVolumeSnapshotName": "snap-1", "ebs.csi.aws.com/cluster": "true",
+    "kubernetes.io/cluster/test": "owned", "Name": "test-dynamic-snap-1"})
+' "$s1"
+out=$(cc create-snapshot --name snap-t --source-volume "$v1" --param csi.storage.k8s.io/volumesnapshot/name=nightly \
+	--param csi.storage.k8s.io/volumesnapshot/namespace=prod --param csi.storage.k8s.io/volumesnapshotcontent/name=snapcontent-1 \
+	--param tagSpecification_1='backup={{ .VolumeSnapshotNamespace }}/{{ .VolumeSnapshotName }}' \
+	--param tagSpecification_2='Name={{ .VolumeSnapshotContentName }}')
+st=$(jget "$out" .snapshot.snapshot_id)
+moto_py_checks '
+s = ec2.describe_snapshots(SnapshotIds=[sys.argv[1]])["Snapshots"][0]
+eq("moto: snapshot tagSpecification templates; no created-for tags", {t["Key"]: t["Value"] for t in s.get("Tags", [])}, {
+    "CSIVolumeSnapshotName": "snap-t", "ebs.csi.aws.com/cluster": "true",
+    "kubernetes.io/cluster/test": "owned", "Name": "snapcontent-1", "backup": "prod/nightly"})
+' "$st"
+cc delete-snapshot --snapshot "$st" >/dev/null
 expect "repeated CreateSnapshot: same snapshot" "$s1" "$(jget "$(cc create-snapshot --name snap-1 --source-volume "$v1")" .snapshot.snapshot_id)"
 expect "CreateSnapshot with the same name, another volume: AlreadyExists" AlreadyExists \
 	"$(cc_code create-snapshot --name snap-1 --source-volume "$v2")"

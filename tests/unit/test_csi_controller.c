@@ -971,3 +971,42 @@ TEST(csi_ctrl_malformed_ids_make_no_aws_call)
 	ASSERT_GT(S.n_requests - before, 0);
 	env_stop(&e);
 }
+
+/* --metadata-sources=kubernetes: the region of the Node the controller runs on */
+TEST(csi_ctrl_region_of_node)
+{
+	static const struct {
+		const char *json;
+		int want;
+		const char *region;
+	} cases[] = {
+	    {"{\"metadata\":{\"labels\":{\"topology.kubernetes.io/region\":\"eu-west-1\"}},"
+	     "\"spec\":{\"providerID\":\"aws:///us-east-1a/i-0123456789abcdef0\"}}",
+	     0, "eu-west-1"},
+	    {"{\"metadata\":{\"labels\":{\"failure-domain.beta.kubernetes.io/region\":"
+	     "\"us-west-1\"}}}",
+	     0, "us-west-1"},
+	    {"{\"spec\":{\"providerID\":\"aws:///us-gov-west-1b/i-0123456789abcdef0\"}}", 0,
+	     "us-gov-west-1"},
+	    {"{\"spec\":{\"providerID\":\"aws:///us-west-2-lax-1a/i-0123456789abcdef0\"}}", 0,
+	     "us-west-2"},
+	    {"{\"spec\":{\"providerID\":\"aws:////i-0123456789abcdef0\"}}", -ENODATA, NULL},
+	    {"{\"spec\":{\"providerID\":\"gce://p/z/n\"}}", -ENODATA, NULL},
+	    {"{}", -ENODATA, NULL},
+	    {"{\"metadata\":{\"labels\":{\"topology.kubernetes.io/region\":\"<html>\"}}}",
+	     -EBADMSG, NULL},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		cJSON *node = NULL;
+		char region[CSI_REGION_MAX] = "", why[256] = "";
+		ASSERT_OK(json_parse(cases[i].json, strlen(cases[i].json), &node, NULL));
+		int r = csi_ctrl_region_of_node(node, region, why, sizeof(why));
+		cJSON_Delete(node);
+		ASSERT_EQ(r, cases[i].want);
+		if (cases[i].region)
+			ASSERT_STREQ(region, cases[i].region);
+		else
+			ASSERT_TRUE(why[0] != 0);
+	}
+}

@@ -87,11 +87,26 @@ TEST(csi_params_rejects_bad_input)
 		    EINVAL);
 		ASSERT_CONTAINS(err, cases[i].want);
 	}
-	/* with --warn-on-invalid-tag a bad tag is skipped */
+	/* with --warn-on-invalid-tag a bad tag is skipped (a reserved key, a bad template); a
+	 * value without "=" is an error all the same (upstream's template.Evaluate) */
 	struct csi_tag_opts o = {.warn_on_invalid_tag = true};
-	struct csi_kv bad_tag[] = {KV("tagSpecification_1", "novalue")};
-	ASSERT_OK(csi_vol_params_parse(bad_tag, 1, &o, &p, err, sizeof(err)));
+	struct csi_kv bad_tag[] = {KV("tagSpecification_1", "CSIVolumeName=x"),
+				   KV("tagSpecification_2", "a={{ .Nope }}")};
+	ASSERT_OK(csi_vol_params_parse(bad_tag, 2, &o, &p, err, sizeof(err)));
 	ASSERT_EQ(p.n_tags, 0);
+	csi_vol_params_release(&p);
+	struct csi_kv novalue[] = {KV("tagSpecification_1", "novalue")};
+	ASSERT_ERR(csi_vol_params_parse(novalue, 1, &o, &p, err, sizeof(err)), EINVAL);
+	ASSERT_CONTAINS(err, "is not key=value");
+	/* only the value is a template: a key stays as written */
+	struct csi_kv tmpl[] = {KV("csi.storage.k8s.io/pvc/name", "data"),
+				KV("tagSpecification_1", "{{ .PVCName }}={{ .PVCName }}")};
+	ASSERT_OK(csi_vol_params_parse(tmpl, 2, NULL, &p, err, sizeof(err)));
+	bool found = false;
+	for (size_t i = 0; i < p.n_tags; i++)
+		found |= strcmp(p.tags[i].key, "{{ .PVCName }}") == 0 &&
+			 strcmp(p.tags[i].value, "data") == 0;
+	ASSERT_TRUE(found);
 	csi_vol_params_release(&p);
 	struct csi_kv outpost[] = {KV(
 	    "outpostArn", "arn:aws:outposts:us-west-2:123456789012:outpost/op-0123456789abcdef0")};
@@ -258,4 +273,35 @@ TEST(csi_params_client_token)
 	free(out);
 	ASSERT_ERR(csi_tag_template("{{ .PVName | upper }}", "c", "n", "v", &out), EINVAL);
 	ASSERT_ERR(csi_tag_template("{{ .PVName", "c", "n", "v", &out), EINVAL);
+}
+
+/* upstream's validateExtraTags: lengths, the driver's own keys, kubernetes.io and aws: */
+TEST(csi_params_tag_check_reserved)
+{
+	char err[256];
+	char long_key[130];
+
+	memset(long_key, 'k', 129);
+	long_key[129] = 0;
+	ASSERT_OK(csi_tag_check("Name", "x", err, sizeof(err)));
+	ASSERT_OK(csi_tag_check("KubernetesCluster", "x", err, sizeof(err)));
+	ASSERT_OK(csi_tag_check("team", "", err, sizeof(err)));
+	ASSERT_ERR(csi_tag_check("", "x", err, sizeof(err)), EINVAL);
+	ASSERT_ERR(csi_tag_check(long_key, "x", err, sizeof(err)), EINVAL);
+	ASSERT_ERR(csi_tag_check("CSIVolumeName", "x", err, sizeof(err)), EINVAL);
+	ASSERT_CONTAINS(err, "reserved");
+	ASSERT_ERR(csi_tag_check("CSIVolumeSnapshotName", "x", err, sizeof(err)), EINVAL);
+	ASSERT_ERR(csi_tag_check("ebs.csi.aws.com/cluster", "x", err, sizeof(err)), EINVAL);
+	ASSERT_ERR(csi_tag_check("kubernetes.io/cluster/x", "owned", err, sizeof(err)), EINVAL);
+	ASSERT_CONTAINS(err, "kubernetes.io prefix");
+	ASSERT_ERR(csi_tag_check("aws:foo", "x", err, sizeof(err)), EINVAL);
+
+	const char *const names[] = {".VolumeSnapshotName", ".VolumeSnapshotNamespace"};
+	const char *const values[] = {"snap", "prod"};
+	char *out = NULL;
+	ASSERT_OK(csi_tag_template_props("{{ .VolumeSnapshotNamespace }}/{{.VolumeSnapshotName}}",
+					 names, values, 2, &out));
+	ASSERT_STREQ(out, "prod/snap");
+	free(out);
+	ASSERT_ERR(csi_tag_template_props("{{ .PVCName }}", names, values, 2, &out), EINVAL);
 }
