@@ -124,6 +124,8 @@ int csi_controller_main(int argc, char **argv)
 	c.batching = f_batching;
 	snprintf(ua, sizeof(ua), "csi-controller%s%s", f_user_agent && *f_user_agent ? " " : "",
 		 f_user_agent ? f_user_agent : "");
+	/* the controller counts its calls in the EBS CSI driver's names (csi_controller_ec2.c) */
+	aws_metrics_family_set(AWS_METRICS_OWN);
 	if ((r = csi_ctrl_setup(&c, &(struct aws_client_opts){.user_agent = ua})) < 0) {
 		log_error("failed to set up the controller (AWS client, region, AWS_EC2_ENDPOINT)",
 			  KV_E(r));
