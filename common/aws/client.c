@@ -50,10 +50,19 @@ struct aws_client {
 
 /* --- metrics ------------------------------------------------------------------------------ */
 
-static struct metric *m_duration, *m_errors, *m_throttled, *m_retries, *m_quota, *m_unusable;
+static struct metric *m_duration, *m_errors, *m_throttled, *m_status, *m_retries, *m_quota,
+    *m_unusable;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+static _Atomic int metrics_family = AWS_METRICS_CLOUDPROVIDER;
 
-static void metrics_init(void)
+void aws_metrics_family_set(enum aws_metrics_family f)
+{
+	atomic_store(&metrics_family, (int)f);
+}
+
+/* The upstream families: cloud-provider-aws pkg/providers/v1/aws_metrics.go and
+ * aws-ebs-csi-driver pkg/metrics (tests/data/metrics/upstream_*.txt). */
+static void metrics_init_cloudprovider(void)
 {
 	m_duration = metric_histogram("cloudprovider_aws_api_request_duration_seconds",
 				      "Latency of AWS API calls", (const char *[]){"request", NULL},
@@ -63,6 +72,38 @@ static void metrics_init(void)
 	m_throttled =
 	    metric_counter("cloudprovider_aws_api_throttled_requests_total",
 			   "AWS API throttled requests", (const char *[]){"operation_name", NULL});
+	m_status = metric_counter(
+	    "cloudprovider_aws_api_response_status_total",
+	    "AWS API error response counts by status code and bounded error type (throttle or "
+	    "other; terminal, after retries are exhausted)",
+	    (const char *[]){"service", "operation", "status_code", "error_type", NULL});
+}
+
+static void metrics_init_ebs_csi(void)
+{
+	m_duration = metric_histogram("aws_ebs_csi_api_request_duration_seconds",
+				      "Duration by request type in seconds",
+				      (const char *[]){"request", NULL}, NULL, 0);
+	m_errors = metric_counter("aws_ebs_csi_api_request_errors_total",
+				  "Total number of errors by error code and request type",
+				  (const char *[]){"request", "code", NULL});
+	m_throttled = metric_counter("aws_ebs_csi_api_request_throttles_total",
+				     "Total number of throttled requests per request type",
+				     (const char *[]){"operation_name", NULL});
+}
+
+static void metrics_init(void)
+{
+	switch (atomic_load(&metrics_family)) {
+	case AWS_METRICS_CLOUDPROVIDER:
+		metrics_init_cloudprovider();
+		break;
+	case AWS_METRICS_EBS_CSI:
+		metrics_init_ebs_csi();
+		break;
+	default: /* AWS_METRICS_OWN: the module counts its calls itself */
+		break;
+	}
 	m_retries =
 	    metric_counter("aws_k8s_aws_api_retries_total", "AWS API attempts that were retries",
 			   (const char *[]){"request", NULL});
@@ -74,6 +115,83 @@ static void metrics_init(void)
 				 "AWS API retries refused because the client's retry token bucket "
 				 "was empty",
 				 (const char *[]){NULL});
+}
+
+/* cloud-provider-aws names its request label values in snake case ("describe_instance"
+ * for DescribeInstances); the others follow the same rule. */
+void aws_metric_request_name(const char *action, char *out, size_t n)
+{
+	static const struct {
+		const char *action, *name;
+	} upstream[] = {
+	    {"DescribeInstances", "describe_instance"},
+	};
+	size_t j = 0;
+
+	for (size_t i = 0; i < sizeof(upstream) / sizeof(upstream[0]); i++)
+		if (strcmp(action, upstream[i].action) == 0) {
+			str_copy(out, n, upstream[i].name);
+			return;
+		}
+	for (size_t i = 0; action[i] && j + 2 < n; i++) {
+		char ch = action[i];
+		if (ch >= 'A' && ch <= 'Z') {
+			char prev = i ? action[i - 1] : 0;
+			if ((prev >= 'a' && prev <= 'z') || (prev >= '0' && prev <= '9'))
+				out[j++] = '_';
+			ch = (char)(ch - 'A' + 'a');
+		}
+		out[j++] = ch;
+	}
+	if (n)
+		out[j < n ? j : n - 1] = 0;
+}
+
+/* The SDK's service ID, the "service" label of cloudprovider_aws_api_response_status_total. */
+static const char *sdk_service_id(const struct aws_service_info *si)
+{
+	static const char *const ids[][2] = {
+	    {"ec2", "EC2"},	     {"elb", "Elastic Load Balancing"},
+	    {"elbv2", "Elastic Load Balancing v2"}, {"autoscaling", "Auto Scaling"},
+	    {"sts", "STS"},	     {"sqs", "SQS"},
+	    {"events", "EventBridge"},
+	};
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+		if (strcmp(si->name, ids[i][0]) == 0)
+			return ids[i][1];
+	return si->name;
+}
+
+/* One finished call (after its retries), in the family the process exports. */
+static void record_call(const struct aws_request *rq, const struct aws_service_info *si, int r,
+			const struct aws_error *err, int64_t start)
+{
+	int family = atomic_load(&metrics_family);
+	const char *action = rq && rq->action ? rq->action : "";
+	char name[128], status[24];
+
+	if (family == AWS_METRICS_EBS_CSI) {
+		if (r >= 0)
+			metric_observe(m_duration, (double)(now_mono_ns() - start) / 1e9, action);
+		else if (!aws_error_code_is_throttle(err->code))
+			metric_inc(m_errors, action, err->code);
+		return; /* throttles: per attempt, in aws_do */
+	}
+	if (family != AWS_METRICS_CLOUDPROVIDER)
+		return;
+	aws_metric_request_name(action, name, sizeof(name));
+	if (r >= 0) {
+		metric_observe(m_duration, (double)(now_mono_ns() - start) / 1e9, name);
+		return;
+	}
+	metric_inc(m_errors, name);
+	if (si && err->http_status >= 400) {
+		snprintf(status, sizeof(status), "%ld", err->http_status);
+		metric_inc(m_status, sdk_service_id(si), action, status,
+			   err->http_status == 429 || aws_error_code_is_throttle(err->code)
+			       ? "throttle"
+			       : "other");
+	}
 }
 
 /* --- retry policy ------------------------------------------------------------------------- */
@@ -612,7 +730,7 @@ int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply 
 		      KV_I("attempt", n),
 		      KV_I("status", err->http_status ? err->http_status : rep.status),
 		      KV_S("code", err->code), KV_E(r));
-		if (st.throttled)
+		if (st.throttled && atomic_load(&metrics_family) != AWS_METRICS_OWN)
 			metric_inc(m_throttled, rq->action);
 		if (r >= 0 || !st.retry)
 			break;
@@ -625,12 +743,12 @@ int aws_do(struct aws_client *c, const struct aws_request *rq, struct aws_reply 
 	}
 done:
 	buf_release(&body);
+	if (c && rq && si)
+		record_call(rq, si, r, err, start);
 	if (r < 0) {
-		metric_inc(m_errors, rq && rq->action ? rq->action : "");
 		aws_reply_release(&rep);
 		return r;
 	}
-	metric_observe(m_duration, (double)(now_mono_ns() - start) / 1e9, rq->action);
 	*ret = rep;
 	return 0;
 }

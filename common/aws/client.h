@@ -66,6 +66,17 @@ struct aws_client_opts {
 	struct aws_imds_opts imds;
 };
 
+/* The metric names a process exports for its AWS calls, chosen once before its first client:
+ * the ccm's (cloudprovider_aws_api_*, request values in snake case as cloud-provider-aws:
+ * "describe_instance"), the EBS CSI driver's (aws_ebs_csi_api_request_*, request values the
+ * action names), or none (the module counts its calls itself). The aws_k8s_aws_api_* extras
+ * are exported in every case. */
+enum aws_metrics_family { AWS_METRICS_CLOUDPROVIDER, AWS_METRICS_EBS_CSI, AWS_METRICS_OWN };
+void aws_metrics_family_set(enum aws_metrics_family f);
+/* The cloudprovider_aws_* request label value of an action ("DescribeRouteTables" ->
+ * "describe_route_tables"). */
+void aws_metric_request_name(const char *action, char *out, size_t n);
+
 struct aws_client;
 
 /* Creates a client. The region is resolved now from the options, the environment and the

@@ -131,6 +131,8 @@ int csi_controller_configure(struct csi_ctrl *c, const char *component)
 	}
 	snprintf(ua, sizeof(ua), "%s%s%s", component, f_user_agent && *f_user_agent ? " " : "",
 		 f_user_agent ? f_user_agent : "");
+	/* the controller counts its calls in the EBS CSI driver's names (csi_controller_ec2.c) */
+	aws_metrics_family_set(AWS_METRICS_OWN);
 	if ((r = csi_ctrl_setup(c, &(struct aws_client_opts){.user_agent = ua,
 							    .region = region[0] ? region : NULL})) < 0) {
 		log_error("failed to set up the controller (AWS client, region, AWS_EC2_ENDPOINT)",

@@ -30,9 +30,10 @@ static int ec2_call(struct csi_ctrl *c, const char *action, const struct aws_que
 	int r = aws_call_query(c->aws, AWS_SVC_EC2, action, q, rep, err);
 
 	if (r < 0 && r != -EALREADY) {
-		metric_inc(c->m_errors, action);
 		if (err && aws_error_code_is_throttle(err->code))
 			metric_inc(c->m_throttles, action);
+		else
+			metric_inc(c->m_errors, action, err ? err->code : "");
 		log_v(4, "ec2 call failed", KV_S("action", action),
 		      KV_S("code", err ? err->code : ""), KV_E(r));
 	} else {

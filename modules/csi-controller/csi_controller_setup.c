@@ -53,8 +53,8 @@ static int batch_fetch(void *ud, const char *const *ids, size_t n, struct aws_re
 	r = aws_call_query(bf->c->aws, AWS_SVC_EC2, bf->k->action, &q, rep, err);
 	if (r < 0 && err && aws_error_code_is_throttle(err->code))
 		metric_inc(bf->c->m_throttles, bf->k->action);
-	if (r < 0)
-		metric_inc(bf->c->m_errors, bf->k->action);
+	else if (r < 0)
+		metric_inc(bf->c->m_errors, bf->k->action, err ? err->code : "");
 	else
 		metric_observe(bf->c->m_requests, (double)(now_mono_ns() - t0) / 1e9,
 			       bf->k->action);
@@ -110,11 +110,11 @@ int csi_ctrl_setup(struct csi_ctrl *c, const struct aws_client_opts *ao)
 					 (const char *[]){"request", NULL}, NULL, 0);
 	c->m_errors = metric_counter("aws_ebs_csi_api_request_errors_total",
 				     "EBS CSI driver's AWS API request errors.",
-				     (const char *[]){"request", NULL});
+				     (const char *[]){"request", "code", NULL});
 	c->m_throttles = metric_counter(
 	    "aws_ebs_csi_api_request_throttles_total",
 	    "EBS CSI driver's AWS API requests that failed throttled (after the retries).",
-	    (const char *[]){"request", NULL});
+	    (const char *[]){"operation_name", NULL});
 	if ((r = aws_client_new(ao, &c->aws)) < 0)
 		return r;
 	const char *ep = getenv("AWS_EC2_ENDPOINT");

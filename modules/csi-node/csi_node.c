@@ -161,6 +161,7 @@ static int gather_metadata(struct csi_node_meta *m, struct aws_client **ret_aws)
 	bool need_aws = describe_types && attach_limit < 0;
 
 	if ((!complete || need_aws) && source_enabled("imds")) {
+		aws_metrics_family_set(AWS_METRICS_EBS_CSI); /* the EBS CSI driver's names */
 		if ((r = aws_client_new(&(struct aws_client_opts){.user_agent = "csi-node"},
 					&aws)) < 0) {
 			log_warn("cannot create the AWS client", KV_E(r));

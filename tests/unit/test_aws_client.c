@@ -613,3 +613,22 @@ TEST(aws_call_cancelled_in_flight_and_in_a_retry_wait)
 	ASSERT_LE(requests, 2); /* 2 when the random delay was under a few ms */
 	ASSERT_CONTAINS(err.message, "canceled");
 }
+
+/* cloud-provider-aws's request label values: snake case, DescribeInstances singular */
+TEST(aws_metric_request_name_snake_case)
+{
+	char out[64];
+
+	aws_metric_request_name("DescribeInstances", out, sizeof(out));
+	ASSERT_STREQ(out, "describe_instance");
+	aws_metric_request_name("DescribeRouteTables", out, sizeof(out));
+	ASSERT_STREQ(out, "describe_route_tables");
+	aws_metric_request_name("CreateTags", out, sizeof(out));
+	ASSERT_STREQ(out, "create_tags");
+	aws_metric_request_name("DescribeLoadBalancersV2", out, sizeof(out));
+	ASSERT_STREQ(out, "describe_load_balancers_v2");
+	aws_metric_request_name("DescribeVpcs", out, sizeof(out));
+	ASSERT_STREQ(out, "describe_vpcs");
+	aws_metric_request_name("CreateSecurityGroup", out, 8);
+	ASSERT_STREQ(out, "create"); /* cut, never overrun */
+}
