@@ -20,6 +20,7 @@
 #define EBS_MAX_FLAGS 128
 
 static const char ebs_usage[] =
+	"aws-k8s ebs-csi-driver [controller|node|all|pre-stop-hook] [flags]\n\n"
 	"Runs the EBS CSI driver as its upstream binary (aws-ebs-csi-driver) does: the first\n"
 	"argument is the mode, as the upstream Helm chart passes it.\n\n"
 	"  controller     the Identity and Controller services: aws-k8s csi-controller\n"
