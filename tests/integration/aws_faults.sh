@@ -27,9 +27,9 @@ run_to "$T/t1.json" --print-metrics ec2 DescribeInstances
 	|| fail "cloudprovider_aws_api_throttled_requests_total counts the 2 throttled replies" "$(grep throttled "$T/t1.json.err")"
 [ "$(M "$T/t1.json.err" 'aws_k8s_aws_api_retries_total{request="DescribeInstances"}')" = 2 ] \
 	&& ok "aws_k8s_aws_api_retries_total counts 2 retries" || fail "aws_k8s_aws_api_retries_total counts 2 retries" "$(grep retries "$T/t1.json.err")"
-[ "$(M "$T/t1.json.err" 'cloudprovider_aws_api_request_duration_seconds_count{request="DescribeInstances"}')" = 1 ] \
+[ "$(M "$T/t1.json.err" 'cloudprovider_aws_api_request_duration_seconds_count{request="describe_instance"}')" = 1 ] \
 	&& ok "the successful call is one latency observation" || fail "the successful call is one latency observation" "$(grep duration_seconds_count "$T/t1.json.err")"
-[ "$(M "$T/t1.json.err" 'cloudprovider_aws_api_request_errors{request="DescribeInstances"}')" = 0 ] \
+[ "$(M "$T/t1.json.err" 'cloudprovider_aws_api_request_errors{request="describe_instance"}')" = 0 ] \
 	&& ok "no request error counted for a call that succeeded" || fail "no request error counted for a call that succeeded"
 
 reset_proxy
@@ -54,7 +54,7 @@ run_to "$T/v1.json" --print-metrics ec2 CreateVolume AvailabilityZone=us-east-1a
 [ $RC -eq 1 ] && grep -q "InvalidParameterValue: bad size (HTTP 400" "$T/v1.json.err" && ok "a validation error fails with its code and message" \
 	|| fail "a validation error fails with its code and message" "rc=$RC $(head -n 2 "$T/v1.json.err")"
 [ "$(proxy_calls ec2:CreateVolume)" = 1 ] && ok "a validation error is not retried (1 call)" || fail "a validation error is not retried (1 call)" "$(proxy_calls ec2:CreateVolume)"
-[ "$(M "$T/v1.json.err" 'cloudprovider_aws_api_request_errors{request="CreateVolume"}')" = 1 ] \
+[ "$(M "$T/v1.json.err" 'cloudprovider_aws_api_request_errors{request="create_volume"}')" = 1 ] \
 	&& ok "cloudprovider_aws_api_request_errors counts the failed call" || fail "cloudprovider_aws_api_request_errors counts the failed call"
 [ "$(M "$T/v1.json.err" 'aws_k8s_aws_api_retries_total{request="CreateVolume"}')" = 0 ] \
 	&& ok "no retry counted for the validation error" || fail "no retry counted for the validation error"
@@ -132,7 +132,7 @@ calls=$(proxy_calls ec2:DescribeRegions)
 [ "$(M "$T/b1.json.err" 'aws_k8s_aws_api_retry_quota_exhausted_total')" = 10 ] \
 	&& ok "aws_k8s_aws_api_retry_quota_exhausted_total counts the 10 refused retries" \
 	|| fail "aws_k8s_aws_api_retry_quota_exhausted_total counts the 10 refused retries" "$(grep quota "$T/b1.json.err")"
-[ "$(M "$T/b1.json.err" 'cloudprovider_aws_api_request_errors{request="DescribeRegions"}')" = 60 ] \
+[ "$(M "$T/b1.json.err" 'cloudprovider_aws_api_request_errors{request="describe_regions"}')" = 60 ] \
 	&& ok "all 60 failed calls are counted as errors" || fail "all 60 failed calls are counted as errors"
 
 t_summary
