@@ -118,7 +118,7 @@ kas_ctl DELETE faults >/dev/null
 
 # at start-up: DescribeInstanceTypes (the attach limit) hangs at the proxy
 hang DescribeInstanceTypes
-node_start csi-node-startup
+node_start csi-node-startup --describe-instance-type=true # opt-in since csi-node follows upstream (no EC2 call by default)
 check "csi-node at start-up: a DescribeInstanceTypes hangs at the proxy" held DescribeInstanceTypes
 term "csi-node at start-up" "$(cat "$T_TMP/csi-node-startup.pid")" "$T_TMP/csi-node-startup.log"
 clear_faults

@@ -25,6 +25,7 @@ Error order, as the real server reports them:
 """
 import json
 import re
+import threading
 
 from . import proto
 
@@ -117,13 +118,18 @@ class Schema:
 
     def __init__(self):
         self.cache = {}
+        # A table is published (empty) before it is filled, so that a type that refers to
+        # itself compiles; the re-entrant lock keeps other threads (the server answers
+        # requests on several) from reading a table that is still empty.
+        self.lock = threading.RLock()
 
     def fields(self, name):
-        f = self.cache.get(name)
-        if f is None:
-            f = self.cache[name] = {}
-            f.update(self._compile(name))
-        return f
+        with self.lock:
+            f = self.cache.get(name)
+            if f is None:
+                f = self.cache[name] = {}
+                f.update(self._compile(name))
+            return f
 
     def _compile(self, name):
         if name.startswith(CRD_PREFIX):
