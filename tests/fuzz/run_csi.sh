@@ -24,7 +24,7 @@ CFLAGS="-std=gnu17 -O1 -g -D_GNU_SOURCE -I. -Ibuild/default/gen $(pkg-config --c
 B=$out FUZZ_LOG=$out/csi_build.log
 . tests/fuzz/lib.sh
 if ! fuzz_objects common/base/*.c common/aws/*.c common/http/*.c common/metrics/*.c \
-	common/grpc/*.c common/csi/*.c modules/csi-controller/*.c \
+	common/grpc/*.c common/kube/*.c common/csi/*.c modules/csi-controller/*.c \
 	build/default/gen/common/csi/csi.pb-c.c; then
 	echo "FAIL - the fuzz harness builds ($fuzz_failed)"
 	tail -n 20 "$out/csi_build.log"
