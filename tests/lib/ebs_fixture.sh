@@ -80,7 +80,7 @@ ebs_fixture_detach() {
 # then detach every loop device still attached.
 ebs_fixture_cleanup() {
 	local f id
-	grep -o " $T_TMP[^ ]*" /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l 2>/dev/null
+	grep -o " ${T_TMP}[^ ]*" /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l 2>/dev/null
 	for f in "$EBS_FIXTURE_FILES"/*.loop; do
 		[ -e "$f" ] || continue
 		id=$(basename "$f" .loop)
