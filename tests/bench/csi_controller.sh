@@ -21,7 +21,7 @@ BENCH_RUNS=${BENCH_RUNS:-5}
 
 # spread VALUES...: "min / median / max" (numbers; the median of an even count is the lower)
 spread() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {if (!NR) {print "-"; exit} printf "%s / %s / %s\n", v[1], v[int((NR+1)/2)], v[NR]}'; }
-count_of() { tb_json "$FAULTPROXY_URL/_control/calls?log=0" | jq -r --arg a "$1" '.counts[$a] // 0'; }
+count_of() { tb_json "$FAULTPROXY_URL/_control/calls?log=0" | jq -r --arg a "$1" '[.counts | to_entries[] | select(.key == $a or (.key | endswith(":" + $a))) | .value] | add // 0'; }
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 anon_kib() { awk '/^Anonymous/ {print $2}' "/proc/$1/smaps_rollup"; }
