@@ -7,6 +7,8 @@
 #   3. the AWS calls made for PUBS (default 100) concurrent ControllerPublishVolume requests
 #      (10 instances, PUBS/10 volumes each), counted per action by the fault proxy, with the
 #      batching helper on (the default) and off (--batching=false, upstream's default).
+# Figures 2 and 3 (batched) are measured BENCH_RUNS times (default 5; fresh volumes each run)
+# and printed as min / median / max; PAIRS=0 skips figure 1.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 . "$(dirname "$0")/../integration/csi_controller_lib.sh"
@@ -15,6 +17,11 @@ PAIRS=${PAIRS:-1000}
 PAR=${PAR:-16}
 CALLS=${CALLS:-20000}
 PUBS=${PUBS:-100}
+BENCH_RUNS=${BENCH_RUNS:-5}
+
+# spread VALUES...: "min / median / max" (numbers; the median of an even count is the lower)
+spread() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {if (!NR) {print "-"; exit} printf "%s / %s / %s\n", v[1], v[int((NR+1)/2)], v[NR]}'; }
+count_of() { tb_json "$FAULTPROXY_URL/_control/calls?log=0" | jq -r --arg a "$1" '[.counts | to_entries[] | select(.key == $a or (.key | endswith(":" + $a))) | .value] | add // 0'; }
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 anon_kib() { awk '/^Anonymous/ {print $2}' "/proc/$1/smaps_rollup"; }
@@ -32,6 +39,7 @@ idle_anon=$(anon_kib "$CTRL_PID")
 echo "idle RSS: $idle KiB (anonymous $idle_anon KiB)"
 
 # ---- 1. create/delete pairs ----
+if ((PAIRS > 0)); then
 echo "running $PAIRS CreateVolume/DeleteVolume pairs, $PAR at a time..."
 tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
 t0=$(date +%s.%N)
@@ -48,21 +56,28 @@ pair_calls=$(counts)
 left=$(moto_py 'print(len(ec2.describe_volumes(Filters=[{"Name":"tag-key","Values":["CSIVolumeName"]}])["Volumes"]))')
 echo "RSS after $PAIRS pairs: $after KiB ($failed pairs failed, $left volumes left); $(echo "$t1 - $t0" | bc) s"
 echo "AWS calls for the pairs: $pair_calls"
+else
+	after=$idle after_anon=$idle_anon
+fi
 
 # ---- 2. GetPluginInfo rate ----
-r1=$(cc --count "$CALLS" --parallel 1 get-plugin-info | jq -r .per_second)
-r4=$(cc --count "$CALLS" --parallel 4 get-plugin-info | jq -r .per_second)
-echo "GetPluginInfo: $r1 calls/s (1 in flight), $r4 calls/s (4 in flight)"
+r1s=() r4s=()
+for ((run = 1; run <= BENCH_RUNS; run++)); do
+	r1=$(cc --count "$CALLS" --parallel 1 get-plugin-info | jq -r '.per_second | floor')
+	r4=$(cc --count "$CALLS" --parallel 4 get-plugin-info | jq -r '.per_second | floor')
+	r1s+=("$r1") r4s+=("$r4")
+	echo "GetPluginInfo run $run: $r1 calls/s (1 in flight), $r4 calls/s (4 in flight)"
+done
 rss_rate=$(rss_kib "$CTRL_PID")
 
 # ---- 3. concurrent publishes ----
-setup=$(moto_py '
+make_setup() { moto_py '
 n = int(sys.argv[1])
 insts = [run_instance(InstanceType="m5.large", Placement={"AvailabilityZone": "us-east-1a"}) for _ in range(10)]
 vols = [ec2.create_volume(AvailabilityZone="us-east-1a", Size=1, VolumeType="gp3")["VolumeId"] for _ in range(n)]
 for i, v in enumerate(vols):
     print(v, insts[i % 10])
-' "$PUBS")
+' "$PUBS"; }
 publish_all() {
 	local pids=() v i
 	while read -r v i; do
@@ -80,16 +95,22 @@ unpublish_all() {
 	wait "${pids[@]}"
 }
 : >"$T_TMP/pub.err"
-tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
-t0=$(date +%s.%N)
-publish_all
-t1=$(date +%s.%N)
-pub_total=$(total)
-pub_counts=$(counts)
-pub_err=$(grep -c 'rpc error' "$T_TMP/pub.err")
-attached=$(moto_py 'print(sum(1 for v in ec2.describe_volumes(VolumeIds=sys.argv[1:])["Volumes"] if v["Attachments"]))' $(awk '{print $1}' <<<"$setup"))
-echo "$PUBS concurrent ControllerPublishVolume (batching on): $pub_total AWS calls in $(echo "$t1 - $t0" | bc) s ($pub_err errors, $attached attached): $pub_counts"
-unpublish_all
+tots=() attach=() dinst=() dvol=()
+for ((run = 1; run <= BENCH_RUNS; run++)); do
+	setup=$(make_setup)
+	tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+	t0=$(date +%s.%N)
+	publish_all
+	t1=$(date +%s.%N)
+	pub_total=$(total)
+	pub_counts=$(counts)
+	tots+=("$pub_total")
+	attach+=("$(count_of AttachVolume)") dinst+=("$(count_of DescribeInstances)") dvol+=("$(count_of DescribeVolumes)")
+	pub_err=$(grep -c 'rpc error' "$T_TMP/pub.err")
+	attached=$(moto_py 'print(sum(1 for v in ec2.describe_volumes(VolumeIds=sys.argv[1:])["Volumes"] if v["Attachments"]))' $(awk '{print $1}' <<<"$setup"))
+	echo "run $run: $PUBS concurrent ControllerPublishVolume (batching on): $pub_total AWS calls in $(echo "$t1 - $t0" | bc) s ($pub_err errors so far, $attached attached): $pub_counts"
+	unpublish_all
+done
 
 kill "$CTRL_PID"
 wait "$CTRL_PID" 2>/dev/null
@@ -107,7 +128,11 @@ echo "== csi-controller figures"
 printf '%-62s %s\n' "RSS idle" "$((idle / 1024)) MiB ($idle KiB; anonymous $idle_anon KiB, the rest shared library text)"
 printf '%-62s %s\n' "RSS after $PAIRS CreateVolume/DeleteVolume pairs" "$((after / 1024)) MiB ($after KiB; anonymous $after_anon KiB)"
 printf '%-62s %s\n' "RSS after the GetPluginInfo runs" "$((rss_rate / 1024)) MiB ($rss_rate KiB)"
-printf '%-62s %s\n' "GetPluginInfo over the socket, 1 in flight" "$r1 calls/s"
-printf '%-62s %s\n' "GetPluginInfo over the socket, 4 in flight" "$r4 calls/s"
-printf '%-62s %s\n' "AWS calls, $PUBS concurrent ControllerPublishVolume (batched)" "$pub_total"
+echo "(min / median / max over $BENCH_RUNS runs)"
+printf '%-62s %s\n' "GetPluginInfo over the socket, 1 in flight" "$(spread "${r1s[@]}") calls/s"
+printf '%-62s %s\n' "GetPluginInfo over the socket, 4 in flight" "$(spread "${r4s[@]}") calls/s"
+printf '%-62s %s\n' "AWS calls, $PUBS concurrent ControllerPublishVolume (batched)" "$(spread "${tots[@]}")"
+printf '%-62s %s\n' "  AttachVolume" "$(spread "${attach[@]}")"
+printf '%-62s %s\n' "  DescribeInstances" "$(spread "${dinst[@]}")"
+printf '%-62s %s\n' "  DescribeVolumes" "$(spread "${dvol[@]}")"
 printf '%-62s %s\n' "AWS calls, $PUBS concurrent ControllerPublishVolume (unbatched)" "$nb_total"
