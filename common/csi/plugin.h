@@ -36,7 +36,7 @@ struct csi_common_flags {
 	char *metrics_key;     /* --metrics-key-file */
 	long long health_port; /* --health-port: /healthz as livenessprobe serves it; 0: off */
 	char *driver_name;     /* --driver-name */
-	bool otel;	       /* --enable-otel-tracing (accepted, no effect) */
+	bool otel;	       /* --enable-otel-tracing (accepted, no effect: named in the warning) */
 };
 extern struct csi_common_flags csi_flags;
 
@@ -57,7 +57,7 @@ extern struct csi_common_flags csi_flags;
 	{ "driver-name", FLAG_STRING, &csi_flags.driver_name, CSI_DRIVER_NAME_DEFAULT,            \
 	  "CSI_DRIVER_NAME", "The CSI driver name reported by GetPluginInfo." },                  \
 	{ "enable-otel-tracing", FLAG_BOOL, &csi_flags.otel, "false", NULL,                       \
-	  "Accepted for compatibility; tracing is not implemented." }
+	  "Enable OpenTelemetry tracing (configured by the OTEL_* variables).", .no_effect = true }
 /* clang-format on */
 
 /* Serves the Identity service plus `methods` (userdata `ud`) on --endpoint, and the HTTP
