@@ -11,7 +11,9 @@
 # that `<binary> [mode] --help` lists; it starts (no exit 2, no usage error) and comes up (the
 # CSI socket answers GetPluginInfo and Probe, the node reports the instance; the ccm serves
 # /healthz, syncs its Node informer and holds its Lease with the cluster ID of its cloud config
-# or of the instance's tags); the flags it accepts without an effect are named at most once,
+# or of the instance's tag - two different IDs here); its AWS credentials come from where the
+# manifest says (a Secret's keys in its environment, else the instance profile); the flags it
+# accepts without an effect are named at most once,
 # in its one start-up warning (the list is printed as "note - ..." lines); flags and variables
 # with an effect are checked where cheap (metrics endpoints, tags on a created volume,
 # DISABLE_TAINT_WATCHER, the untainting of the Node, --logging-format=json, the preStop hook);
@@ -30,7 +32,8 @@ python3 -c 'import yaml' 2>/dev/null || { skip "upstream manifests" "python3 has
 DATA=$T_ROOT/tests/data/manifests/upstream
 MR=$T_ROOT/tests/lib/manifest_run.py
 IMAGE=aws-k8s:test
-CLUSTER=3b5e8a1c-6f2d-4e9a-9c1b-7d4f2a8e6b10 # the Deckhouse manifests' clusterUUID
+CLUSTER=3b5e8a1c-6f2d-4e9a-9c1b-7d4f2a8e6b10 # the Deckhouse manifests' clusterUUID (cloud config)
+TAG_CLUSTER=chart-cluster                    # the instance's cluster tag (a ccm without config)
 TAINT=ebs.csi.aws.com/agent-not-ready
 USAGE_ERR="unknown flag|invalid [a-zA-Z]+ value|needs a value|unexpected argument|unknown mode|Usage:"
 expect() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "got '$3', want '$2'"; fi; }
@@ -45,7 +48,7 @@ i = run_instance(InstanceType="m5.large", Placement={"AvailabilityZone": "us-eas
                  IamInstanceProfile={"Name": "node"},
                  tags={"Name": "node", "kubernetes.io/cluster/" + sys.argv[1]: "owned"})
 d = ec2.describe_instances(InstanceIds=[i])["Reservations"][0]["Instances"][0]
-print(i, d["PrivateDnsName"])' "$CLUSTER")
+print(i, d["PrivateDnsName"])' "$TAG_CLUSTER")
 read -r IID NODE <<<"$inst"
 [[ $IID == i-* && -n $NODE ]] && peer ok "moto instance $IID ($NODE)" || { peer fail "moto instance" "$inst"; t_summary; }
 if imds_start --from-moto "$MOTO_URL" --instance-id "$IID"; then
@@ -239,9 +242,12 @@ ccm_checks() {
 	[ -n "$(kc -n kube-system get lease cloud-controller-manager -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)" ] &&
 		ok "$id: holds the Lease kube-system/cloud-controller-manager" ||
 		fail "$id: holds the Lease kube-system/cloud-controller-manager"
-	grep -qE "AWS cloud provider.*cluster=\"?$CLUSTER" "$LOG" &&
-		ok "$id: cluster ID $CLUSTER (its cloud config, else its instance's tags)" ||
-		fail "$id: cluster ID $CLUSTER" "$(grep -a "AWS cloud provider\|cluster" "$LOG" | head -n 3)"
+	# with --cloud-config, its KubernetesClusterID; without, the tag of its own instance
+	want=$TAG_CLUSTER
+	jq -e '.argv[] | select(startswith("--cloud-config="))' <<<"$json" >/dev/null && want=$CLUSTER
+	grep -qE "AWS cloud provider.*cluster=\"?$want\"" "$LOG" &&
+		ok "$id: cluster ID $want (its cloud config, else its instance's tag)" ||
+		fail "$id: cluster ID $want" "$(grep -a "AWS cloud provider\|cluster" "$LOG" | head -n 3)"
 }
 
 # ---- every aws-k8s container of every manifest ----
@@ -303,6 +309,17 @@ while IFS= read -r row <&3; do
 		fail "$id: running, no usage error" "$(grep -aE "$USAGE_ERR" "$LOG" | head -n 2; tail -n 3 "$LOG")"
 	fi
 
+	# the AWS credentials: the keys of its environment (a Secret), else the instance profile
+	# (logged at --v=2 and above, when the first AWS call needs them)
+	if [ "$mode" != node ]; then
+		want=instance-profile
+		jq -e '.container_env.AWS_ACCESS_KEY_ID' <<<"$json" >/dev/null && want=environment
+		got=$(grep -a "using AWS credentials" "$LOG" | grep -oE 'source"?[=:]"[a-z-]+' | head -n 1 | sed -E 's/.*"//')
+		v=$(jq -r '[.argv[] | select(test("^--?v=")) | sub("^--?v=";"") | tonumber] | last // 0' <<<"$json")
+		if [ -n "$got" ] || [ "$v" -ge 2 ]; then
+			expect "$id: AWS credentials from $want" "$want" "$got"
+		fi
+	fi
 	if jq -e '.argv | index("--logging-format=json")' <<<"$json" >/dev/null; then
 		lines=$(grep -c . "$LOG")
 		jsonl=$(jq -R 'fromjson? | objects' "$LOG" 2>/dev/null | jq -s length)
