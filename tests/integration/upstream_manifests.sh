@@ -13,9 +13,8 @@
 # /healthz, syncs its Node informer and holds its Lease with the cluster ID of its cloud config
 # or of the instance's tag - two different IDs here); its AWS credentials come from where the
 # manifest says (a Secret's keys in its environment, else the instance profile); the flags it
-# accepts without an effect are named at most once,
-# in its one start-up warning (the list is printed as "note - ..." lines); flags and variables
-# with an effect are checked where cheap (metrics endpoints, tags on a created volume,
+# accepts without an effect are named at most once, in its one start-up warning (the list is
+# printed as "note - ..." lines); flags and variables with an effect are checked where cheap (metrics endpoints, tags on a created volume,
 # DISABLE_TAINT_WATCHER, the untainting of the Node, --logging-format=json, the preStop hook);
 # SIGTERM stops it with status 0 within 2 s (CSI) or 10 s (ccm). The manifests also pass
 # `kubectl apply --dry-run=server --validate=strict` against the test API server (checks of the
