@@ -179,6 +179,13 @@ class Values:
         return self._get(self.configmap, ns, name)
 
 
+def string(v, what):
+    """A manifest's value where Kubernetes takes only a string (an env value, an arg)."""
+    if not isinstance(v, str):
+        raise Fail("%s: %r is not a string (the API server refuses it: quote it)" % (what, v))
+    return v
+
+
 def expand(s, env):
     """Kubernetes' $(VAR) expansion: a defined variable is replaced, an undefined reference is
     kept as written, $$ is a literal $."""
@@ -195,9 +202,10 @@ def expand(s, env):
             i += 2
         elif nxt == "(":
             end = s.find(")", i + 2)
-            if end < 0:
-                out.append(s[i:])
-                break
+            if end < 0:  # an unclosed reference: "$(" stays, the rest is read on
+                out.append("$(")
+                i += 2
+                continue
             name = s[i + 2:end]
             out.append(env[name] if name in env else "$(%s)" % name)
             i = end + 1
@@ -230,7 +238,7 @@ def resolve_env(obj, c, vals):
     for e in c.get("env") or []:
         name = e["name"]
         if "value" in e or "valueFrom" not in e:
-            env[name] = expand(str(e.get("value", "")), env)
+            env[name] = expand(string(e.get("value", ""), "env " + name), env)
             continue
         vf = e["valueFrom"]
         if "fieldRef" in vf:
@@ -343,13 +351,13 @@ def build(args, objs):
             raise Fail("container %r has no %s exec hook" % (c["name"], args.lifecycle))
         argv = [str(a) for a in hook["command"]]
     else:
-        command = [str(a) for a in c.get("command") or []]
+        command = [string(a, "command") for a in c.get("command") or []]
         if not command:
             if not args.entrypoint:
                 raise Fail("container %r has no command: give --entrypoint (the image's "
                            "ENTRYPOINT)" % c["name"])
             command = [args.entrypoint]
-        argv = [expand(a, env) for a in command + [str(a) for a in c.get("args") or []]]
+        argv = [expand(a, env) for a in command + [string(a, "args") for a in c.get("args") or []]]
     argv += args.extra_arg
     mounts = {}
     path_maps = pairs(args.path_map, "--path-map")
