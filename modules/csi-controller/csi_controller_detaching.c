@@ -1,11 +1,11 @@
-/* Detaches the controller is waiting for, as upstream's aws_ebs_csi_ec2_detach_pending_seconds_total
- * (aws-ebs-csi-driver pkg/metrics/async.go): a series {volume_id, instance_id, attachment_state}
- * per attachment that has not reached "detached" for longer than the threshold (upstream: 60 s),
- * valued at the seconds since the first poll that saw it detaching; attachment_state is the
- * state seen last. The wait loops report each poll (csi_detaching_seen); a pair not polled for
- * 15 minutes is forgotten, as upstream's cache cleanup does. The values are computed at each
- * scrape (a metrics collector), with upstream's aws_ebs_csi_ec2_collector_scrapes_total and
- * aws_ebs_csi_ec2_collector_duration_seconds. */
+/* Detaches the controller is waiting for, as upstream's
+ * aws_ebs_csi_ec2_detach_pending_seconds_total (aws-ebs-csi-driver pkg/metrics/async.go): a series
+ * {volume_id, instance_id, attachment_state} per attachment that has not reached "detached" for
+ * longer than the threshold (upstream: 60 s), valued at the seconds since the first poll that saw
+ * it detaching; attachment_state is the state seen last. The wait loops report each poll
+ * (csi_detaching_seen); a pair not polled for 15 minutes is forgotten, as upstream's cache cleanup
+ * does. The values are computed at each scrape (a metrics collector), with upstream's
+ * aws_ebs_csi_ec2_collector_scrapes_total and aws_ebs_csi_ec2_collector_duration_seconds. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>

@@ -56,10 +56,17 @@ int csi_nvme_parse(const void *page, size_t len, struct csi_nvme_stats *ret)
 {
 	const unsigned char *p = page;
 	uint64_t *const fields[] = {
-	    &ret->read_ops,		&ret->write_ops,	     &ret->read_bytes,
-	    &ret->write_bytes,		&ret->read_time_us,	     &ret->write_time_us,
-	    &ret->ebs_iops_exceeded_us, &ret->ebs_tp_exceeded_us,    &ret->ec2_iops_exceeded_us,
-	    &ret->ec2_tp_exceeded_us,	&ret->queue_length,
+	    &ret->read_ops,
+	    &ret->write_ops,
+	    &ret->read_bytes,
+	    &ret->write_bytes,
+	    &ret->read_time_us,
+	    &ret->write_time_us,
+	    &ret->ebs_iops_exceeded_us,
+	    &ret->ebs_tp_exceeded_us,
+	    &ret->ec2_iops_exceeded_us,
+	    &ret->ec2_tp_exceeded_us,
+	    &ret->queue_length,
 	};
 	int r;
 
@@ -216,12 +223,12 @@ static const struct scalar {
 	size_t off;	/* in struct csi_nvme_stats */
 	double divisor; /* microseconds to seconds: 1e6 */
 } scalars[] = {
-    {"aws_ebs_csi_read_ops_total", "The total number of completed read operations.",
-     METRIC_COUNTER, offsetof(struct csi_nvme_stats, read_ops), 1},
+    {"aws_ebs_csi_read_ops_total", "The total number of completed read operations.", METRIC_COUNTER,
+     offsetof(struct csi_nvme_stats, read_ops), 1},
     {"aws_ebs_csi_write_ops_total", "The total number of completed write operations.",
      METRIC_COUNTER, offsetof(struct csi_nvme_stats, write_ops), 1},
-    {"aws_ebs_csi_read_bytes_total", "The total number of read bytes transferred.",
-     METRIC_COUNTER, offsetof(struct csi_nvme_stats, read_bytes), 1},
+    {"aws_ebs_csi_read_bytes_total", "The total number of read bytes transferred.", METRIC_COUNTER,
+     offsetof(struct csi_nvme_stats, read_bytes), 1},
     {"aws_ebs_csi_write_bytes_total", "The total number of write bytes transferred.",
      METRIC_COUNTER, offsetof(struct csi_nvme_stats, write_bytes), 1},
     {"aws_ebs_csi_read_seconds_total",
@@ -260,9 +267,9 @@ struct csi_nvme_metrics {
 	void *read_ud;
 	struct metric *fam[N_FAMILIES]; /* scalars, read latency, write latency */
 	struct metric *m_scrapes, *m_errors, *m_duration;
-	pthread_mutex_t lock; /* one scrape at a time; guards what follows */
-	unsigned char *page;  /* CSI_NVME_PAGE_SIZE */
-	struct vol *vols;     /* CSI_NVME_MAX_VOLUMES, this scrape's */
+	pthread_mutex_t lock;  /* one scrape at a time; guards what follows */
+	unsigned char *page;   /* CSI_NVME_PAGE_SIZE */
+	struct vol *vols;      /* CSI_NVME_MAX_VOLUMES, this scrape's */
 	char (*shown)[ID_MAX]; /* the volumes with series, CSI_NVME_MAX_VOLUMES */
 	size_t n_shown;
 };
@@ -371,8 +378,8 @@ static int register_families(struct csi_nvme_metrics *m)
 	    NULL, 0);
 	m->fam[N_SCALARS + 1] = metric_histogram(
 	    "aws_ebs_csi_write_io_latency_seconds",
-	    "The number of write operations completed within each latency bin, in seconds.",
-	    labels, NULL, 0);
+	    "The number of write operations completed within each latency bin, in seconds.", labels,
+	    NULL, 0);
 	m->m_scrapes = metric_counter("aws_ebs_csi_nvme_collector_scrapes_total",
 				      "Total number of NVMe collector scrapes.", collector);
 	m->m_errors = metric_counter("aws_ebs_csi_nvme_collector_errors_total",

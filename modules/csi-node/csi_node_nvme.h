@@ -76,8 +76,8 @@ int csi_nvme_hist_buckets(const struct csi_nvme_hist *h, double *le, uint64_t *c
 
 /* Where pages come from: reads the page of volume_id's device (/dev/nvme1n1) into buf (cap
  * bytes). The bytes read, or -errno: -EOPNOTSUPP when the device offers no such page. */
-typedef ssize_t (*csi_nvme_read_fn)(void *ud, const char *device, const char *volume_id,
-				    void *buf, size_t cap);
+typedef ssize_t (*csi_nvme_read_fn)(void *ud, const char *device, const char *volume_id, void *buf,
+				    size_t cap);
 /* The real one: Get Log Page 0xD0 through NVME_IOCTL_ADMIN_CMD on the device. */
 ssize_t csi_nvme_read_ioctl(void *ud, const char *device, const char *volume_id, void *buf,
 			    size_t cap);

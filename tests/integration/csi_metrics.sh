@@ -143,7 +143,8 @@ detach_pending() {
 	sleep 0.5 && curl -s "$url/metrics" >"$P.0"
 	sleep 2 && curl -s "$url/metrics" >"$P.1"
 	sleep 1 && curl -s "$url/metrics" >"$P.2"
-	wait $pid && ok "$3: the slowed detach ends OK" || fail "$3: the slowed detach ends OK" "$(cat "$T_TMP/unpublish.out")"
+	if wait $pid; then ok "$3: the slowed detach ends OK"
+	else fail "$3: the slowed detach ends OK" "$(cat "$T_TMP/unpublish.out")"; fi
 	curl -s "$url/metrics" >"$P.3"
 }
 detach_pending cc "$CTRL_METRICS" controller

@@ -22,6 +22,7 @@
 #                                   devices to link to (NVME_WHY says so)
 #   metric_value FILE SERIES        the value of the series (name{labels} as written) in FILE
 
+# shellcheck disable=SC2034 # the scripts that source this file use it
 METRICS_DATA=$T_ROOT/tests/data/metrics
 
 promtool_check() {
@@ -121,6 +122,7 @@ nvme_fixture() {
 		[ -b "$d" ] && found+=("$d")
 	done
 	if [ ${#found[@]} -lt 2 ]; then
+		# shellcheck disable=SC2034 # for the caller's skip
 		NVME_WHY="two block devices under /dev (loop0, loop1...) are needed to stand for volumes"
 		return 1
 	fi

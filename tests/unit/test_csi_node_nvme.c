@@ -135,8 +135,7 @@ static struct {
 } src;
 
 /* vol-0000000000000000a answers the page; vol-0000000000000000b a page with a bad magic. */
-static ssize_t fake_read(void *ud, const char *device, const char *volume_id, void *buf,
-			 size_t cap)
+static ssize_t fake_read(void *ud, const char *device, const char *volume_id, void *buf, size_t cap)
 {
 	src.calls++;
 	if (strcmp(volume_id, "vol-0000000000000000a") == 0) {
@@ -188,7 +187,8 @@ TEST(csi_nvme_collector_exports_only_good_pages)
 	struct csi_nvme_metrics *m = NULL;
 
 	if (!two_block_devices(&da, &db))
-		TEST_SKIP("two block devices under /dev (loop0, loop1...) are needed for the links");
+		TEST_SKIP(
+		    "two block devices under /dev (loop0, loop1...) are needed for the links");
 	_cleanup_free_ unsigned char *p = good_page(&len);
 	ASSERT_NOT_NULL(p);
 	memcpy(src.page, p, len);
@@ -214,8 +214,9 @@ TEST(csi_nvme_collector_exports_only_good_pages)
 					      .read = fake_read},
 	    &m));
 	const char *const one[] = {"instance_id", NULL};
-	struct metric *errors = metric_counter("aws_ebs_csi_nvme_collector_errors_total",
-					       "Total number of NVMe collector scrape errors.", one);
+	struct metric *errors =
+	    metric_counter("aws_ebs_csi_nvme_collector_errors_total",
+			   "Total number of NVMe collector scrape errors.", one);
 	struct metric *scrapes = metric_counter("aws_ebs_csi_nvme_collector_scrapes_total",
 						"Total number of NVMe collector scrapes.", one);
 	ASSERT_NOT_NULL(errors);
@@ -225,7 +226,8 @@ TEST(csi_nvme_collector_exports_only_good_pages)
 	_cleanup_free_ char *out = scrape();
 	ASSERT_NOT_NULL(out);
 	ASSERT_EQ(src.calls, 2);
-#define SERIES(name) name "{instance_id=\"i-0123456789abcdef0\",volume_id=\"vol-0000000000000000a\"}"
+#define SERIES(name)                                                                               \
+	name "{instance_id=\"i-0123456789abcdef0\",volume_id=\"vol-0000000000000000a\"}"
 	ASSERT_CONTAINS(out, "# TYPE aws_ebs_csi_read_ops_total counter\n" SERIES(
 				 "aws_ebs_csi_read_ops_total") " 1000\n");
 	ASSERT_CONTAINS(out, SERIES("aws_ebs_csi_write_bytes_total") " 8192000\n");
@@ -237,17 +239,20 @@ TEST(csi_nvme_collector_exports_only_good_pages)
 	ASSERT_CONTAINS(out, SERIES("aws_ebs_csi_ec2_exceeded_tp_seconds_total") " 2\n");
 	ASSERT_CONTAINS(out, "# TYPE aws_ebs_csi_volume_queue_length gauge\n" SERIES(
 				 "aws_ebs_csi_volume_queue_length") " 7\n");
-	ASSERT_CONTAINS(out, "aws_ebs_csi_read_io_latency_seconds_bucket{instance_id=\"i-0123456789abcdef0\","
-			     "volume_id=\"vol-0000000000000000a\",le=\"0.002\"} 900\n");
+	ASSERT_CONTAINS(
+	    out, "aws_ebs_csi_read_io_latency_seconds_bucket{instance_id=\"i-0123456789abcdef0\","
+		 "volume_id=\"vol-0000000000000000a\",le=\"0.002\"} 900\n");
 	ASSERT_CONTAINS(out, SERIES("aws_ebs_csi_read_io_latency_seconds_count") " 1000\n");
 	ASSERT_CONTAINS(out, SERIES("aws_ebs_csi_read_io_latency_seconds_sum") " 1.5\n");
-	ASSERT_CONTAINS(out, "aws_ebs_csi_write_io_latency_seconds_bucket{instance_id=\"i-0123456789abcdef0\","
-			     "volume_id=\"vol-0000000000000000a\",le=\"+Inf\"} 2000\n");
+	ASSERT_CONTAINS(
+	    out, "aws_ebs_csi_write_io_latency_seconds_bucket{instance_id=\"i-0123456789abcdef0\","
+		 "volume_id=\"vol-0000000000000000a\",le=\"+Inf\"} 2000\n");
 	/* the bad page: no series at all, one error */
 	ASSERT_NOT_CONTAINS(out, "vol-0000000000000000b");
 	ASSERT_TRUE(metric_value(errors, "i-0123456789abcdef0") == errors0 + 1);
 	ASSERT_TRUE(metric_value(scrapes, "i-0123456789abcdef0") == scrapes0 + 1);
-	ASSERT_CONTAINS(out, "aws_ebs_csi_nvme_collector_duration_seconds_count{instance_id=\"i-0123456789abcdef0\"} ");
+	ASSERT_CONTAINS(out, "aws_ebs_csi_nvme_collector_duration_seconds_count{instance_id=\"i-"
+			     "0123456789abcdef0\"} ");
 
 	/* the volume goes away (its link is removed): its series go with it */
 	ASSERT_EQ(unlink(la), 0);
@@ -289,7 +294,8 @@ TEST(csi_nvme_read_ioctl_not_nvme)
 	const char *da, *db;
 
 	/* a regular file has no NVMe admin interface */
-	ASSERT_ERR(csi_nvme_read_ioctl(NULL, "/dev/null", "vol-0abc", buf, sizeof(buf)), EOPNOTSUPP);
+	ASSERT_ERR(csi_nvme_read_ioctl(NULL, "/dev/null", "vol-0abc", buf, sizeof(buf)),
+		   EOPNOTSUPP);
 	ASSERT_ERR(csi_nvme_read_ioctl(NULL, "/nonexistent/dev", "vol-0abc", buf, sizeof(buf)),
 		   ENOENT);
 	if (two_block_devices(&da, &db) && access(da, R_OK) == 0)
