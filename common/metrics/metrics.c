@@ -19,6 +19,9 @@ struct series {
 	double sum;    /* histogram */
 	uint64_t count;
 	uint64_t *buckets; /* cumulative at write time; per-bucket counts here */
+	double *bounds;	   /* a histogram series set whole (metric_histogram_set): its own
+			      bounds, nbounds of them; NULL: the family's */
+	size_t nbounds;
 	uint64_t hash;
 	struct series *chain;
 	struct series *next; /* insertion order */
@@ -46,6 +49,9 @@ struct collector {
 };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Held for reading while collectors run, for writing to remove one: once
+ * metrics_remove_collector returns, the collector is not running and will not run. */
+static pthread_rwlock_t collect_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct metric *families, *families_last;
 static struct collector collectors[32];
 static size_t ncollectors;
@@ -72,6 +78,7 @@ static void series_free(struct series *s, size_t nlabels)
 		free(s->values[i]);
 	free(s->values);
 	free(s->buckets);
+	free(s->bounds);
 	free(s);
 }
 
@@ -265,8 +272,10 @@ static void update(struct metric *m, enum update_op op, double v, va_list ap)
 	} else if (s && op == OP_SET) {
 		s->value = v;
 	} else if (s) {
-		for (size_t i = 0; i < m->nbounds; i++)
-			if (v <= m->bounds[i]) {
+		const double *bounds = s->bounds ? s->bounds : m->bounds;
+		size_t nb = s->bounds ? s->nbounds : m->nbounds;
+		for (size_t i = 0; i < nb; i++)
+			if (v <= bounds[i]) {
 				s->buckets[i]++;
 				break;
 			}
@@ -307,6 +316,55 @@ void metric_observe(struct metric *m, double v, ...)
 	va_start(ap, v);
 	update(m, OP_OBSERVE, v, ap);
 	va_end(ap);
+}
+
+int metric_histogram_set(struct metric *m, const double *le, const uint64_t *cum, size_t n,
+			 uint64_t count, double sum, ...)
+{
+	const char *vals[MAX_LABELS];
+	double *bounds;
+	uint64_t *buckets;
+	va_list ap;
+
+	if (!m || m->type != METRIC_HISTOGRAM || n > METRIC_MAX_BUCKETS || (n && (!le || !cum)) ||
+	    isnan(sum))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (isnan(le[i]) || isinf(le[i]) || cum[i] > count ||
+		    (i && (le[i] <= le[i - 1] || cum[i] < cum[i - 1])))
+			return -EINVAL;
+	bounds = malloc((n ? n : 1) * sizeof(double));
+	buckets = calloc(n ? n : 1, sizeof(uint64_t));
+	if (!bounds || !buckets) {
+		free(bounds);
+		free(buckets);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bounds[i] = le[i];
+		buckets[i] = cum[i] - (i ? cum[i - 1] : 0);
+	}
+	va_start(ap, sum);
+	collect_values(m, ap, vals);
+	va_end(ap);
+	pthread_mutex_lock(&m->lock);
+	struct series *s = series_get(m, vals, true);
+	if (s) {
+		free(s->buckets);
+		free(s->bounds);
+		s->buckets = buckets;
+		s->bounds = bounds;
+		s->nbounds = n;
+		s->count = count;
+		s->sum = sum;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (!s) {
+		free(bounds);
+		free(buckets);
+		return -ENOSPC;
+	}
+	return 0;
 }
 
 double metric_value(struct metric *m, ...)
@@ -359,6 +417,21 @@ void metric_remove(struct metric *m, ...)
 	pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_remove_collector(void (*fn)(void *ud), void *ud)
+{
+	pthread_rwlock_wrlock(&collect_lock);
+	pthread_mutex_lock(&reg_lock);
+	for (size_t i = 0; i < ncollectors; i++)
+		if (collectors[i].fn == fn && collectors[i].ud == ud) {
+			memmove(&collectors[i], &collectors[i + 1],
+				(ncollectors - i - 1) * sizeof(collectors[0]));
+			ncollectors--;
+			break;
+		}
+	pthread_mutex_unlock(&reg_lock);
+	pthread_rwlock_unlock(&collect_lock);
+}
+
 void metrics_add_collector(void (*fn)(void *ud), void *ud)
 {
 	pthread_mutex_lock(&reg_lock);
@@ -388,21 +461,29 @@ static int put_escaped(struct buf *out, const char *s, bool quote_too)
 	return r;
 }
 
+/* v as the text format writes it: the shortest form that reads back as the same double. */
+static void format_number(char s[32], double v)
+{
+	if (isnan(v)) {
+		snprintf(s, 32, "NaN");
+	} else if (isinf(v)) {
+		snprintf(s, 32, "%s", v > 0 ? "+Inf" : "-Inf");
+	} else if (v == floor(v) && fabs(v) < 1e15) {
+		snprintf(s, 32, "%.0f", v);
+	} else {
+		for (int prec = 15; prec <= 17; prec++) {
+			snprintf(s, 32, "%.*g", prec, v);
+			if (strtod(s, NULL) == v)
+				break;
+		}
+	}
+}
+
 static int put_number(struct buf *out, double v)
 {
-	if (isnan(v))
-		return buf_puts(out, "NaN");
-	if (isinf(v))
-		return buf_puts(out, v > 0 ? "+Inf" : "-Inf");
-	if (v == floor(v) && fabs(v) < 1e15)
-		return buf_printf(out, "%.0f", v);
-	/* the shortest form that reads back as the same double */
 	char s[32];
-	for (int prec = 15; prec <= 17; prec++) {
-		snprintf(s, sizeof(s), "%.*g", prec, v);
-		if (strtod(s, NULL) == v)
-			break;
-	}
+
+	format_number(s, v);
 	return buf_puts(out, s);
 }
 
@@ -446,12 +527,14 @@ static int write_family(struct buf *out, struct metric *m)
 			r |= buf_putc(out, '\n');
 			continue;
 		}
+		const double *bounds = s->bounds ? s->bounds : m->bounds;
+		size_t nb = s->bounds ? s->nbounds : m->nbounds;
 		uint64_t cum = 0;
-		for (size_t i = 0; i <= m->nbounds; i++) {
+		for (size_t i = 0; i <= nb; i++) {
 			char le[32];
-			if (i < m->nbounds) {
+			if (i < nb) {
 				cum += s->buckets[i];
-				snprintf(le, sizeof(le), "%g", m->bounds[i]);
+				format_number(le, bounds[i]);
 			} else {
 				cum = s->count;
 				snprintf(le, sizeof(le), "+Inf");
@@ -478,12 +561,14 @@ int metrics_write(struct buf *out)
 	size_t n;
 	int r = 0;
 
+	pthread_rwlock_rdlock(&collect_lock);
 	pthread_mutex_lock(&reg_lock);
 	n = ncollectors;
 	memcpy(cs, collectors, n * sizeof(cs[0]));
 	pthread_mutex_unlock(&reg_lock);
 	for (size_t i = 0; i < n; i++)
 		cs[i].fn(cs[i].ud);
+	pthread_rwlock_unlock(&collect_lock);
 	pthread_mutex_lock(&reg_lock);
 	/* families are never freed while the process runs (but for metrics_reset in tests) */
 	struct metric *m = families;

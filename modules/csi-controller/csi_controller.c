@@ -36,7 +36,7 @@ static const char ctrl_usage[] =
 static char **f_extra_tags, **f_extra_volume_tags;
 static char *f_cluster_id, *f_user_agent;
 static bool f_sdk_debug, f_warn_invalid_tag, f_batching, f_deprecated_metrics;
-static int64_t f_modify_timeout, f_imds_retry;
+static int64_t f_modify_timeout, f_imds_retry, f_detach_metric_after;
 static char **f_sources;
 
 const struct flag csi_controller_flags[] = {
@@ -71,6 +71,9 @@ const struct flag csi_controller_flags[] = {
     {"metadata-retry-timeout", FLAG_DURATION, &f_imds_retry, "10s", NULL,
      "(aws-k8s) How long the instance metadata service is retried, with backoff, before the "
      "next metadata source is asked."},
+    {"detach-pending-metric-after", FLAG_DURATION, &f_detach_metric_after, "60s", NULL,
+     "(aws-k8s) A detach still pending after this long shows in the metric "
+     "aws_ebs_csi_ec2_detach_pending_seconds_total (upstream: 60s, fixed)."},
     LOG_FLAGS,
     {NULL},
 };
@@ -115,6 +118,7 @@ int csi_controller_configure(struct csi_ctrl *c, const char *component)
 	c->tag_opts.warn_on_invalid_tag = f_warn_invalid_tag;
 	c->modify_window_ns = f_modify_timeout;
 	c->batching = f_batching;
+	c->detach_metric_after_ns = f_detach_metric_after > 0 ? f_detach_metric_after : -1;
 	/* the region: AWS_REGION, else the first of --metadata-sources that answers */
 	const char *env_region = getenv("AWS_REGION");
 	char region[CSI_REGION_MAX] = "", why[2048];

@@ -16,6 +16,7 @@
  *                             CSI view of EC2 items
  *   csi_controller_params.c   CreateVolume parameters, sizes, IOPS, zones, tags, tokens (pure)
  *   csi_controller_devices.c  device-name allocation per node (pure)
+ *   csi_controller_detaching.c the detaches waited for, as upstream's detach-pending metric
  *   csi_controller_ec2.c      EC2 calls (replies parsed by common/aws/ec2.h) */
 #pragma once
 #include <stdbool.h>
@@ -147,6 +148,20 @@ void csi_devices_mark_bad(struct csi_devices *d, const char *node, const char *n
 int64_t csi_devices_held_since(struct csi_devices *d, const char *node, const char *volume);
 /* Names held right now on a node (tests). */
 size_t csi_devices_held(struct csi_devices *d, const char *node);
+
+/* ---- detaches pending, in the metrics (csi_controller_detaching.c) ---- */
+
+/* At most this many (volume, instance) pairs are tracked at once. */
+#define CSI_DETACHING_MAX 4096
+struct csi_detaching;
+/* Registers aws_ebs_csi_ec2_detach_pending_seconds_total and its collector's two families, and
+ * the collector: a pair pending for longer than threshold_ns is exported at each scrape. */
+int csi_detaching_new(int64_t threshold_ns, struct csi_detaching **ret);
+void csi_detaching_free(struct csi_detaching *d);
+/* A poll of a detach from instance saw the attachment in state (EC2's attachment state:
+ * "detaching", "busy", "attached"...); NULL, "" or "detached": it is done (forgotten). */
+void csi_detaching_seen(struct csi_detaching *d, const char *volume, const char *instance,
+			const char *state);
 
 /* ---- what the calls share (csi_controller_call.c) ---- */
 

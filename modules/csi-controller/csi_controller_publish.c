@@ -85,7 +85,8 @@ static bool attachment_settled(struct csi_ctrl *c, const struct ec2_volume *v, c
 }
 
 /* Polls until the volume's attachment to node is in state `want` ("attached") at device (NULL:
- * any), or gone when want is NULL. */
+ * any), or gone when want is NULL; a detach's polls go to the detach-pending metric (which
+ * keeps a detach the wait gave up on until a later poll sees it done). */
 static enum csi_code wait_attachment(struct csi_ctrl *c, const struct csi_ctrl_call *call,
 				     const char *volume, const char *node, const char *want,
 				     const char *device, char ret_device[32], struct csi_error *err)
@@ -98,11 +99,17 @@ static enum csi_code wait_attachment(struct csi_ctrl *c, const struct csi_ctrl_c
 		struct ec2_volume v = {0};
 		aws_error_clear(&aerr);
 		r = ec2_describe_volume(c, volume, &v, &aerr);
-		if (r == -ENOENT && !want)
+		if (r == -ENOENT && !want) {
+			csi_detaching_seen(c->detaching, volume, node, NULL);
 			return csi_error_ok(err);
+		}
 		if (r < 0)
 			return ctrl_aws_fail(err, r, &aerr, "describing the volume", CSI_NOT_FOUND,
 					     CSI_INTERNAL);
+		if (!want) {
+			const struct ec2_attachment *a = find_att(&v, node);
+			csi_detaching_seen(c->detaching, volume, node, a ? a->state : NULL);
+		}
 		bool settled = attachment_settled(c, &v, node, want, device, ret_device, err);
 		ec2_volume_release(&v);
 		if (settled)
@@ -278,7 +285,9 @@ enum csi_code csi_ctrl_publish(struct csi_ctrl *c, const struct csi_ctrl_call *c
 	snprintf(key, sizeof(key), "pub/%s/%s", volume_id, node_id);
 	if (ctrl_lock(c, key, err, "volume %s on node %s", volume_id, node_id) != CSI_OK)
 		return err->code;
-	publish_locked(c, call, volume_id, node_id, cap, ret_device, err);
+	/* attached: a detach from this node seen pending before is over */
+	if (publish_locked(c, call, volume_id, node_id, cap, ret_device, err) == CSI_OK)
+		csi_detaching_seen(c->detaching, volume_id, node_id, NULL);
 	ctrl_unlock(c, key);
 	return err->code;
 }
@@ -330,6 +339,9 @@ static enum csi_code unpublish_locked(struct csi_ctrl *c, const struct csi_ctrl_
 			csi_devices_release(c->devices, node_id, volume_id);
 	}
 	ec2_volume_release(&v);
+	/* detached (or gone): no detach pending any more, whoever saw it end */
+	if (err->code == CSI_OK && *node_id)
+		csi_detaching_seen(c->detaching, volume_id, node_id, NULL);
 	return err->code;
 }
 

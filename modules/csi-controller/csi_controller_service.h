@@ -38,6 +38,7 @@ struct aws_batcher;
 struct cancel;
 struct aws_batch_kind;
 struct csi_devices;
+struct csi_detaching;
 struct coalescer;
 struct keylock;
 struct metric;
@@ -65,6 +66,9 @@ struct csi_ctrl {
 	int64_t stuck_attaching_ns; /* attaching longer than this: detach and fail (90 s) */
 	int64_t create_timeout_ns;  /* bound on waiting for available (150 s) */
 	int64_t poll_scale;	    /* tests: divides the waits between polls (1 normally) */
+	/* a detach pending longer than this shows in the detach-pending metric (60 s, as
+	 * upstream; --detach-pending-metric-after); negative: 0 */
+	int64_t detach_metric_after_ns;
 
 	/* set up by csi_ctrl_setup() */
 	struct aws_client *aws;
@@ -73,6 +77,7 @@ struct csi_ctrl {
 	struct coalescer *coalescer;
 	struct keylock *inflight; /* keys of operations in progress */
 	struct metric *m_requests, *m_errors, *m_throttles;
+	struct csi_detaching *detaching; /* detaches waited for, in the metrics */
 	struct csi_batch_fetch fetchers[4];
 
 	pthread_mutex_t lock; /* guards what follows */

@@ -85,6 +85,7 @@ void csi_ctrl_release(struct csi_ctrl *c)
 	aws_batcher_free(c->b_mods);
 	aws_client_free(c->aws);
 	csi_devices_free(c->devices);
+	csi_detaching_free(c->detaching);
 	csi_coalescer_free(c->coalescer);
 	csi_kv_free(c->extra_tags, c->n_extra_tags);
 	keylock_free(c->inflight);
@@ -105,6 +106,8 @@ int csi_ctrl_setup(struct csi_ctrl *c, const struct aws_client_opts *ao)
 		c->create_timeout_ns = 150 * NSEC_PER_SEC;
 	if (!c->poll_scale)
 		c->poll_scale = 1;
+	if (!c->detach_metric_after_ns)
+		c->detach_metric_after_ns = 60 * NSEC_PER_SEC;
 	c->m_requests = metric_histogram("aws_ebs_csi_api_request_duration_seconds",
 					 "EBS CSI driver's AWS API request duration in seconds.",
 					 (const char *[]){"request", NULL}, NULL, 0);
@@ -122,6 +125,8 @@ int csi_ctrl_setup(struct csi_ctrl *c, const struct aws_client_opts *ao)
 		return r;
 	if ((r = keylock_new(CSI_CTRL_MAX_INFLIGHT, &c->inflight)) < 0 ||
 	    (r = csi_devices_new(&c->devices)) < 0 || (r = csi_coalescer_new(&c->coalescer)) < 0 ||
+	    (r = csi_detaching_new(c->detach_metric_after_ns < 0 ? 0 : c->detach_metric_after_ns,
+				   &c->detaching)) < 0 ||
 	    (r = make_batcher(c, 0, &aws_batch_volumes, &c->b_volumes)) < 0 ||
 	    (r = make_batcher(c, 1, &aws_batch_instances, &c->b_instances)) < 0 ||
 	    (r = make_batcher(c, 2, &aws_batch_snapshots, &c->b_snapshots)) < 0 ||

@@ -16,6 +16,7 @@
 #include "common/csi/plugin.h"
 #include "common/kube/kubeflags.h"
 #include "common/kube/rest.h"
+#include "modules/csi-node/csi_node_nvme.h"
 #include "modules/csi-node/csi_node_service.h"
 
 static const char node_usage[] =
@@ -38,7 +39,8 @@ static const char node_usage[] =
 
 static long long attach_limit, reserved;
 static bool legacy_xfs, describe_types;
-static char *mount_prefix, **metadata_sources, *node_id, *zone, *instance_type, *device_dir;
+static char *mount_prefix, **metadata_sources, *node_id, *zone, *instance_type, *device_dir,
+	*nvme_page_dir;
 static int64_t mkfs_timeout;
 
 const struct flag csi_node_flags[] = {
@@ -88,6 +90,9 @@ const struct flag csi_node_flags[] = {
 	{ "device-dir", FLAG_STRING, &device_dir, NULL, NULL,
 	  "(aws-k8s, test mode) Find volume devices through links in this directory instead of "
 	  "/dev/disk/by-id (see above)." },
+	{ "nvme-log-page-dir", FLAG_STRING, &nvme_page_dir, NULL, NULL,
+	  "(aws-k8s, test mode) Read each volume's EBS NVMe statistics (the node's metrics) from "
+	  "the file DIR/<volume id> instead of asking its device." },
 	{ "mkfs-timeout", FLAG_DURATION, &mkfs_timeout, "10m", NULL,
 	  "(aws-k8s) How long mkfs, fsck and resize may run before they are killed." },
 	LOG_FLAGS,
@@ -290,6 +295,16 @@ int csi_node_plugin_init(struct csi_node_plugin *p, const char *component)
 		log_error("cannot set up the node service", KV_E(r));
 		return 1;
 	}
+	struct csi_nvme_metrics_config mc = {
+		.devices = cfg.devices,
+		.instance_id = p->meta.instance_id,
+		.read = nvme_page_dir ? csi_nvme_read_file : NULL,
+		.read_ud = nvme_page_dir,
+	};
+	if ((r = csi_nvme_metrics_new(&mc, &p->nvme)) < 0) {
+		log_error("cannot set up the node's metrics", KV_E(r));
+		return 1;
+	}
 	log_info("node", KV_S("node_id", p->meta.instance_id),
 		 KV_S("zone", p->meta.zone ? p->meta.zone : ""),
 		 KV_S("region", p->meta.region ? p->meta.region : ""),
@@ -299,6 +314,7 @@ int csi_node_plugin_init(struct csi_node_plugin *p, const char *component)
 
 void csi_node_plugin_release(struct csi_node_plugin *p)
 {
+	csi_nvme_metrics_free(p->nvme);
 	csi_node_free(p->node);
 	csi_node_topology_free(p->topo, p->n_topo);
 	aws_client_free(p->aws);

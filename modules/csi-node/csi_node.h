@@ -9,7 +9,8 @@
  *   csi_node_mount.c, csi_node_device.c, csi_node_format.c, csi_node_exec.c,
  *   csi_node_limits.c  the pieces they are made of (csi_node_limits_table.c: the
  *                      instance types' attach limits, as data)
- *   csi_node_taint.c   removing the startup taint from the Node */
+ *   csi_node_taint.c   removing the startup taint from the Node
+ *   csi_node_nvme.c    the node's metrics: each volume's EBS NVMe statistics */
 #pragma once
 #include <cjson/cJSON.h>
 #include <libxml/tree.h>
@@ -47,6 +48,7 @@ struct kube_client;
 
 struct csi_node;
 struct csi_kv;
+struct csi_nvme_metrics;
 
 /* csi-node's flags (CSI_COMMON_FLAGS, its own, LOG_FLAGS), for a command that serves the Node
  * service among others (ebs-csi-driver all) and parses a union of tables. */
@@ -67,6 +69,7 @@ struct csi_node_plugin {
 	struct csi_kv *topo;
 	size_t n_topo;
 	struct csi_node *node;
+	struct csi_nvme_metrics *nvme; /* the EBS NVMe statistics in the metrics */
 };
 /* 0, or the exit code after printing why (2 a bad flag value, 1 no node id or no memory).
  * Release p with csi_node_plugin_release in every case. */

@@ -1,82 +1,24 @@
 #!/usr/bin/env bash
 # tests: product
-# (runs $AWS_K8S ccm through ccm_start in ccm_lib.sh, and csi-controller)
-# The metric names, types and label sets of the AWS calls are upstream's, so that existing
-# dashboards and alerts work: the ccm exports cloud-provider-aws's cloudprovider_aws_api_*
-# (tests/data/metrics/upstream_ccm.txt) and nothing of the EBS CSI driver's, csi-controller
-# the driver's aws_ebs_csi_api_request_* (upstream_ebs_csi.txt) and nothing of the ccm's.
-# Each scrape passes `promtool check metrics` (its one lint about upstream's counter name
-# cloudprovider_aws_api_request_errors, which has no _total suffix, is expected).
+# (runs $AWS_K8S ccm through ccm_start in ccm_lib.sh, csi-controller and csi-node)
+# The metric names, types and label sets are upstream's, so that existing dashboards and alerts
+# work: the ccm exports cloud-provider-aws's cloudprovider_aws_api_* (tests/data/metrics/
+# upstream_ccm.txt) and nothing of the EBS CSI driver's; csi-controller the driver's controller
+# families (upstream_ebs_csi.txt: the AWS calls, and a detach kept pending through the fault
+# proxy for aws_ebs_csi_ec2_detach_pending_seconds_total) and nothing of the node's or the
+# ccm's; csi-node the node's (the EBS NVMe statistics, from a page file in test mode) and
+# nothing of the controller's. Each scrape passes `promtool check metrics` (its one lint about
+# upstream's counter name cloudprovider_aws_api_request_errors, which has no _total suffix, is
+# expected). csi_metrics.sh checks the values and mode all.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 . "$(dirname "$0")/ccm_lib.sh"
 . "$(dirname "$0")/csi_controller_lib.sh"
+. "$(dirname "$0")/metrics_lib.sh"
 
-DATA=$T_ROOT/tests/data/metrics
+DATA=$METRICS_DATA
 command -v promtool >/dev/null || { skip "metrics_names" "promtool is not installed"; t_summary; }
-
-# promtool FILE: the exposition parses and has no lint but upstream's own name
-promtool_check() {
-	local out
-	out=$(promtool check metrics <"$2" 2>&1)
-	out=$(grep -v '^cloudprovider_aws_api_request_errors counter metrics should have "_total" suffix$' <<<"$out")
-	if [ -z "$out" ]; then ok "$1: promtool check metrics"
-	else fail "$1: promtool check metrics" "$out"; fi
-}
-
-# compare NAME SCRAPE UPSTREAM OTHER: every metric of UPSTREAM is exported with its type and
-# exactly its label names; no name of OTHER's family is exported; no name twice
-compare() {
-	local out
-	if out=$(python3 - "$2" "$3" "$4" <<'PY'
-import re, sys
-scrape, mine, other = sys.argv[1:4]
-def table(path):
-    t = {}
-    for line in open(path):
-        line = line.split("#", 1)[0].split()
-        if line:
-            t[line[0]] = (line[1], set() if line[2] == "-" else set(line[2].split(",")))
-    return t
-want, theirs = table(mine), table(other)
-types, labels, problems = {}, {}, []
-for line in open(scrape):
-    m = re.match(r"# TYPE (\S+) (\S+)", line)
-    if m:
-        if m.group(1) in types:
-            problems.append("%s: declared twice" % m.group(1))
-        types[m.group(1)] = m.group(2)
-        continue
-    if line.startswith("#") or not line.strip():
-        continue
-    m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s", line)
-    name, ls = m.group(1), set(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', m.group(3) or ""))
-    for suffix in ("_bucket", "_sum", "_count"):
-        base = name[: -len(suffix)] if name.endswith(suffix) else None
-        if base and types.get(base) == "histogram":
-            name = base
-            ls.discard("le")
-    labels.setdefault(name, set()).add(frozenset(ls))
-for name, (typ, ls) in sorted(want.items()):
-    if name not in types:
-        problems.append("%s: not exported" % name)
-        continue
-    if types[name] != typ:
-        problems.append("%s: type %s, upstream %s" % (name, types[name], typ))
-    for got in labels.get(name, ()):
-        if set(got) != ls:
-            problems.append("%s: labels {%s}, upstream {%s}" % (name, ",".join(sorted(got)), ",".join(sorted(ls))))
-    if not labels.get(name):
-        problems.append("%s: no series" % name)
-for name in sorted(types):
-    if name in theirs:
-        problems.append("%s: a name of the other upstream family" % name)
-print("\n".join(problems))
-sys.exit(1 if problems else 0)
-PY
-	); then ok "$1: the names, types and label sets of $(basename "$3")"
-	else fail "$1: the names, types and label sets of $(basename "$3")" "$out"; fi
-}
+command -v jq >/dev/null || { skip "metrics_names" "jq is not installed"; t_summary; }
 
 if ! ccm_env_start; then
 	fail "test environment starts"
@@ -109,8 +51,9 @@ promtool_check ccm "$T_TMP/ccm.prom"
 compare ccm "$T_TMP/ccm.prom" "$DATA/upstream_ccm.txt" "$DATA/upstream_ebs_csi.txt"
 ccm_stop_check ccm1
 
-# csi-controller: a volume created, one create AWS refuses, one create throttled past its retries
-if csi_ctrl_start; then ok "csi-controller starts"
+# csi-controller: a volume created, one create AWS refuses, one create throttled past its
+# retries, and a detach still pending past --detach-pending-metric-after
+if csi_ctrl_start --detach-pending-metric-after=1s; then ok "csi-controller starts"
 else
 	fail "csi-controller starts"
 	t_summary
@@ -120,12 +63,39 @@ tb_post "$FAULTPROXY_URL/_control/faults" '{"service":"ec2","action":"CreateVolu
 cc create-volume --name pvc-m2 --size 1Gi --zone us-east-1a >/dev/null 2>&1
 tb_post "$FAULTPROXY_URL/_control/faults" '{"service":"ec2","action":"CreateVolume","effect":"throttle","count":3}' >/dev/null
 cc create-volume --name pvc-m3 --size 1Gi --zone us-east-1a >/dev/null 2>&1
+iid=$(moto_py 'print(run_instance(InstanceType="m5.large", Placement={"AvailabilityZone": "us-east-1a"}))')
+out=$(cc create-volume --name pvc-m4 --size 1Gi --zone us-east-1a)
+vol=$(jget "$out" .volume.volume_id)
+dev=$(jget "$(cc controller-publish --volume "$vol" --node "$iid")" .publish_context.devicePath)
+slow_detach "$vol" "$iid" "$dev" 4
+cc controller-unpublish --volume "$vol" --node "$iid" >"$T_TMP/unpublish.out" 2>&1 &
+unpublish=$!
+sleep 2.5
 curl -s "$CTRL_METRICS/metrics" >"$T_TMP/csi.prom"
+wait "$unpublish" || fail "the slowed detach ends" "$(cat "$T_TMP/unpublish.out")"
 if grep -q '^aws_ebs_csi_api_request_duration_seconds_count{request="CreateVolume"}' "$T_TMP/csi.prom" &&
 	grep -q '^aws_ebs_csi_api_request_errors_total{request="CreateVolume",code="UnauthorizedOperation"}' "$T_TMP/csi.prom" &&
 	grep -q '^aws_ebs_csi_api_request_throttles_total{operation_name="CreateVolume"}' "$T_TMP/csi.prom"; then
 	ok "csi-controller: calls, errors by code and throttles counted, request values the EC2 actions"
 else fail "csi-controller: calls counted" "$(grep -E '^aws_ebs_csi_api_request_(errors|throttles|duration_seconds_count)' "$T_TMP/csi.prom")"; fi
 promtool_check csi-controller "$T_TMP/csi.prom"
-compare csi-controller "$T_TMP/csi.prom" "$DATA/upstream_ebs_csi.txt" "$DATA/upstream_ccm.txt"
+compare csi-controller "$T_TMP/csi.prom" "$DATA/upstream_ebs_csi.txt" "$DATA/upstream_ccm.txt" controller
+
+# csi-node: two volumes, one with a good page, one with a bad one
+if ! nvme_fixture "$T_TMP/nvme"; then
+	skip "csi-node metrics" "$NVME_WHY"
+	t_summary
+fi
+port=$(free_port)
+bg node "$AWS_K8S" csi-node --endpoint "unix://$T_TMP/node.sock" --http-endpoint "127.0.0.1:$port" \
+	--node-id i-0123456789abcdef0 --availability-zone us-east-1a --device-dir "$T_TMP/nvme/by-id" \
+	--nvme-log-page-dir "$T_TMP/nvme/pages"
+if wait_http "http://127.0.0.1:$port/metrics" 15; then ok "csi-node serves its metrics"
+else
+	fail "csi-node serves its metrics" "$(tail -n 5 "$T_TMP/node.log")"
+	t_summary
+fi
+curl -s "http://127.0.0.1:$port/metrics" >"$T_TMP/node.prom"
+promtool_check csi-node "$T_TMP/node.prom"
+compare csi-node "$T_TMP/node.prom" "$DATA/upstream_ebs_csi.txt" "$DATA/upstream_ccm.txt" node
 t_summary

@@ -17,6 +17,7 @@
 #include "common/grpc/pbjson.h"
 #include "common/grpc/server.h"
 #include "common/http/server.h"
+#include "common/metrics/metrics.h"
 #include "modules/csi-controller/csi_controller_grpc.h"
 #include "modules/csi-controller/csi_controller_internal.h"
 #include "tests/unit/harness.h"
@@ -41,7 +42,7 @@ static struct sim {
 	char in_use[8][16];
 	int n_in_use;
 	bool attach_limit, burn_first_token, mismatch_first_token, new_goes_error;
-	int attach_polls, create_polls;
+	int attach_polls, create_polls, detach_polls;
 	bool mod_exists;
 	char mod_state[16];
 	long long mod_size, mod_iops;
@@ -334,7 +335,7 @@ static int sim_handler(void *ud, const struct http_server_request *req,
 				      "The volume is not attached.");
 		} else {
 			str_copy(v->att_state, sizeof(v->att_state), "detaching");
-			v->att_polls = 1;
+			v->att_polls = S.detach_polls ? S.detach_polls : 1;
 			tmpl(&rep->body, "detach_volume.xml", "VOLUME", v->id, "INSTANCE",
 			     v->att_inst, "DEVICE", v->att_dev, END);
 		}
@@ -599,6 +600,75 @@ TEST(csi_ctrl_publish_waits_then_gives_up)
 	ASSERT_EQ(v->att_inst[0], 0);
 	ASSERT_EQ(call(&e, "ControllerUnpublishVolume", un, NULL, msg, sizeof(msg)), RPC_OK);
 	ASSERT_EQ(S.n_detach, 1);
+	env_stop(&e);
+}
+
+/* A detach the wait gives up on shows in the detach-pending metric (here from the first poll),
+ * labelled with the attachment's state; the retry that sees it done removes the series. (No
+ * metrics_reset here: the AWS client keeps its families for the process.) */
+TEST(csi_ctrl_detach_pending_metric)
+{
+	struct env e;
+	char msg[512], un[128];
+
+	sim_reset();
+	struct svol *v = sim_add("available", NULL, 10);
+	ASSERT_OK(env_start(&e, 0));
+	_cleanup_free_ char *rq = publish_req(v->id);
+	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq, NULL, msg, sizeof(msg)), RPC_OK);
+	snprintf(un, sizeof(un), "{\"volume_id\":\"%s\",\"node_id\":\"%s\"}", v->id, S.inst);
+	_cleanup_buf_ struct buf out = BUF_INIT(0);
+	/* a quick detach (the default threshold, 60 s): never shown */
+	ASSERT_EQ(call(&e, "ControllerUnpublishVolume", un, NULL, msg, sizeof(msg)), RPC_OK);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_NOT_CONTAINS(out.data, "aws_ebs_csi_ec2_detach_pending_seconds_total{");
+	ASSERT_CONTAINS(out.data, "\naws_ebs_csi_ec2_collector_scrapes_total ");
+	ASSERT_CONTAINS(out.data, "\naws_ebs_csi_ec2_collector_duration_seconds_count ");
+	env_stop(&e);
+
+	/* a threshold of 0, and a detach that outlasts the wait */
+	sim_reset();
+	v = sim_add("available", NULL, 10);
+	S.detach_polls = 1000000;
+	e = (struct env){0};
+	ASSERT_OK(env_start(&e, 0));
+	csi_detaching_free(e.ctrl.detaching);
+	ASSERT_OK(csi_detaching_new(0, &e.ctrl.detaching));
+	e.ctrl.attach_timeout_ns = 200 * NSEC_PER_MSEC;
+	free(rq);
+	rq = publish_req(v->id);
+	snprintf(un, sizeof(un), "{\"volume_id\":\"%s\",\"node_id\":\"%s\"}", v->id, S.inst);
+	ASSERT_EQ(call(&e, "ControllerPublishVolume", rq, NULL, msg, sizeof(msg)), RPC_OK);
+	ASSERT_EQ(call(&e, "ControllerUnpublishVolume", un, NULL, msg, sizeof(msg)),
+		  RPC_DEADLINE_EXCEEDED);
+	char series[256];
+	snprintf(series, sizeof(series),
+		 "aws_ebs_csi_ec2_detach_pending_seconds_total{volume_id=\"%s\",instance_id=\"%s\","
+		 "attachment_state=\"detaching\"} ",
+		 v->id, S.inst);
+	buf_reset(&out);
+	ASSERT_OK(metrics_write(&out));
+	const char *at = strstr(out.data, series);
+	ASSERT_NOT_NULL(at);
+	ASSERT_GE(strtod(at + strlen(series), NULL), 0.2); /* pending since the wait began */
+	ASSERT_CONTAINS(out.data, "# TYPE aws_ebs_csi_ec2_detach_pending_seconds_total counter\n");
+	/* a poll sees it busy: the series follows the state, with the same start */
+	csi_detaching_seen(e.ctrl.detaching, v->id, S.inst, "busy");
+	buf_reset(&out);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_NOT_CONTAINS(out.data, "attachment_state=\"detaching\"");
+	at = strstr(out.data, "attachment_state=\"busy\"} ");
+	ASSERT_NOT_NULL(at);
+	ASSERT_GE(strtod(at + strlen("attachment_state=\"busy\"} "), NULL), 0.2);
+	/* the detach completes: the retry sees it, the series goes */
+	pthread_mutex_lock(&S.lock);
+	str_copy(v->att_state, sizeof(v->att_state), "detaching");
+	v->att_polls = 0;
+	pthread_mutex_unlock(&S.lock);
+	ASSERT_EQ(call(&e, "ControllerUnpublishVolume", un, NULL, msg, sizeof(msg)), RPC_OK);
+	buf_reset(&out);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_NOT_CONTAINS(out.data, "aws_ebs_csi_ec2_detach_pending_seconds_total{");
 	env_stop(&e);
 }
 

@@ -133,3 +133,80 @@ TEST(metrics_process_collector)
 	ASSERT_GT(strtod(p + strlen("\nprocess_resident_memory_bytes "), NULL), 1e5);
 	metrics_reset();
 }
+
+/* A histogram kept elsewhere (a device's bins), set whole with its own bounds. */
+TEST(metrics_histogram_set_whole)
+{
+	metrics_reset();
+	struct metric *h = metric_histogram("test_lat_seconds", "L.", (const char *[]){ "v", NULL },
+					    NULL, 0);
+	ASSERT_NOT_NULL(h);
+	const double le[] = { 0.0005, 0.0025, 1 };
+	const uint64_t cum[] = { 1500, 1900, 2000 };
+	ASSERT_OK(metric_histogram_set(h, le, cum, 3, 2001, 3.25, "a"));
+	_cleanup_buf_ struct buf out = BUF_INIT(0);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_CONTAINS(out.data, "test_lat_seconds_bucket{v=\"a\",le=\"0.0005\"} 1500\n"
+				  "test_lat_seconds_bucket{v=\"a\",le=\"0.0025\"} 1900\n"
+				  "test_lat_seconds_bucket{v=\"a\",le=\"1\"} 2000\n"
+				  "test_lat_seconds_bucket{v=\"a\",le=\"+Inf\"} 2001\n"
+				  "test_lat_seconds_sum{v=\"a\"} 3.25\n"
+				  "test_lat_seconds_count{v=\"a\"} 2001\n");
+	/* set again: replaced, with other bounds; a bound printed exactly (not %g's 6 digits) */
+	const double le2[] = { 1.234567 };
+	const uint64_t cum2[] = { 4 };
+	ASSERT_OK(metric_histogram_set(h, le2, cum2, 1, 4, 0, "a"));
+	buf_reset(&out);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_CONTAINS(out.data, "test_lat_seconds_bucket{v=\"a\",le=\"1.234567\"} 4\n"
+				  "test_lat_seconds_bucket{v=\"a\",le=\"+Inf\"} 4\n");
+	ASSERT_NOT_CONTAINS(out.data, "le=\"0.0005\"");
+	/* an observation lands in the series' own buckets */
+	metric_observe(h, 0.5, "a");
+	ASSERT_TRUE(metric_value(h, "a") == 5);
+	buf_reset(&out);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_CONTAINS(out.data, "test_lat_seconds_bucket{v=\"a\",le=\"1.234567\"} 5\n");
+	metrics_reset();
+}
+
+TEST(metrics_histogram_set_rejects_malformed)
+{
+	metrics_reset();
+	struct metric *h = metric_histogram("test_bad_seconds", "B.", NULL, NULL, 0);
+	struct metric *c = metric_counter("test_c_total", "C.", NULL);
+	ASSERT_NOT_NULL(h);
+	const double up[] = { 1, 2 }, down[] = { 2, 1 }, same[] = { 1, 1 };
+	const uint64_t ok[] = { 1, 2 }, shrinking[] = { 2, 1 };
+	ASSERT_ERR(metric_histogram_set(h, down, ok, 2, 2, 0), EINVAL);
+	ASSERT_ERR(metric_histogram_set(h, same, ok, 2, 2, 0), EINVAL);
+	ASSERT_ERR(metric_histogram_set(h, up, shrinking, 2, 2, 0), EINVAL);
+	ASSERT_ERR(metric_histogram_set(h, up, ok, 2, 1, 0), EINVAL); /* count < a bucket */
+	ASSERT_ERR(metric_histogram_set(c, up, ok, 2, 2, 0), EINVAL);
+	ASSERT_OK(metric_histogram_set(h, NULL, NULL, 0, 3, 1.5)); /* only +Inf */
+	_cleanup_buf_ struct buf out = BUF_INIT(0);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_CONTAINS(out.data, "test_bad_seconds_bucket{le=\"+Inf\"} 3\n");
+	metrics_reset();
+}
+
+static int collected;
+static void count_collect(void *ud)
+{
+	collected++;
+}
+
+TEST(metrics_remove_collector)
+{
+	metrics_reset();
+	metrics_add_collector(count_collect, &collected);
+	_cleanup_buf_ struct buf out = BUF_INIT(0);
+	collected = 0;
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_EQ(collected, 1);
+	metrics_remove_collector(count_collect, &collected);
+	ASSERT_OK(metrics_write(&out));
+	ASSERT_EQ(collected, 1);
+	metrics_remove_collector(count_collect, &collected); /* twice: nothing */
+	metrics_reset();
+}
