@@ -19,7 +19,7 @@
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 . "$(dirname "$0")/csi_controller_lib.sh"
-. "$(dirname "$0")/metrics_lib.sh"
+. "$(dirname "$0")/../lib/metrics_lib.sh"
 
 for t in jq curl promtool; do
 	command -v $t >/dev/null || { skip "csi metrics" "$t is not installed"; t_summary; }

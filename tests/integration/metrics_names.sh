@@ -14,7 +14,7 @@
 . "$(dirname "$0")/../lib/moto.sh"
 . "$(dirname "$0")/ccm_lib.sh"
 . "$(dirname "$0")/csi_controller_lib.sh"
-. "$(dirname "$0")/metrics_lib.sh"
+. "$(dirname "$0")/../lib/metrics_lib.sh"
 
 DATA=$METRICS_DATA
 command -v promtool >/dev/null || { skip "metrics_names" "promtool is not installed"; t_summary; }
