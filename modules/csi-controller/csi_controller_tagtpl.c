@@ -546,7 +546,7 @@ static int command(struct tpl *t, bool exec, const struct tpl_val *dot, const st
 		return call_command(t, exec, dot, f, final, ret);
 	}
 	if (ends_command(&tk))
-		return tpl_fail(t, "missing value for command");
+		return tpl_fail(t, "unexpected \"%.*s\" in command", (int)tk.n, tk.p);
 	if (tk.type == T_NIL)
 		return tpl_fail(t, "nil is not a command");
 	if (stage > 1 && (tk.type == T_BOOL || tk.type == T_DOT || tk.type == T_NUMBER ||
@@ -589,24 +589,26 @@ static int pipeline(struct tpl *t, bool exec, const struct tpl_val *dot, enum to
 			return tpl_fail(t, "variables are not supported (%.*s %.*s)", (int)tk.n,
 					tk.p, (int)next.n, next.p);
 	}
-	if (tk.type == T_RDELIM || tk.type == T_RPAREN)
-		return tpl_fail(t, "missing value for %s", what);
 	t->pos = save;
 	for (int stage = 1;; stage++) {
-		if ((r = command(t, exec, dot, stage > 1 ? &cur : NULL, stage, &cur)) < 0)
+		if ((r = peek(t, &tk)) < 0)
 			return r;
-		if ((r = lex(t, &tk)) < 0)
-			return r;
-		if (tk.type == T_PIPE)
-			continue;
+		if (tk.type == end && stage == 1)
+			return tpl_fail(t, "missing value for %s", what);
 		if (tk.type == end)
-			break;
+			break; /* also right after a "|", which Go's parser accepts */
 		if (tk.type == T_RDELIM)
 			return tpl_fail(t, "unclosed left paren");
 		if (tk.type == T_RPAREN)
 			return tpl_fail(t, "unexpected right paren");
-		return tpl_fail(t, "unexpected \"%.*s\" in %s", (int)tk.n, tk.p, what);
+		if ((r = command(t, exec, dot, stage > 1 ? &cur : NULL, stage, &cur)) < 0 ||
+		    (r = peek(t, &tk)) < 0)
+			return r;
+		if (tk.type == T_PIPE)
+			t->pos = (size_t)(tk.p + tk.n - t->in);
 	}
+	if ((r = lex(t, &tk)) < 0)
+		return r;
 	if (end == T_RDELIM)
 		t->trim_next = tk.trim;
 	*ret = cur;
@@ -645,13 +647,10 @@ static int control(struct tpl *t, bool exec, const struct tpl_val *dot, bool wit
 			return r;
 		taken |= cond;
 		if (term == TERM_ELSE_IF || term == TERM_ELSE_WITH) {
-			bool w = term == TERM_ELSE_WITH;
-			if (w == with)
-				continue; /* {{else if}} in an if, {{else with}} in a with */
-			/* otherwise {{else}}{{with ...}} ... {{end}} ... {{end}} */
-			if ((r = control(t, exec && !taken, dot, w)) < 0 ||
-			    (r = list(t, exec && !taken, dot, &term)) < 0)
-				return r;
+			/* {{else if}} in an if, {{else with}} in a with; Go refuses the others */
+			if ((term == TERM_ELSE_WITH) == with)
+				continue;
+			return tpl_fail(t, "unexpected \"%s\" in input", with ? "if" : "with");
 		} else if (term == TERM_ELSE && (r = list(t, exec && !taken, dot, &term)) < 0) {
 			return r;
 		}
