@@ -238,12 +238,18 @@ expect "expand: new capacity" $((20 * GIB)) "$(jget "$out" .capacity_bytes)"
 expect "expand: node expansion required for a file system" true "$(jget "$out" .node_expansion_required)"
 moto_py_checks 'eq("moto: size 20", ec2.describe_volumes(VolumeIds=[sys.argv[1]])["Volumes"][0]["Size"], 20)' "$v1"
 expect "expand to a smaller size: nothing to do, current size" $((20 * GIB)) "$(jget "$(cc controller-expand --volume "$v1" --size 15Gi)" .capacity_bytes)"
-expect "modify: iops and a tag" OK "$(cc_code controller-modify --volume "$v2" --mutable-param iops=4000 --mutable-param tagSpecification_1=tier=gold)"
+# a VolumeAttributesClass tag is a template of the external-resizer's --extra-modify-metadata
+expect "modify: iops and a tag" OK "$(cc_code controller-modify --volume "$v2" --mutable-param iops=4000 --mutable-param tagSpecification_1=tier=gold \
+	--mutable-param csi.storage.k8s.io/pvc/namespace=ns-prod-a --mutable-param tagSpecification_2='env={{ .PVCNamespace | field "-" 1 }}')"
 moto_py_checks '
 v = ec2.describe_volumes(VolumeIds=[sys.argv[1]])["Volumes"][0]
+tags = {t["Key"]: t["Value"] for t in v.get("Tags", [])}
 eq("moto: iops 4000", v.get("Iops"), 4000)
-eq("moto: tag added", {t["Key"]: t["Value"] for t in v.get("Tags", [])}.get("tier"), "gold")
+eq("moto: tag added", tags.get("tier"), "gold")
+eq("moto: templated tag added", tags.get("env"), "prod")
 ' "$v2"
+expect "modify: a bad tag template is InvalidArgument" InvalidArgument \
+	"$(cc_code controller-modify --volume "$v2" --mutable-param tagSpecification_1='x={{ .PVName | upper }}')"
 # every EC2 call the controller made (its upstream-named metric)
 ec2_calls() { curl -s "$CTRL_METRICS/metrics" | awk '/^aws_ebs_csi_api_request_duration_seconds_count/ { s += $2 } END { print s + 0 }'; }
 calls_before=$(ec2_calls)
