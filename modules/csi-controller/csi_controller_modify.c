@@ -385,7 +385,8 @@ static enum csi_code modify_tag(const char *k, const char *v, const struct csi_t
 	int r;
 
 	if (!eq)
-		return csi_error_set(err, CSI_INVALID_ARGUMENT, "%s: \"%s\" is not key=value", k, v);
+		return csi_error_set(err, CSI_INVALID_ARGUMENT, "%s: \"%s\" is not key=value", k,
+				     v);
 	if (m->n_tags >= MAX_MOD_TAGS)
 		return csi_error_set(err, CSI_INVALID_ARGUMENT, "too many tags");
 	_cleanup_free_ char *key = strndup(v, (size_t)(eq - v));
