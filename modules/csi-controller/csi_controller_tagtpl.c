@@ -458,12 +458,13 @@ static int operand(struct tpl *t, bool exec, const struct tpl_val *dot, struct t
 		r = pipeline(t, exec, dot, T_RPAREN, "parenthesized pipeline", &v);
 		t->depth--;
 		break;
-	case T_IDENT: {
+	case T_IDENT: { /* a function as an argument: called with none */
 		const struct tpl_fn *f = tpl_fn_find(tk.p, tk.n);
+		struct tpl_val none = v;
 		if (!f)
 			return tpl_fail(t, "function \"%.*s\" not defined", (int)tk.n, tk.p);
 		if (exec && (r = tpl_check_arity(t, f, 0)) == 0)
-			r = tpl_call(t, f, NULL, 0, &v);
+			r = tpl_call(t, f, &none, 0, &v);
 		break;
 	}
 	case T_NIL:
