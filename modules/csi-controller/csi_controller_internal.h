@@ -114,12 +114,6 @@ bool csi_zone_allowed(const struct csi_ctrl_topology_req *req, const char *zone)
  * 64 characters; attempt 1 gives the plain form. */
 void csi_client_token(const char *name, const char *canonical, unsigned attempt, char ret[65]);
 
-/* Expands {{ .PVCName }}, {{ .PVCNamespace }}, {{ .PVName }} in a tag value; -EINVAL for any
- * other template. */
-int csi_tag_template(const char *in, const char *pvc, const char *ns, const char *pv, char **ret);
-/* The same with any properties: names[i] (".VolumeSnapshotName") expands to values[i]. */
-int csi_tag_template_props(const char *in, const char *const *names, const char *const *values,
-			   size_t n, char **ret);
 /* Checks a tag as upstream's validateExtraTags: key 1-128, value 0-256 characters, not
  * CSIVolumeName, CSIVolumeSnapshotName or ebs.csi.aws.com/cluster, no "kubernetes.io" or
  * "aws:" prefix. */

@@ -17,6 +17,7 @@
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
 #include "modules/csi-controller/csi_controller_internal.h"
+#include "modules/csi-controller/csi_controller_tagtpl.h"
 
 #define MAX_MOD_TAGS 50
 
@@ -367,11 +368,45 @@ enum csi_code csi_ctrl_expand(struct csi_ctrl *c, const struct csi_ctrl_call *ca
 	return CSI_OK;
 }
 
-/* One mutable parameter into m (a tag's key malloc'd into keys). */
-static enum csi_code modify_param(const char *k, const char *v, struct mod *m, char ***keys,
-				  struct csi_error *err)
+/* The external-resizer's --extra-modify-metadata keys: template properties of tag values, as
+ * upstream's parseModifyVolumeParameters (matched exactly, as it does). */
+static const char *const pv_keys[3] = {"csi.storage.k8s.io/pvc/name",
+				       "csi.storage.k8s.io/pvc/namespace",
+				       "csi.storage.k8s.io/pv/name"};
+
+/* A tagSpecification value "key=value", the value a template of the PV's names (props): into
+ * m, the key and value copied into keys. No --warn-on-invalid-tag here, as upstream. */
+static enum csi_code modify_tag(const char *k, const char *v, const struct csi_tagtpl_props *tp,
+				struct mod *m, char ***keys, struct csi_error *err)
 {
-	char msg[256];
+	const char *eq = strchr(v, '=');
+	_cleanup_free_ char *val = NULL;
+	char msg[512];
+	int r;
+
+	if (!eq)
+		return csi_error_set(err, CSI_INVALID_ARGUMENT, "%s: \"%s\" is not key=value", k,
+				     v);
+	if (m->n_tags >= MAX_MOD_TAGS)
+		return csi_error_set(err, CSI_INVALID_ARGUMENT, "too many tags");
+	_cleanup_free_ char *key = strndup(v, (size_t)(eq - v));
+	if (!key || (r = csi_tagtpl_expand(k, eq + 1, tp, &val, msg, sizeof(msg))) == -ENOMEM)
+		return csi_error_set(err, CSI_RESOURCE_EXHAUSTED, "out of memory");
+	if (r < 0 || csi_tag_check(key, val, msg, sizeof(msg)) < 0)
+		return csi_error_set(err, CSI_INVALID_ARGUMENT, "invalid tag: %s", msg);
+	if (strv_push(keys, key) < 0 || strv_push(keys, val) < 0)
+		return csi_error_set(err, CSI_RESOURCE_EXHAUSTED, "out of memory");
+	size_t n = strv_len(*keys);
+	m->tags[m->n_tags].key = (*keys)[n - 2];
+	m->tags[m->n_tags].value = (*keys)[n - 1];
+	m->n_tags++;
+	return csi_error_ok(err);
+}
+
+/* One mutable parameter into m (a tag's key and value copied into keys). */
+static enum csi_code modify_param(const char *k, const char *v, const struct csi_tagtpl_props *tp,
+				  struct mod *m, char ***keys, struct csi_error *err)
+{
 
 	if (strcasecmp(k, "type") == 0) {
 		const struct csi_vol_type *t = csi_vol_type_find(v);
@@ -388,21 +423,9 @@ static enum csi_code modify_param(const char *k, const char *v, struct mod *m, c
 			return csi_error_set(err, CSI_INVALID_ARGUMENT,
 					     "could not parse throughput (%s)", v);
 	} else if (strncasecmp(k, "tagSpecification", 16) == 0) {
-		const char *eq = strchr(v, '=');
-		if (!eq || strstr(v, "{{"))
-			return csi_error_set(err, CSI_INVALID_ARGUMENT,
-					     "%s: \"%s\" is not key=value", k, v);
-		if (m->n_tags >= MAX_MOD_TAGS)
-			return csi_error_set(err, CSI_INVALID_ARGUMENT, "too many tags");
-		_cleanup_free_ char *key = strndup(v, (size_t)(eq - v));
-		if (!key || strv_push(keys, key) < 0)
-			return csi_error_set(err, CSI_RESOURCE_EXHAUSTED, "out of memory");
-		if (csi_tag_check(key, eq + 1, msg, sizeof(msg)) < 0)
-			return csi_error_set(err, CSI_INVALID_ARGUMENT, "%s", msg);
-		m->tags[m->n_tags].key = (*keys)[strv_len(*keys) - 1];
-		m->tags[m->n_tags].value = eq + 1;
-		m->n_tags++;
-	} else {
+		return modify_tag(k, v, tp, m, keys, err);
+	} else if (strcmp(k, pv_keys[0]) != 0 && strcmp(k, pv_keys[1]) != 0 &&
+		   strcmp(k, pv_keys[2]) != 0) {
 		return csi_error_set(err, CSI_INVALID_ARGUMENT,
 				     "invalid parameter key %s for ControllerModifyVolume", k);
 	}
@@ -427,8 +450,14 @@ enum csi_code csi_ctrl_modify(struct csi_ctrl *c, const struct csi_ctrl_call *ca
 		log_v(2, "nothing to modify", KV_S("volume", volume_id));
 		return csi_error_ok(err);
 	}
+	const char *pv[3] = {NULL, NULL, NULL};
 	for (size_t i = 0; i < n; i++)
-		if (modify_param(params[i].key, params[i].value, &m, &keys, err) != CSI_OK)
+		for (size_t j = 0; j < 3; j++)
+			if (strcmp(params[i].key, pv_keys[j]) == 0)
+				pv[j] = params[i].value;
+	const struct csi_tagtpl_props tp = {CSI_TAGTPL_PV_TYPE, csi_tagtpl_pv_fields, pv, 3};
+	for (size_t i = 0; i < n; i++)
+		if (modify_param(params[i].key, params[i].value, &tp, &m, &keys, err) != CSI_OK)
 			return err->code;
 	return coalesce(c, call, volume_id, &m, &gib, err);
 }

@@ -11,6 +11,7 @@
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "modules/csi-controller/csi_controller_internal.h"
+#include "modules/csi-controller/csi_controller_tagtpl.h"
 
 #define MAX_PARAM_KV 256 /* tags or context entries the parameters may give */
 
@@ -163,59 +164,6 @@ int csi_tag_check(const char *key, const char *value, char *err, size_t errlen)
 	return 0;
 }
 
-int csi_tag_template(const char *in, const char *pvc, const char *ns, const char *pv, char **ret)
-{
-	const char *const names[] = {".PVCName", ".PVCNamespace", ".PVName"};
-	const char *const values[] = {pvc, ns, pv};
-
-	return csi_tag_template_props(in, names, values, 3, ret);
-}
-
-int csi_tag_template_props(const char *in, const char *const *names, const char *const *values,
-			   size_t n, char **ret)
-{
-	struct buf b = BUF_INIT(4096);
-	const char *p = in;
-
-	while (*p) {
-		const char *open = strstr(p, "{{");
-		if (!open) {
-			if (buf_puts(&b, p) < 0)
-				goto fail;
-			break;
-		}
-		if (buf_append(&b, p, (size_t)(open - p)) < 0)
-			goto fail;
-		const char *close = strstr(open + 2, "}}");
-		if (!close)
-			goto fail;
-		char name[64];
-		const char *s = open + 2, *e = close;
-		while (s < e && isspace((unsigned char)*s))
-			s++;
-		while (e > s && isspace((unsigned char)e[-1]))
-			e--;
-		if ((size_t)(e - s) >= sizeof(name))
-			goto fail;
-		memcpy(name, s, (size_t)(e - s));
-		name[e - s] = 0;
-		size_t i;
-		for (i = 0; i < n && strcmp(name, names[i]) != 0; i++)
-			;
-		if (i == n)
-			goto fail;
-		const char *v = values[i];
-		if (buf_puts(&b, v ? v : "") < 0)
-			goto fail;
-		p = close + 2;
-	}
-	*ret = b.data ? buf_steal(&b) : strdup("");
-	return *ret ? 0 : -ENOMEM;
-fail:
-	buf_release(&b);
-	return -EINVAL;
-}
-
 /* What parsing the parameters of one CreateVolume holds. */
 struct parse {
 	struct csi_vol_params p;
@@ -328,10 +276,12 @@ static int param_string(struct parse *ps, int which, const char *v)
 	}
 }
 
-/* A tagSpecification_N parameter: "key=value" with templates expanded. */
+/* A tagSpecification_N parameter: "key=value", the value a template of the PV's names. */
 static int param_tag(struct parse *ps, const char *k, const char *v)
 {
-	char *val = NULL, tagerr[256];
+	const char *const values[] = {ps->pvc, ps->ns, ps->pv};
+	const struct csi_tagtpl_props props = {CSI_TAGTPL_PV_TYPE, csi_tagtpl_pv_fields, values, 3};
+	char *val = NULL, tagerr[512];
 	const char *eq = strchr(v, '=');
 	int r;
 
@@ -342,12 +292,10 @@ static int param_tag(struct parse *ps, const char *k, const char *v)
 	_cleanup_free_ char *key = strndup(v, (size_t)(eq - v));
 	if (!key)
 		return -ENOMEM;
-	if (csi_tag_template(eq + 1, ps->pvc, ps->ns, ps->pv, &val) < 0) {
-		snprintf(tagerr, sizeof(tagerr),
-			 "%s: cannot expand \"%s\" (known: {{ .PVCName }}, {{ .PVCNamespace }}, "
-			 "{{ .PVName }})",
-			 k, v);
-	} else if (csi_tag_check(key, val, tagerr, sizeof(tagerr)) == 0) {
+	r = csi_tagtpl_expand(k, eq + 1, &props, &val, tagerr, sizeof(tagerr));
+	if (r == -ENOMEM)
+		return r;
+	if (r == 0 && csi_tag_check(key, val, tagerr, sizeof(tagerr)) == 0) {
 		r = csi_kv_set(&ps->p.tags, &ps->p.n_tags, MAX_PARAM_KV, key, val);
 		free(val);
 		return r;

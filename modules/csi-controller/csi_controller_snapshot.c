@@ -12,6 +12,7 @@
 #include "common/base/buf.h"
 #include "common/base/log.h"
 #include "modules/csi-controller/csi_controller_internal.h"
+#include "modules/csi-controller/csi_controller_tagtpl.h"
 
 #define TAG_SNAP_NAME "CSIVolumeSnapshotName"
 #define TAG_CLUSTER "ebs.csi.aws.com/cluster"
@@ -25,30 +26,26 @@ static enum csi_code tag_spec(struct csi_ctrl *c, const char *k, const char *v,
 			      const char *const *props, struct ctrl_tags *t, char ***keys,
 			      struct csi_error *err)
 {
-	static const char *const names[SNAP_PROP_MAX] = {
-	    ".VolumeSnapshotName", ".VolumeSnapshotNamespace", ".VolumeSnapshotContentName"};
+	const struct csi_tagtpl_props tp = {CSI_TAGTPL_SNAPSHOT_TYPE, csi_tagtpl_snapshot_fields,
+					    props, SNAP_PROP_MAX};
 	const char *eq = strchr(v, '=');
-	char msg[256] = "";
+	char msg[512] = "";
 	_cleanup_free_ char *key = eq ? strndup(v, (size_t)(eq - v)) : NULL, *val = NULL;
+	int r;
 
 	if (!eq) /* as upstream: an error even with --warn-on-invalid-tag */
 		return csi_error_set(err, CSI_INVALID_ARGUMENT,
 				     "invalid tag %s=\"%s\" (want key=value)", k, v);
-	if (!key)
+	if (!key || (r = csi_tagtpl_expand(k, eq + 1, &tp, &val, msg, sizeof(msg))) == -ENOMEM)
 		return csi_error_set(err, CSI_RESOURCE_EXHAUSTED, "out of memory");
-	if (csi_tag_template_props(eq + 1, names, props, SNAP_PROP_MAX, &val) < 0)
-		snprintf(msg, sizeof(msg),
-			 "cannot expand it (known: {{ .VolumeSnapshotName }}, "
-			 "{{ .VolumeSnapshotNamespace }}, {{ .VolumeSnapshotContentName }})");
-	else
-		(void)csi_tag_check(key, val, msg, sizeof(msg));
-	if (msg[0]) {
+	if (r == 0 && csi_tag_check(key, val, msg, sizeof(msg)) < 0)
+		r = -EINVAL;
+	if (r < 0) {
 		if (c->tag_opts.warn_on_invalid_tag) {
-			log_warn("skipping an invalid snapshot tag", KV_S("parameter", k));
+			log_warn("skipping an invalid snapshot tag", KV_S("problem", msg));
 			return csi_error_ok(err);
 		}
-		return csi_error_set(err, CSI_INVALID_ARGUMENT, "invalid tag %s=\"%s\": %s", k, v,
-				     msg);
+		return csi_error_set(err, CSI_INVALID_ARGUMENT, "invalid tag: %s", msg);
 	}
 	if (strv_push(keys, key) < 0 || strv_push(keys, val) < 0)
 		return csi_error_set(err, CSI_RESOURCE_EXHAUSTED, "out of memory");

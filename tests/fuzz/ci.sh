@@ -5,6 +5,7 @@
 #   aws_xml_reply aws_json_reply aws_ini     the AWS client's reply and config parsers
 #   kube_kubeconfig kube_watch_line          the Kubernetes client's parsers
 #   csi_decode_fuzz                          the CSI request decoding path
+#   csi_tagtpl_fuzz                          csi-controller's tag templates
 # One check per target: it builds, runs at least 100 inputs, and ends without a crash, leak,
 # timeout or sanitizer report. Ends with "N passed, N failed, N skipped".
 #
@@ -93,14 +94,14 @@ CFLAGS="-std=gnu17 -O1 -g -D_GNU_SOURCE -I$root $(pkg-config --cflags $PKGS) $SA
 fuzz_group kube 8192 "$(echo common/base/*.c common/kube/*.c common/http/client.c common/metrics/*.c)" \
 	kube_kubeconfig kube_watch_line
 
-if [ "$only" = "  " ] || [[ $only == *" csi_decode_fuzz "* ]]; then
+if [ "$only" = "  " ] || [[ $only == *" csi_decode_fuzz "* ]] || [[ $only == *" csi_tagtpl_fuzz "* ]]; then
 	if make -s build/default/gen/common/csi/csi.pb-c.c build/default/gen/awsk8s_version.h >/dev/null; then
 		PKGS="libcurl openssl libcjson yaml-0.1 libmicrohttpd libxml-2.0 grpc libprotobuf-c"
 		# shellcheck disable=SC2086
 		CFLAGS="-std=gnu17 -O1 -g -D_GNU_SOURCE -I$root -I$root/build/default/gen $(pkg-config --cflags $PKGS) $SAN"
 		fuzz_group csi 4096 "$(echo common/base/*.c common/aws/*.c common/http/*.c common/metrics/*.c \
 			common/grpc/*.c common/kube/*.c common/csi/*.c modules/csi-controller/*.c build/default/gen/common/csi/csi.pb-c.c)" \
-			csi_decode_fuzz
+			csi_decode_fuzz csi_tagtpl_fuzz
 	else
 		fail "csi_decode_fuzz builds" "make cannot generate build/default/gen/common/csi/csi.pb-c.c"
 	fi

@@ -73,8 +73,10 @@ eq("moto: the volume tags, exactly as upstream v1.64", tags, {
     "KubernetesCluster": "test", "owner": "prod"})
 ' "$v1"
 
-# a tagSpecification replaces Name (upstream applies them last); reserved keys are refused
+# a tagSpecification replaces Name (upstream applies them last); reserved keys are refused;
+# a template with upstream's functions (pipelines, nested calls)
 out=$(cc create-volume --name pvc-named --size 1Gi --param tagSpecification_1='Name=my-{{ .PVName }}' \
+	--param tagSpecification_2='short={{ .PVName | substring 0 2 | toUpper }}-{{ field "-" 1 .PVName }}' \
 	--param csi.storage.k8s.io/pv/name=pv-7 --zone us-east-1a)
 vn=$(jget "$out" .volume.volume_id)
 moto_py_checks '
@@ -82,13 +84,22 @@ v = ec2.describe_volumes(VolumeIds=[sys.argv[1]])["Volumes"][0]
 eq("moto: tagSpecification Name wins over <cluster>-dynamic-<name>", {t["Key"]: t["Value"] for t in v.get("Tags", [])}, {
     "CSIVolumeName": "pvc-named", "ebs.csi.aws.com/cluster": "true",
     "kubernetes.io/created-for/pv/name": "pv-7", "kubernetes.io/cluster/test": "owned",
-    "Name": "my-pv-7", "KubernetesCluster": "test"})
+    "Name": "my-pv-7", "KubernetesCluster": "test", "short": "PV-7"})
 ' "$vn"
 expect "tagSpecification CSIVolumeName=x (reserved) is InvalidArgument" InvalidArgument \
 	"$(cc_code create-volume --name pvc-bad --size 1Gi --param tagSpecification_1=CSIVolumeName=x --zone us-east-1a)"
 expect "tagSpecification kubernetes.io/x (reserved prefix) is InvalidArgument" InvalidArgument \
 	"$(cc_code create-volume --name pvc-bad --size 1Gi --param tagSpecification_1=kubernetes.io/x=y --zone us-east-1a)"
 cc delete-volume --volume "$vn" >/dev/null
+# a template upstream would not run: InvalidArgument, the message listing what a template may use
+err=$(cc create-volume --name pvc-badtpl --size 1Gi --param tagSpecification_1='x={{ .PVName | upper }}' \
+	--zone us-east-1a 2>&1 >/dev/null)
+if grep -q 'code = InvalidArgument' <<<"$err" &&
+	grep -qF 'function "upper" not defined (known: variables .PVCName .PVCNamespace .PVName; functions contains field index lastIndex substring toLower toUpper' <<<"$err"; then
+	ok "tagSpecification with an unknown template function is InvalidArgument, naming the known ones"
+else fail "tagSpecification with an unknown template function" "$err"; fi
+n=$(moto_py 'print(len(ec2.describe_volumes(Filters=[{"Name":"tag:CSIVolumeName","Values":["pvc-badtpl"]}])["Volumes"]))')
+expect "no volume made for the bad template" 0 "$n"
 
 out=$(cc create-volume --name pvc-gp3 --size 10Gi --param type=gp3 --param csi.storage.k8s.io/pvc/name=data \
 	--param csi.storage.k8s.io/pvc/namespace=prod --param tagSpecification_1='owner={{ .PVCNamespace }}' \
@@ -140,13 +151,15 @@ eq("moto: the snapshot tags, exactly as upstream v1.64", {t["Key"]: t["Value"] f
 out=$(cc create-snapshot --name snap-t --source-volume "$v1" --param csi.storage.k8s.io/volumesnapshot/name=nightly \
 	--param csi.storage.k8s.io/volumesnapshot/namespace=prod --param csi.storage.k8s.io/volumesnapshotcontent/name=snapcontent-1 \
 	--param tagSpecification_1='backup={{ .VolumeSnapshotNamespace }}/{{ .VolumeSnapshotName }}' \
-	--param tagSpecification_2='Name={{ .VolumeSnapshotContentName }}')
+	--param tagSpecification_2='Name={{ .VolumeSnapshotContentName }}' \
+	--param tagSpecification_3='kind={{ .VolumeSnapshotContentName | field "-" 0 | toUpper }}')
 st=$(jget "$out" .snapshot.snapshot_id)
 moto_py_checks '
 s = ec2.describe_snapshots(SnapshotIds=[sys.argv[1]])["Snapshots"][0]
 eq("moto: snapshot tagSpecification templates; no created-for tags", {t["Key"]: t["Value"] for t in s.get("Tags", [])}, {
     "CSIVolumeSnapshotName": "snap-t", "ebs.csi.aws.com/cluster": "true",
-    "kubernetes.io/cluster/test": "owned", "Name": "snapcontent-1", "backup": "prod/nightly"})
+    "kubernetes.io/cluster/test": "owned", "Name": "snapcontent-1", "backup": "prod/nightly",
+    "kind": "SNAPCONTENT"})
 ' "$st"
 cc delete-snapshot --snapshot "$st" >/dev/null
 expect "repeated CreateSnapshot: same snapshot" "$s1" "$(jget "$(cc create-snapshot --name snap-1 --source-volume "$v1")" .snapshot.snapshot_id)"
@@ -225,12 +238,18 @@ expect "expand: new capacity" $((20 * GIB)) "$(jget "$out" .capacity_bytes)"
 expect "expand: node expansion required for a file system" true "$(jget "$out" .node_expansion_required)"
 moto_py_checks 'eq("moto: size 20", ec2.describe_volumes(VolumeIds=[sys.argv[1]])["Volumes"][0]["Size"], 20)' "$v1"
 expect "expand to a smaller size: nothing to do, current size" $((20 * GIB)) "$(jget "$(cc controller-expand --volume "$v1" --size 15Gi)" .capacity_bytes)"
-expect "modify: iops and a tag" OK "$(cc_code controller-modify --volume "$v2" --mutable-param iops=4000 --mutable-param tagSpecification_1=tier=gold)"
+# a VolumeAttributesClass tag is a template of the external-resizer's --extra-modify-metadata
+expect "modify: iops and a tag" OK "$(cc_code controller-modify --volume "$v2" --mutable-param iops=4000 --mutable-param tagSpecification_1=tier=gold \
+	--mutable-param csi.storage.k8s.io/pvc/namespace=ns-prod-a --mutable-param tagSpecification_2='env={{ .PVCNamespace | field "-" 1 }}')"
 moto_py_checks '
 v = ec2.describe_volumes(VolumeIds=[sys.argv[1]])["Volumes"][0]
+tags = {t["Key"]: t["Value"] for t in v.get("Tags", [])}
 eq("moto: iops 4000", v.get("Iops"), 4000)
-eq("moto: tag added", {t["Key"]: t["Value"] for t in v.get("Tags", [])}.get("tier"), "gold")
+eq("moto: tag added", tags.get("tier"), "gold")
+eq("moto: templated tag added", tags.get("env"), "prod")
 ' "$v2"
+expect "modify: a bad tag template is InvalidArgument" InvalidArgument \
+	"$(cc_code controller-modify --volume "$v2" --mutable-param tagSpecification_1='x={{ .PVName | upper }}')"
 # every EC2 call the controller made (its upstream-named metric)
 ec2_calls() { curl -s "$CTRL_METRICS/metrics" | awk '/^aws_ebs_csi_api_request_duration_seconds_count/ { s += $2 } END { print s + 0 }'; }
 calls_before=$(ec2_calls)

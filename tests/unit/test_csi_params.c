@@ -267,12 +267,6 @@ TEST(csi_params_client_token)
 	ASSERT_STREQ(a, b);
 	ASSERT_TRUE(strcmp(a, c) != 0);
 	ASSERT_TRUE(strcmp(a, d) != 0);
-	char *out = NULL;
-	ASSERT_OK(csi_tag_template("x-{{.PVName}}-{{ .PVCName }}", "c", "n", "v", &out));
-	ASSERT_STREQ(out, "x-v-c");
-	free(out);
-	ASSERT_ERR(csi_tag_template("{{ .PVName | upper }}", "c", "n", "v", &out), EINVAL);
-	ASSERT_ERR(csi_tag_template("{{ .PVName", "c", "n", "v", &out), EINVAL);
 }
 
 /* upstream's validateExtraTags: lengths, the driver's own keys, kubernetes.io and aws: */
@@ -295,13 +289,4 @@ TEST(csi_params_tag_check_reserved)
 	ASSERT_ERR(csi_tag_check("kubernetes.io/cluster/x", "owned", err, sizeof(err)), EINVAL);
 	ASSERT_CONTAINS(err, "kubernetes.io prefix");
 	ASSERT_ERR(csi_tag_check("aws:foo", "x", err, sizeof(err)), EINVAL);
-
-	const char *const names[] = {".VolumeSnapshotName", ".VolumeSnapshotNamespace"};
-	const char *const values[] = {"snap", "prod"};
-	char *out = NULL;
-	ASSERT_OK(csi_tag_template_props("{{ .VolumeSnapshotNamespace }}/{{.VolumeSnapshotName}}",
-					 names, values, 2, &out));
-	ASSERT_STREQ(out, "prod/snap");
-	free(out);
-	ASSERT_ERR(csi_tag_template_props("{{ .PVCName }}", names, values, 2, &out), EINVAL);
 }
