@@ -59,7 +59,6 @@
 #define LABELER_MAX_FLAGS 96
 
 static const char labeler_usage[] =
-    "aws-k8s ebs-csi-driver metadataLabeler [flags]\n\n"
     "The upstream driver's metadataLabeler mode (the controller Deployment's metadata-labeler\n"
     "sidecar): while it holds the Lease metadata-labeler-<driver name>, it labels every Node\n"
     "whose providerID names an EC2 instance with <driver name>/enis-count (its network\n"
@@ -283,7 +282,8 @@ static int describe(struct labeler *l, const char *const *ids, size_t n, struct 
 	return r;
 }
 
-/* One instance, through the controller's batcher (Nodes that join together share a call). */
+/* One instance, through the controller's batcher (Nodes that join together share a call), or
+ * alone with --batching=false. */
 static int describe_one(struct labeler *l, const char *id, struct csi_labeler_counts *ret)
 {
 	struct aws_error err = {0};
@@ -291,7 +291,7 @@ static int describe_one(struct labeler *l, const char *id, struct csi_labeler_co
 	char msg[512];
 	int r;
 
-	if (!l->ctrl->b_instances) {
+	if (!l->ctrl->batching || !l->ctrl->b_instances) { /* --batching=false */
 		struct kmap found = KMAP_INIT;
 		struct csi_labeler_counts *k;
 		if ((r = describe(l, &id, 1, &found)) >= 0)
