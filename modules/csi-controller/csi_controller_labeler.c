@@ -176,6 +176,8 @@ static size_t pv_index(const cJSON *obj, const char **out, size_t max)
 	return 1;
 }
 
+static const struct kube_indexer pv_indexers[] = {{"volume", pv_index}};
+
 static bool is_pv(void *ud, const char *volume_id)
 {
 	struct labeler *l = ud;
@@ -540,8 +542,8 @@ static int labeler_setup(struct labeler *l, char *lease, size_t lease_n)
 	    .res = &kube_pvs,
 	    .transform = pv_transform,
 	    .transform_ud = l,
-	    .indexers = (const struct kube_indexer[]){{"volume", pv_index}},
-	    .n_indexers = 1,
+	    .indexers = pv_indexers, /* kept by the informer: static */
+	    .n_indexers = ARRAY_SIZE(pv_indexers),
 	    .name = "persistentvolumes",
 	    .cancel = cancel_root(),
 	};
