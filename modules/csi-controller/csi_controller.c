@@ -102,6 +102,12 @@ static int push_tags(struct csi_ctrl *c, char **kv)
 
 int csi_controller_configure(struct csi_ctrl *c, const char *component)
 {
+	return csi_controller_configure_region(c, component, NULL);
+}
+
+int csi_controller_configure_region(struct csi_ctrl *c, const char *component,
+				    const char *known_region)
+{
 	char ua[160], err[256];
 	int r;
 
@@ -121,7 +127,10 @@ int csi_controller_configure(struct csi_ctrl *c, const char *component)
 	/* the region: AWS_REGION, else the first of --metadata-sources that answers */
 	const char *env_region = getenv("AWS_REGION");
 	char region[CSI_REGION_MAX] = "", why[2048];
-	if (!env_region || !*env_region) {
+	if ((!env_region || !*env_region) && known_region && *known_region) {
+		snprintf(region, sizeof(region), "%s", known_region);
+		log_info("region from the node's metadata", KV_S("region", region));
+	} else if (!env_region || !*env_region) {
 		struct csi_ctrl_meta_opts mo = {.sources = f_sources,
 						.node_name = getenv("CSI_NODE_NAME"),
 						.driver = csi_flags.driver_name,

@@ -246,8 +246,8 @@ static int on_page(void *ud, const struct aws_reply *page)
 				free(k);
 				continue;
 			}
-			if (kmap_put(pc->found, aws_xml_text(i, "instanceId"), k,
-				     (void **)&old) < 0) {
+			if (kmap_put(pc->found, aws_xml_text(i, "instanceId"), k, (void **)&old) <
+			    0) {
 				free(k);
 				return -ENOMEM;
 			}
@@ -261,10 +261,8 @@ static int on_page(void *ud, const struct aws_reply *page)
 static int describe(struct labeler *l, const char *const *ids, size_t n, struct kmap *found)
 {
 	struct page_ctx pc = {l, found};
-	struct aws_paginate p = {.token_param = "NextToken",
-				 .reply_field = "nextToken",
-				 .on_page = on_page,
-				 .ud = &pc};
+	struct aws_paginate p = {
+	    .token_param = "NextToken", .reply_field = "nextToken", .on_page = on_page, .ud = &pc};
 	int r = 0;
 
 	for (size_t off = 0; off < n && r >= 0; off += LABELER_ID_CHUNK) {
@@ -324,7 +322,7 @@ static int pass(struct labeler *l)
 	struct kube_obj **nodes = NULL;
 	struct kmap found = KMAP_INIT;
 	size_t n = 0, k = 0, queued = 0;
-	char (*ids)[AWS_EC2_ID_MAX + 1] = NULL;
+	char(*ids)[AWS_EC2_ID_MAX + 1] = NULL;
 	const char **idv = NULL;
 	int64_t t0 = now_mono_ns();
 	int r;
@@ -344,7 +342,8 @@ static int pass(struct labeler *l)
 	l->failures = 0;
 	for (size_t i = 0; i < n && r >= 0; i++) {
 		const char *name = json_str(nodes[i]->json, "metadata.name");
-		struct csi_labeler_counts *c = ids[i][0] ? kmap_get(&found, ids[i]) : NULL, *dup, *old;
+		struct csi_labeler_counts *c = ids[i][0] ? kmap_get(&found, ids[i]) : NULL, *dup,
+					  *old;
 		if (!name || !c)
 			continue;
 		if (!(dup = malloc(sizeof(*dup)))) {
@@ -403,11 +402,11 @@ static int patch(struct labeler *l, const char *name, const struct csi_labeler_c
 	    cJSON_AddStringToObject(labels, l->enis_key, e) &&
 	    cJSON_AddStringToObject(labels, l->volumes_key, v) &&
 	    (text = cJSON_PrintUnformatted(p)))
-		r = kube_patch(l->kc, KUBE_REF(&kube_nodes, NULL, name), KUBE_PATCH_MERGE, text, NULL,
-			       &st);
+		r = kube_patch(l->kc, KUBE_REF(&kube_nodes, NULL, name), KUBE_PATCH_MERGE, text,
+			       NULL, &st);
 	if (r < 0)
-		log_warn("cannot patch the Node's labels", KV_S("node", name), KV_S("reason", st.reason),
-			 KV_S("message", st.message), KV_E(r));
+		log_warn("cannot patch the Node's labels", KV_S("node", name),
+			 KV_S("reason", st.reason), KV_S("message", st.message), KV_E(r));
 	else
 		log_v(2, "Node labelled", KV_S("node", name), KV_I("enis", k->enis),
 		      KV_I("volumes", k->volumes));
@@ -454,8 +453,9 @@ static int label_node(struct labeler *l, const char *name)
 		if ((r = patch(l, name, &k)) < 0) {
 			pthread_mutex_lock(&l->lock);
 			if (from_pass && ++l->failures == LABELER_PATCH_FAILS)
-				log_error("failed to patch the labels of several Nodes; retrying each",
-					  KV_I("failed", LABELER_PATCH_FAILS));
+				log_error(
+				    "failed to patch the labels of several Nodes; retrying each",
+				    KV_I("failed", LABELER_PATCH_FAILS));
 			pthread_mutex_unlock(&l->lock);
 			goto out;
 		}
@@ -516,10 +516,10 @@ static int labeler_setup(struct labeler *l, char *lease, size_t lease_n)
 	int r;
 
 	l->driver = csi_flags.driver_name && *csi_flags.driver_name ? csi_flags.driver_name
-								      : CSI_DRIVER_NAME_DEFAULT;
+								    : CSI_DRIVER_NAME_DEFAULT;
 	if (csi_labeler_key(l->driver, CSI_LABEL_ENIS, l->enis_key, sizeof(l->enis_key)) < 0 ||
-	    csi_labeler_key(l->driver, CSI_LABEL_VOLUMES, l->volumes_key,
-			    sizeof(l->volumes_key)) < 0 ||
+	    csi_labeler_key(l->driver, CSI_LABEL_VOLUMES, l->volumes_key, sizeof(l->volumes_key)) <
+		0 ||
 	    str_printf(lease, lease_n, "metadata-labeler-%s", l->driver) < 0) {
 		log_error("the driver name is too long for the labels", KV_S("driver", l->driver));
 		return -ENAMETOOLONG;
@@ -598,13 +598,15 @@ int csi_labeler_main(int argc, char **argv)
 	if (n > 0 || f_interval <= 0 || f_le_retry <= 0 || f_le_renew <= f_le_retry * 6 / 5 ||
 	    f_le_lease <= f_le_renew) {
 		if (n > 0)
-			fprintf(stderr, "aws-k8s ebs-csi-driver metadataLabeler: unexpected "
-					"argument '%s'\n",
+			fprintf(stderr,
+				"aws-k8s ebs-csi-driver metadataLabeler: unexpected "
+				"argument '%s'\n",
 				argv[0]);
 		else
-			fprintf(stderr, "aws-k8s ebs-csi-driver metadataLabeler: the interval must be "
-					"positive, and lease duration > renew deadline > 1.2 x retry "
-					"period > 0\n");
+			fprintf(stderr,
+				"aws-k8s ebs-csi-driver metadataLabeler: the interval must be "
+				"positive, and lease duration > renew deadline > 1.2 x retry "
+				"period > 0\n");
 		code = 2;
 		goto out;
 	}

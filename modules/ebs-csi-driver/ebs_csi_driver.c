@@ -81,8 +81,10 @@ static int ebs_all_main(int argc, char **argv)
 		goto out;
 	}
 	/* the node first: no AWS client is made when it cannot tell its instance */
+	/* without AWS_REGION, the region of the node's metadata sources (--metadata-sources are
+	 * the node's here), as upstream's mode all asks one metadata service for both */
 	if ((r = csi_node_plugin_init(&node, "ebs-csi-driver")) != 0 ||
-	    (r = csi_controller_configure(&ctrl, "ebs-csi-driver")) != 0)
+	    (r = csi_controller_configure_region(&ctrl, "ebs-csi-driver", node.meta.region)) != 0)
 		goto out;
 	const struct csi_service svcs[] = {
 		{csi_ctrl_methods, &ctrl},

@@ -227,15 +227,19 @@ expect "metadata-labeler alone, garbage label: no node id, exit 1" 1 "$?"
 expect "csi-node runs: zero AWS calls in all" 0 "$(calls)"
 kc label node node-a --overwrite "$ENIS=$ea" "$VOLS=$va" >/dev/null
 
-# mode all: the node part reads the same labels
+# mode all: the node part reads the same labels; without AWS_REGION both parts take the region
+# from them (upstream asks one metadata service for both)
 SOCK=$T_TMP/all.sock
-CSI_NODE_NAME=node-b bg all "$AWS_K8S" ebs-csi-driver all --endpoint "unix://$SOCK" --kubeconfig "$KC" \
-	--metadata-sources=metadata-labeler
+bg all env -u AWS_REGION -u AWS_DEFAULT_REGION CSI_NODE_NAME=node-b "$AWS_K8S" ebs-csi-driver all \
+	--endpoint "unix://$SOCK" --kubeconfig "$KC" --metadata-sources=metadata-labeler
 for _ in $(seq 200); do [ -S "$SOCK" ] && break; sleep 0.05; done
 INFO=$(info)
 read -r eb vb <<<"$(labels_of node-b)"
 expect "ebs-csi-driver all: NodeGetInfo from node-b's labels" \
 	"$iB $((TYPE_LIMIT - (vb + 1) - (eb - 1)))" "$(field .node_id) $(field .max_volumes_per_node)"
+grep -qF "region from the node's metadata\" region=\"us-east-1\"" "$T_TMP/all.log" &&
+	ok "ebs-csi-driver all without AWS_REGION: the controller's region from node-b's labels" ||
+	fail "ebs-csi-driver all: the controller's region from the node" "$(grep -i region "$T_TMP/all.log" | tail -3)"
 node_stop all
 
 # ---- csi-controller: the region from the metadata-labeler source --------------------------------

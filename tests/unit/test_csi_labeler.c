@@ -88,8 +88,8 @@ TEST(csi_labeler_pv_volume)
 	pvs_load(&p);
 	ASSERT_STREQ(csi_labeler_pv_volume(p.pv[0], DRIVER), VOL_CSI_A);
 	ASSERT_STREQ(csi_labeler_pv_volume(p.pv[1], DRIVER), VOL_INTREE_A); /* the id, not aws:// */
-	ASSERT_NULL(csi_labeler_pv_volume(p.pv[2], DRIVER));		     /* another driver's */
-	ASSERT_STREQ(csi_labeler_pv_volume(p.pv[2], NULL), VOL_DATA_A);	     /* any driver */
+	ASSERT_NULL(csi_labeler_pv_volume(p.pv[2], DRIVER));		    /* another driver's */
+	ASSERT_STREQ(csi_labeler_pv_volume(p.pv[2], NULL), VOL_DATA_A);	    /* any driver */
 	ASSERT_NULL(csi_labeler_pv_volume(p.pv[3], DRIVER));
 	ASSERT_NULL(csi_labeler_pv_volume(p.pv[3], NULL));
 	pvs_free(&p);
@@ -286,7 +286,8 @@ TEST(csi_node_labeler_source)
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		node = labeled_node(DRIVER, bad[i][0], bad[i][1]);
 		m = (struct csi_node_meta){.enis = -1};
-		ASSERT_TRUE(csi_node_meta_from_labeled_node(node, DRIVER, &m, why, sizeof(why)) < 0);
+		ASSERT_TRUE(csi_node_meta_from_labeled_node(node, DRIVER, &m, why, sizeof(why)) <
+			    0);
 		ASSERT_NULL(m.instance_id); /* nothing taken */
 		ASSERT_NULL(m.zone);
 		ASSERT_EQ(m.enis, -1);
