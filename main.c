@@ -101,7 +101,7 @@ static const struct cmd commands[] = {
 	{ "csi-node", csi_node_main, "the EBS CSI node plugin (a DaemonSet on every node)", "node",
 	  version_ebs_csi },
 	{ "ebs-csi-driver", ebs_csi_driver_main,
-	  "the EBS CSI driver as upstream runs it: ebs-csi-driver controller|node|all", NULL,
+	  "the EBS CSI driver as upstream runs it: ebs-csi-driver controller|node|all|metadataLabeler", NULL,
 	  version_ebs_csi },
 	{ "kube-debug", kube_debug_main, "drive the Kubernetes client core (tests, debugging)" },
 	{ "serve", serve_main, "serve only the shared metrics and health endpoints (diagnostics)" },

@@ -30,8 +30,10 @@ static const char ctrl_usage[] =
     "upstream driver's JSON. The region comes from AWS_REGION; else from --metadata-sources\n"
     "in order: imds (the instance metadata service, retried for --metadata-retry-timeout),\n"
     "kubernetes (the Node $CSI_NODE_NAME through --kubeconfig or the in-cluster config: its\n"
-    "topology.kubernetes.io/region label or the zone of its providerID). Without a region\n"
-    "it exits 1, naming each source's failure.";
+    "topology.kubernetes.io/region label or the zone of its providerID), metadata-labeler\n"
+    "(the same, when the Node carries the metadata labeler's counts). Without a region it\n"
+    "exits 1, naming each source's failure. The metadata labeler itself is\n"
+    "`aws-k8s ebs-csi-driver metadataLabeler`.";
 
 static char **f_extra_tags, **f_extra_volume_tags;
 static char *f_cluster_id, *f_user_agent;
@@ -66,7 +68,8 @@ const struct flag csi_controller_flags[] = {
      "in-cluster config to be used (for the kubernetes metadata source)."},
     {"metadata-sources", FLAG_STRLIST, &f_sources, "imds,kubernetes", NULL,
      "Which sources are asked for instance metadata (the region when AWS_REGION is unset), "
-     "in order: 'imds', 'kubernetes' ('metadata-labeler' is skipped with a warning).",
+     "in order: 'imds', 'kubernetes', 'metadata-labeler' (the Node's labels, as kubernetes, "
+     "and the metadata labeler's count labels).",
      .choices = "imds,kubernetes,metadata-labeler"},
     {"metadata-retry-timeout", FLAG_DURATION, &f_imds_retry, "10s", NULL,
      "(aws-k8s) How long the instance metadata service is retried, with backoff, before the "
@@ -102,6 +105,12 @@ static int push_tags(struct csi_ctrl *c, char **kv)
 
 int csi_controller_configure(struct csi_ctrl *c, const char *component)
 {
+	return csi_controller_configure_region(c, component, NULL);
+}
+
+int csi_controller_configure_region(struct csi_ctrl *c, const char *component,
+				    const char *known_region)
+{
 	char ua[160], err[256];
 	int r;
 
@@ -122,9 +131,13 @@ int csi_controller_configure(struct csi_ctrl *c, const char *component)
 	/* the region: AWS_REGION, else the first of --metadata-sources that answers */
 	const char *env_region = getenv("AWS_REGION");
 	char region[CSI_REGION_MAX] = "", why[2048];
-	if (!env_region || !*env_region) {
+	if ((!env_region || !*env_region) && known_region && *known_region) {
+		snprintf(region, sizeof(region), "%s", known_region);
+		log_info("region from the node's metadata", KV_S("region", region));
+	} else if (!env_region || !*env_region) {
 		struct csi_ctrl_meta_opts mo = {.sources = f_sources,
 						.node_name = getenv("CSI_NODE_NAME"),
+						.driver = csi_flags.driver_name,
 						.imds_budget_ns = f_imds_retry};
 		if ((r = csi_ctrl_find_region(&mo, region, why, sizeof(why))) < 0) {
 			log_error("could not determine the region from any metadata source; set "

@@ -24,3 +24,8 @@ extern const struct flag csi_controller_flags[];
  * user agent "<component> [--user-agent-extra]": 0, or the exit code after printing why (2 a
  * bad flag value, 1 a set-up failure). Release c with csi_ctrl_release in every case. */
 int csi_controller_configure(struct csi_ctrl *c, const char *component);
+/* The same, with the region to use when AWS_REGION is not set instead of asking
+ * --metadata-sources (mode all: the node's metadata, as upstream's one metadata service
+ * serves both); NULL or "": ask them. */
+int csi_controller_configure_region(struct csi_ctrl *c, const char *component,
+				    const char *known_region);

@@ -6,6 +6,7 @@
  *                             status, the method table, ControllerGetCapabilities
  *   csi_controller_setup.c    setup and release, the batchers and metrics, the Probe
  *   csi_controller_meta.c     the region from --metadata-sources (IMDS, the Kubernetes Node)
+ *   csi_controller_labeler.c  ebs-csi-driver metadataLabeler: the Nodes' count labels
  *   csi_controller_create.c   CreateVolume, in named steps
  *   csi_controller_volume.c   DeleteVolume, ValidateVolumeCapabilities, ControllerGetVolume
  *   csi_controller_publish.c  ControllerPublish/Unpublish
@@ -35,13 +36,15 @@
 #define CSI_REGION_MAX 64
 struct aws_imds_opts;
 struct csi_ctrl_meta_opts {
-	char **sources;			   /* --metadata-sources: "imds", "kubernetes" */
-	const char *node_name;		   /* $CSI_NODE_NAME, for kubernetes */
+	char **sources;	       /* --metadata-sources: "imds", "kubernetes", "metadata-labeler" */
+	const char *node_name; /* $CSI_NODE_NAME, for kubernetes and metadata-labeler */
+	const char *driver;    /* the labels' prefix (--driver-name); NULL: ebs.csi.aws.com */
 	int64_t imds_budget_ns;		   /* how long IMDS is retried (with backoff) */
 	const struct aws_imds_opts *imds; /* NULL: the defaults and the environment */
 };
-/* Asks the sources in order for the region (metadata-labeler is skipped with a warning). 0
- * with ret filled, or the last source's -errno with "source: why; source: why" in why. */
+/* Asks the sources in order for the region (metadata-labeler: the kubernetes source on a Node
+ * that carries the labeler's counts, common/csi/labeler.h). 0 with ret filled, or the last
+ * source's -errno with "source: why; source: why" in why. */
 int csi_ctrl_find_region(const struct csi_ctrl_meta_opts *o, char ret[CSI_REGION_MAX], char *why,
 			 size_t n);
 /* The region of a Node object: label topology.kubernetes.io/region (or the beta label), else

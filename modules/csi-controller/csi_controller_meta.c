@@ -2,7 +2,9 @@
  * (pkg/cloud/metadata: the first source that answers wins). imds asks the instance metadata
  * service, retried with a bounded backoff on the process's cancel token; kubernetes reads the
  * Node the pod runs on ($CSI_NODE_NAME): its topology.kubernetes.io/region label, else the
- * region of the zone in its providerID aws:///<zone>/<instance>. */
+ * region of the zone in its providerID aws:///<zone>/<instance>; metadata-labeler is the
+ * kubernetes source on a Node that also carries the labeler's two count labels (upstream's
+ * source fails without them, and the next one is asked). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +18,8 @@
 #include "common/base/json.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
+#include "common/csi/identity.h"
+#include "common/csi/labeler.h"
 #include "common/kube/kubeflags.h"
 #include "common/kube/rest.h"
 #include "modules/csi-controller/csi_controller_internal.h"
@@ -134,10 +138,12 @@ static int region_from_imds(const struct csi_ctrl_meta_opts *o, char ret[CSI_REG
 }
 
 /* kubernetes: the Node named by $CSI_NODE_NAME, through --kubeconfig or the in-cluster
- * configuration. */
-static int region_from_kube(const struct csi_ctrl_meta_opts *o, char ret[CSI_REGION_MAX],
-			    char *why, size_t n)
+ * configuration; metadata-labeler (labeler true): the same Node, which must carry the labeler's
+ * counts. */
+static int region_from_kube(const struct csi_ctrl_meta_opts *o, bool labeler,
+			    char ret[CSI_REGION_MAX], char *why, size_t n)
 {
+	struct csi_labeler_counts k;
 	struct kube_client *kc = NULL;
 	struct kube_status st = {0};
 	cJSON *node = NULL;
@@ -159,7 +165,8 @@ static int region_from_kube(const struct csi_ctrl_meta_opts *o, char ret[CSI_REG
 	if ((r = kube_get_path(kc, path, &node, &st)) < 0)
 		snprintf(why, n, "reading Node %s: %s%s%s", o->node_name, strerror(-r),
 			 st.reason[0] ? " " : "", st.reason);
-	else
+	else if (!labeler || (r = csi_labeler_counts_of_node(
+				  node, o->driver ? o->driver : CSI_DRIVER_NAME_DEFAULT, &k, why, n)) == 0)
 		r = csi_ctrl_region_of_node(node, ret, why, n);
 	cJSON_Delete(node);
 	kube_client_free(kc);
@@ -178,12 +185,11 @@ int csi_ctrl_find_region(const struct csi_ctrl_meta_opts *o, char ret[CSI_REGION
 		char one[512] = "";
 		if (strcmp(*s, "imds") == 0)
 			r = region_from_imds(o, ret, one, sizeof(one));
-		else if (strcmp(*s, "kubernetes") == 0)
-			r = region_from_kube(o, ret, one, sizeof(one));
-		else {
-			log_warn("metadata source not implemented yet: skipped", KV_S("source", *s));
-			continue;
-		}
+		else if (strcmp(*s, "kubernetes") == 0 || strcmp(*s, "metadata-labeler") == 0)
+			r = region_from_kube(o, strcmp(*s, "metadata-labeler") == 0, ret, one,
+					     sizeof(one));
+		else
+			continue; /* the flag table takes no other */
 		if (r == 0) {
 			log_info("region from metadata", KV_S("source", *s), KV_S("region", ret));
 			break;

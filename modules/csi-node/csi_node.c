@@ -13,6 +13,7 @@
 #include "common/base/buf.h"
 #include "common/base/flags.h"
 #include "common/base/log.h"
+#include "common/csi/labeler.h"
 #include "common/csi/plugin.h"
 #include "common/kube/kubeflags.h"
 #include "common/kube/rest.h"
@@ -24,9 +25,15 @@ static const char node_usage[] =
 	"upstream driver's node mode does (run it as a privileged DaemonSet with /dev, the\n"
 	"kubelet directory and the plugin socket directory mounted). The node id is the EC2\n"
 	"instance id, from the instance metadata service or from the Kubernetes Node named by\n"
-	"$CSI_NODE_NAME (--metadata-sources), or given with --node-id. Every value a source\n"
-	"serves is checked (instance id, zone, zone id, region, instance type, outpost ARN): a\n"
-	"source that serves a malformed one is not used, and the next one is asked.\n\n"
+	"$CSI_NODE_NAME (--metadata-sources, asked in order), or given with --node-id. Every\n"
+	"value a source serves is checked (instance id, zone, zone id, region, instance type,\n"
+	"outpost ARN): a source that serves a malformed one is not used, and the next one is\n"
+	"asked. metadata-labeler is the Node as kubernetes reads it plus the counts the metadata\n"
+	"labeler (`aws-k8s ebs-csi-driver metadataLabeler`) writes in its labels\n"
+	"<driver>/enis-count and <driver>/non-csi-ebs-volumes-count: the attach limit then needs\n"
+	"no metadata service and no EC2 call, and NodeGetInfo reads the labels again (one GET of\n"
+	"the Node). Without both labels (or with one that is not a count) that source is not\n"
+	"used and the next one is asked.\n\n"
 	"Test mode: --device-dir DIR finds volumes through DIR instead of /dev/disk/by-id,\n"
 	"where a link nvme-Amazon_Elastic_Block_Store_vol<id without dash> -> /dev/loopN stands\n"
 	"for an attached EBS volume; with --node-id and --availability-zone the node runs with no\n"
@@ -51,8 +58,7 @@ const struct flag csi_node_flags[] = {
 	{ "metadata-sources", FLAG_STRLIST, &metadata_sources, "imds,kubernetes", NULL,
 	  "Dictates which sources are used to retrieve instance metadata. The driver will "
 	  "attempt to rely on each source in order until one succeeds. Valid options include "
-	  "'imds', 'kubernetes' and 'metadata-labeler' (not implemented yet: skipped with a "
-	  "warning).",
+	  "'imds', 'kubernetes' and 'metadata-labeler'.",
 	  .choices = "imds,kubernetes,metadata-labeler" },
 	{ "volume-attach-limit", FLAG_INT, &attach_limit, "-1", NULL,
 	  "Value for the maximum number of volumes attachable per node. If specified, the limit "
@@ -60,9 +66,10 @@ const struct flag csi_node_flags[] = {
 	  "value is computed from the instance type.", -1, 1000000 },
 	{ "reserved-volume-attachments", FLAG_INT, &reserved, "-1", NULL,
 	  "Number of volume attachments reserved for system use. Not used when "
-	  "--volume-attach-limit is specified. When -1, the number of block devices in the "
-	  "instance metadata (those under a CSI device name, /dev/xvdaa-xvddz, left out) plus one "
-	  "for the root volume.", -1, 1000 },
+	  "--volume-attach-limit is specified. When -1, the metadata labeler's volume count plus "
+	  "one for the root volume (metadata-labeler source), else the number of block devices in "
+	  "the instance metadata (those under a CSI device name, /dev/xvdaa-xvddz, left out) plus "
+	  "one for the root volume.", -1, 1000 },
 	{ "legacy-xfs", FLAG_BOOL, &legacy_xfs, "false", NULL,
 	  "Formats XFS volumes with `bigtime=0,inobtcount=0,reflink=0`, so that they can be "
 	  "mounted onto nodes with linux kernel <= v5.4." },
@@ -99,11 +106,6 @@ const struct flag csi_node_flags[] = {
 	{ NULL },
 };
 
-static bool source_enabled(const char *name)
-{
-	return strv_contains(metadata_sources, name);
-}
-
 /* Where a field of a metadata source is read from, for the error that names it. */
 static const char *field_origin(const char *source, const char *field)
 {
@@ -124,6 +126,8 @@ static const char *field_origin(const char *source, const char *field)
 		{ "kubernetes", "instance-type", "label node.kubernetes.io/instance-type" },
 	};
 
+	if (strcmp(source, "metadata-labeler") == 0)
+		source = "kubernetes"; /* the same Node */
 	for (size_t i = 0; i < ARRAY_SIZE(origins); i++)
 		if (strcmp(origins[i].source, source) == 0 && strcmp(origins[i].field, field) == 0)
 			return origins[i].origin;
@@ -150,11 +154,82 @@ static int take_source(const char *source, struct csi_node_meta *got, struct csi
 	return 0;
 }
 
-static int gather_metadata(struct csi_node_meta *m, struct aws_client **ret_aws)
+/* imds: the instance metadata service (and the AWS client the opt-in EC2 call needs). */
+static bool from_imds(struct csi_node_meta *m, bool complete, struct aws_client **aws)
 {
-	struct aws_client *aws = NULL;
-	bool rejected = false;
+	bool need_aws = describe_types && attach_limit < 0, rejected = false;
 	int r;
+
+	if (complete && !need_aws)
+		return false;
+	aws_metrics_family_set(AWS_METRICS_EBS_CSI); /* the EBS CSI driver's names */
+	if (!*aws && (r = aws_client_new(&(struct aws_client_opts){ .user_agent = "csi-node" },
+					 aws)) < 0) {
+		log_warn("cannot create the AWS client", KV_E(r));
+	} else if (!complete || !m->instance_type || m->enis < 0) {
+		struct csi_node_meta got = { .enis = -1 };
+		r = csi_node_meta_from_imds(aws_client_imds(*aws), &got);
+		if (r < 0 && !complete)
+			log_warn("instance metadata unavailable", KV_E(r));
+		rejected = take_source("imds", &got, m) < 0;
+		csi_node_meta_release(&got);
+	}
+	return rejected;
+}
+
+/* kubernetes, and metadata-labeler (labeler true): the Node $CSI_NODE_NAME. The labeler's
+ * source gives nothing unless the Node carries its two counts; when it does, its client is
+ * kept in p for NodeGetInfo. */
+static bool from_kube(struct csi_node_plugin *p, bool labeler)
+{
+	const char *source = labeler ? "metadata-labeler" : "kubernetes";
+	const char *kube_node = getenv("CSI_NODE_NAME");
+	struct csi_node_meta got = { .enis = -1 };
+	struct kube_client *kc = NULL;
+	cJSON *node = NULL;
+	bool rejected = false;
+	char err[512] = "";
+	int r;
+
+	if (!kube_node || !*kube_node) {
+		if (labeler)
+			log_warn("metadata source not used: CSI_NODE_NAME is not set",
+				 KV_S("source", source));
+		return false;
+	}
+	if ((r = kube_client_from_flags("csi-node", &kc, err, sizeof(err))) < 0) {
+		log_warn("cannot reach Kubernetes for the node's metadata", KV_S("source", source),
+			 KV_S("error", err));
+		return false;
+	}
+	if ((r = csi_node_get_node(kc, kube_node, &node)) < 0)
+		log_warn("cannot read the node's metadata from Kubernetes", KV_S("source", source),
+			 KV_S("node", kube_node), KV_E(r));
+	else if (!labeler && (r = csi_node_meta_from_node(node, &got)) < 0)
+		log_warn("no instance id in the Node's providerID", KV_S("node", kube_node),
+			 KV_E(r));
+	else if (labeler && (r = csi_node_meta_from_labeled_node(node, csi_flags.driver_name,
+								 &got, err, sizeof(err))) < 0)
+		log_warn("metadata source not used: the Node lacks the metadata labeler's counts",
+			 KV_S("source", source), KV_S("node", kube_node), KV_S("why", err));
+	/* the kubernetes source merges what it read even without an instance id, as before */
+	if (node && (!labeler || r == 0))
+		rejected = take_source(source, &got, &p->meta) < 0;
+	if (labeler && r == 0 && !rejected && p->meta.reserved && !p->kc) {
+		p->kc = TAKE_PTR(kc);
+		p->kube_node = kube_node;
+	}
+	cJSON_Delete(node);
+	csi_node_meta_release(&got);
+	kube_client_free(kc);
+	return rejected;
+}
+
+/* The sources in --metadata-sources order; each fills what the ones before left unset. */
+static int gather_metadata(struct csi_node_plugin *p)
+{
+	struct csi_node_meta *m = &p->meta;
+	bool rejected = false;
 
 	if (node_id && (m->instance_id = strdup(node_id)) == NULL)
 		return -ENOMEM;
@@ -162,42 +237,13 @@ static int gather_metadata(struct csi_node_meta *m, struct aws_client **ret_aws)
 		return -ENOMEM;
 	if (instance_type && (m->instance_type = strdup(instance_type)) == NULL)
 		return -ENOMEM;
-	bool complete = m->instance_id && m->zone;
-	bool need_aws = describe_types && attach_limit < 0;
-
-	if ((!complete || need_aws) && source_enabled("imds")) {
-		aws_metrics_family_set(AWS_METRICS_EBS_CSI); /* the EBS CSI driver's names */
-		if ((r = aws_client_new(&(struct aws_client_opts){.user_agent = "csi-node"},
-					&aws)) < 0) {
-			log_warn("cannot create the AWS client", KV_E(r));
-		} else if (!complete || !m->instance_type || m->enis < 0) {
-			struct csi_node_meta got = { .enis = -1 };
-			r = csi_node_meta_from_imds(aws_client_imds(aws), &got);
-			if (r < 0 && !complete)
-				log_warn("instance metadata unavailable", KV_E(r));
-			rejected |= take_source("imds", &got, m) < 0;
-			csi_node_meta_release(&got);
-		}
+	for (char **s = metadata_sources; s && *s; s++) {
+		bool complete = m->instance_id && m->zone;
+		if (strcmp(*s, "imds") == 0)
+			rejected |= from_imds(m, complete, &p->aws);
+		else if (!complete) /* kubernetes, metadata-labeler (the flag table takes no other) */
+			rejected |= from_kube(p, strcmp(*s, "metadata-labeler") == 0);
 	}
-	complete = m->instance_id && m->zone;
-	const char *kube_node = getenv("CSI_NODE_NAME");
-	if (!complete && source_enabled("kubernetes") && kube_node && *kube_node) {
-		struct kube_client *kc = NULL;
-		char err[512];
-		if ((r = kube_client_from_flags("csi-node", &kc, err, sizeof(err))) < 0) {
-			log_warn("cannot reach Kubernetes for the node's metadata",
-				 KV_S("error", err));
-		} else {
-			struct csi_node_meta got = { .enis = -1 };
-			if ((r = csi_node_meta_from_kube(kc, kube_node, &got)) < 0)
-				log_warn("cannot read the node's metadata from Kubernetes",
-					 KV_S("node", kube_node), KV_E(r));
-			rejected |= take_source("kubernetes", &got, m) < 0;
-			csi_node_meta_release(&got);
-			kube_client_free(kc);
-		}
-	}
-	*ret_aws = aws;
 	/* a zone given on the command line wins over the region a source gave */
 	if (m->zone && m->region && !aws_zone_in_region(m->zone, m->region)) {
 		free(m->region);
@@ -229,6 +275,7 @@ static long long compute_limit(const struct csi_node_meta *m, struct aws_client 
 		.instance_type = m->instance_type,
 		.enis = m->enis,
 		.bdm = m->bdm,
+		.counted_reserved = m->reserved,
 	};
 	struct csi_node_type_facts facts;
 	char why[256];
@@ -249,35 +296,61 @@ static long long compute_limit(const struct csi_node_meta *m, struct aws_client 
 	return limit;
 }
 
+/* NodeGetInfo with the metadata-labeler's counts: the Node's labels read again (one GET, no
+ * EC2 call), as upstream's UpdateMetadata re-reads them; the limit changes with them. When
+ * the Node cannot be read or its labels are gone, the last limit stands. */
+static long long labeled_limit(void *ud)
+{
+	struct csi_node_plugin *p = ud;
+	struct csi_labeler_counts k;
+	cJSON *node = NULL;
+	char why[256] = "";
+	int r;
+
+	if ((r = csi_node_get_node(p->kc, p->kube_node, &node)) < 0 ||
+	    (r = csi_labeler_counts_of_node(node, csi_flags.driver_name, &k, why, sizeof(why))) <
+		0)
+		log_warn("cannot read the metadata labeler's counts again: the last attach limit "
+			 "stands",
+			 KV_S("node", p->kube_node), KV_S("why", why), KV_E(r));
+	cJSON_Delete(node);
+	pthread_mutex_lock(&p->lock);
+	if (r == 0 && (k.enis != p->meta.enis || k.volumes + 1 != p->meta.reserved)) {
+		p->meta.enis = k.enis;
+		p->meta.reserved = k.volumes + 1;
+		p->limit = compute_limit(&p->meta, NULL);
+	}
+	long long limit = p->limit;
+	pthread_mutex_unlock(&p->lock);
+	return limit;
+}
+
 int csi_node_plugin_init(struct csi_node_plugin *p, const char *component)
 {
 	int r;
 
 	*p = (struct csi_node_plugin){ .meta = { .enis = -1 } };
+	pthread_mutex_init(&p->lock, NULL);
 	if (attach_limit != -1 && reserved != -1) {
 		fprintf(stderr, "aws-k8s %s: only one of --volume-attach-limit and "
 				"--reserved-volume-attachments may be specified\n",
 			component);
 		return 2;
 	}
-	/* the flag table took only imds, kubernetes and metadata-labeler */
-	if (source_enabled("metadata-labeler"))
-		log_warn("metadata source not implemented yet: skipped",
-			 KV_S("source", "metadata-labeler"));
 	if (!flag_value_ok("node-id", node_id, aws_instance_id_valid,
 			   "an EC2 instance id (i- and 8 or 17 hex digits)") ||
 	    !flag_value_ok("availability-zone", zone, aws_zone_valid, "an availability zone") ||
 	    !flag_value_ok("instance-type", instance_type, aws_instance_type_valid,
 			   "an EC2 instance type (family.size)"))
 		return 2;
-	if ((r = gather_metadata(&p->meta, &p->aws)) < 0) {
+	if ((r = gather_metadata(p)) < 0) {
 		log_error("cannot tell the node id: no metadata source gave a well-formed one; give "
 			  "--node-id, or make the instance metadata service or the Kubernetes Node "
 			  "($CSI_NODE_NAME) reachable",
 			  KV_E(r));
 		return 1;
 	}
-	long long limit = compute_limit(&p->meta, p->aws);
+	p->limit = compute_limit(&p->meta, p->aws);
 	if ((r = csi_node_topology(&p->meta, &p->topo, &p->n_topo)) < 0) {
 		log_error("out of memory", KV_E(r));
 		return 1;
@@ -287,7 +360,10 @@ int csi_node_plugin_init(struct csi_node_plugin *p, const char *component)
 		.legacy_xfs = legacy_xfs,
 		.mkfs_timeout_ns = mkfs_timeout,
 		.node_id = p->meta.instance_id,
-		.max_volumes = limit,
+		.max_volumes = p->limit,
+		/* the counts can change: asked again at NodeGetInfo (attach limit given: never) */
+		.max_volumes_fn = p->kc && attach_limit < 0 && reserved < 0 ? labeled_limit : NULL,
+		.max_volumes_ud = p,
 		.topology = p->topo,
 		.n_topology = p->n_topo,
 	};
@@ -319,6 +395,8 @@ void csi_node_plugin_release(struct csi_node_plugin *p)
 	csi_node_topology_free(p->topo, p->n_topo);
 	aws_client_free(p->aws);
 	csi_node_meta_release(&p->meta);
+	kube_client_free(p->kc);
+	pthread_mutex_destroy(&p->lock);
 	*p = (struct csi_node_plugin){ .meta = { .enis = -1 } };
 }
 

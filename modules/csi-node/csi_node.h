@@ -14,6 +14,7 @@
 #pragma once
 #include <cjson/cJSON.h>
 #include <libxml/tree.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -38,6 +39,9 @@ struct csi_node_meta {
 	char *outpost_arn;
 	int enis;   /* attached network interfaces; -1 unknown */
 	char **bdm; /* metadata block-device-mapping as "key=device"; NULL unknown */
+	/* Attachments the instance's own volumes take, as the metadata labeler counted them (its
+	 * non-CSI volume count + 1 for the root volume); 0 unknown (then bdm decides). */
+	int reserved;
 };
 
 void csi_node_meta_release(struct csi_node_meta *m);
@@ -70,6 +74,12 @@ struct csi_node_plugin {
 	size_t n_topo;
 	struct csi_node *node;
 	struct csi_nvme_metrics *nvme; /* the EBS NVMe statistics in the metrics */
+	/* With the counts of the metadata-labeler source: its client and Node, to read them again
+	 * at each NodeGetInfo (csi_node.c); NULL otherwise. */
+	struct kube_client *kc;
+	const char *kube_node;
+	pthread_mutex_t lock; /* guards meta's counts and limit */
+	long long limit;      /* max_volumes_per_node */
 };
 /* 0, or the exit code after printing why (2 a bad flag value, 1 no node id or no memory).
  * Release p with csi_node_plugin_release in every case. */
@@ -84,6 +94,16 @@ int csi_node_meta_from_imds(struct aws_imds *imds, struct csi_node_meta *m);
  * region and instance-type labels). A providerID that cannot be parsed is kept whole as the
  * instance id, so that csi_node_meta_check reports it. -ENODATA when there is no instance id. */
 int csi_node_meta_from_kube(struct kube_client *kc, const char *node_name, struct csi_node_meta *m);
+/* The same from a Node object already read (csi_node_get_node: GET /api/v1/nodes/<name>). */
+int csi_node_meta_from_node(const cJSON *node, struct csi_node_meta *m);
+int csi_node_get_node(struct kube_client *kc, const char *node_name, cJSON **ret);
+/* The metadata-labeler source, as upstream's: the Node's values as csi_node_meta_from_node
+ * takes them, plus the metadata labeler's counts (common/csi/labeler.h, labels prefixed with
+ * driver): the unset enis, and reserved = the volume count + 1. When a count label is missing
+ * (-ENODATA) or not a count (-EBADMSG), or the providerID names no instance, m is left as it
+ * was (the source gives nothing, and the next one is asked), with the reason in why. */
+int csi_node_meta_from_labeled_node(const cJSON *node, const char *driver,
+				    struct csi_node_meta *m, char *why, size_t n);
 
 /* The first malformed value of a metadata source: its field ("instance-id",
  * "availability-zone", "availability-zone-id", "region", "instance-type", "outpost-arn"), the

@@ -200,7 +200,8 @@ static int node_info(struct rpc_call *call, const ProtobufCMessage *in, Protobuf
 	if (!rep || !topo ||
 	    !(rep->node_id = rpc_call_strdup(call, cfg->node_id ? cfg->node_id : "")))
 		return csi_rpc_oom(call);
-	rep->max_volumes_per_node = cfg->max_volumes;
+	rep->max_volumes_per_node =
+	    cfg->max_volumes_fn ? cfg->max_volumes_fn(cfg->max_volumes_ud) : cfg->max_volumes;
 	for (size_t i = 0; i < cfg->n_topology; i++)
 		if (rpc_call_map_add(call, &topo->base, "segments", cfg->topology[i].key,
 				     cfg->topology[i].value) < 0)

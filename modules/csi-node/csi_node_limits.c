@@ -95,6 +95,9 @@ long long csi_node_max_volumes(const struct csi_node_limits_input *in, char *why
 	if (in->reserved >= 0) {
 		reserved = in->reserved;
 		rsrc = "--reserved-volume-attachments";
+	} else if (in->counted_reserved > 0) {
+		reserved = in->counted_reserved;
+		rsrc = "metadata-labeler Node labels";
 	} else {
 		reserved = csi_node_reserved_from_bdm(in->bdm);
 		rsrc = in->bdm ? "metadata block-device mappings" : "root volume";

@@ -12,8 +12,10 @@
  *   and the accelerators that take slots (c5d.large 26, g5.48xlarge 9), so:
  *       shared:     limit - (ENIs - 1) - reserved
  *       dedicated:  limit - reserved       (interfaces and instance store do not count)
- *   reserved = --reserved-volume-attachments when given; else, from instance metadata, 1 (the
- *     root volume) + the "ebsN" block-device mappings. Unlike upstream, a mapping under a name
+ *   reserved = --reserved-volume-attachments when given; else the metadata labeler's count
+ *     of the instance's non-CSI EBS volumes + 1 (the --metadata-sources=metadata-labeler Node
+ *     labels, from EC2); else, from instance metadata, 1 (the root volume) + the "ebsN"
+ *     block-device mappings. Unlike upstream, a mapping under a name
  *     the CSI controller hands out first (xvdaa-xvddz) is not counted: metadata lists the volumes
  *     attached when the instance last started, and counting the CSI volumes among them made
  *     upstream's limit depend on when the node booted (upstream #2796).
@@ -54,6 +56,7 @@ struct csi_node_limits_input {
 	int enis;                /* attached network interfaces; <= 0 unknown (taken as 1) */
 	char *const
 	    *bdm; /* metadata block-device-mapping as "key=device" ("ebs1=sdf"); NULL unknown */
+	int counted_reserved; /* the metadata labeler's volume count + 1; 0 unknown */
 };
 
 /* Computes the limit; `why` (size n, may be NULL) gets a short explanation for the log. */

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "common/base/buf.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
+#include "common/csi/labeler.h"
 #include "common/csi/volume.h"
 #include "common/kube/rest.h"
 
@@ -77,6 +79,8 @@ void csi_node_meta_merge(struct csi_node_meta *m, struct csi_node_meta *from)
 			*meta_field(m, i) = TAKE_PTR(*meta_field(from, i));
 	if (m->enis < 0)
 		m->enis = from->enis;
+	if (!m->reserved)
+		m->reserved = from->reserved;
 	if (!m->bdm)
 		m->bdm = TAKE_PTR(from->bdm);
 }
@@ -194,21 +198,13 @@ static int set_if_unset(char **field, const char *v)
 	return (*field = strdup(v)) ? 0 : -ENOMEM;
 }
 
-int csi_node_meta_from_kube(struct kube_client *kc, const char *node_name, struct csi_node_meta *m)
+int csi_node_meta_from_node(const cJSON *node, struct csi_node_meta *m)
 {
-	struct kube_status st = { 0 };
-	cJSON *node = NULL;
-	char path[512], zone[64], id[64];
-	int r;
-
-	if (!node_name || !*node_name)
-		return -EINVAL;
-	if (str_printf(path, sizeof(path), "/api/v1/nodes/%s", node_name) < 0)
-		return -ENAMETOOLONG;
-	if ((r = kube_get_path(kc, path, &node, &st)) < 0)
-		return r;
 	const char *pid = json_str(node, "spec.providerID");
 	const cJSON *labels = json_find(node, "metadata.labels");
+	char zone[64], id[64];
+	int r;
+
 	if (pid && *pid) {
 		if (csi_node_parse_provider_id(pid, zone, sizeof(zone), id, sizeof(id)) == 0) {
 			if ((r = set_if_unset(&m->instance_id, id)) == 0)
@@ -217,7 +213,7 @@ int csi_node_meta_from_kube(struct kube_client *kc, const char *node_name, struc
 			r = set_if_unset(&m->instance_id, pid);
 		}
 		if (r < 0)
-			goto out;
+			return r;
 	}
 	if (labels) {
 		if ((r = set_if_unset(&m->zone, json_str_key(labels, CSI_WELL_KNOWN_ZONE_KEY))) <
@@ -228,10 +224,50 @@ int csi_node_meta_from_kube(struct kube_client *kc, const char *node_name, struc
 		    (r = set_if_unset(&m->instance_type,
 				      json_str_key(labels, "node.kubernetes.io/instance-type"))) <
 			0)
-			goto out;
+			return r;
 	}
-	r = m->instance_id ? 0 : -ENODATA;
-out:
+	return m->instance_id ? 0 : -ENODATA;
+}
+
+int csi_node_meta_from_labeled_node(const cJSON *node, const char *driver,
+				    struct csi_node_meta *m, char *why, size_t n)
+{
+	struct csi_node_meta got = { .enis = -1 };
+	struct csi_labeler_counts k;
+	int r;
+
+	if ((r = csi_labeler_counts_of_node(node, driver, &k, why, n)) < 0)
+		return r;
+	if ((r = csi_node_meta_from_node(node, &got)) < 0) {
+		snprintf(why, n, "no instance id in spec.providerID");
+		csi_node_meta_release(&got);
+		return r;
+	}
+	got.enis = k.enis;
+	got.reserved = k.volumes + 1; /* and the root volume */
+	csi_node_meta_merge(m, &got);
+	csi_node_meta_release(&got);
+	return 0;
+}
+
+int csi_node_get_node(struct kube_client *kc, const char *node_name, cJSON **ret)
+{
+	char path[512];
+
+	if (!node_name || !*node_name)
+		return -EINVAL;
+	if (str_printf(path, sizeof(path), "/api/v1/nodes/%s", node_name) < 0)
+		return -ENAMETOOLONG;
+	return kube_get_path(kc, path, ret, &(struct kube_status){ 0 });
+}
+
+int csi_node_meta_from_kube(struct kube_client *kc, const char *node_name, struct csi_node_meta *m)
+{
+	cJSON *node = NULL;
+	int r;
+
+	if ((r = csi_node_get_node(kc, node_name, &node)) == 0)
+		r = csi_node_meta_from_node(node, m);
 	cJSON_Delete(node);
 	return r;
 }

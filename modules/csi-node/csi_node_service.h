@@ -27,6 +27,10 @@ struct csi_node_config {
 	/* NodeGetInfo */
 	const char *node_id;
 	long long max_volumes;           /* 0: not reported */
+	/* When set, asked at each NodeGetInfo instead of max_volumes (a limit whose inputs can
+	 * change: the metadata labeler's counts). */
+	long long (*max_volumes_fn)(void *ud);
+	void *max_volumes_ud;
 	const struct csi_kv *topology;
 	size_t n_topology;
 };

@@ -1,8 +1,11 @@
-/* aws-k8s ebs-csi-driver controller|node|all: the EBS CSI driver as its upstream binary
- * (aws-ebs-csi-driver) runs, the first argument being the mode as the upstream Helm chart
- * passes it. Modes controller and node are csi-controller and csi-node; this file holds the
- * dispatch and mode all (also the mode without a word): the Controller and Node services and
- * Identity on one endpoint, with the union of both flag tables, as upstream's mode all. */
+/* aws-k8s ebs-csi-driver controller|node|all|metadataLabeler: the EBS CSI driver as its
+ * upstream binary (aws-ebs-csi-driver) runs, the first argument being the mode as the upstream
+ * Helm chart passes it. Modes controller and node are csi-controller and csi-node,
+ * metadataLabeler the labeler of csi_controller_labeler.c; this file holds the dispatch and
+ * mode all (also the mode without a word): the Controller and Node services and Identity on
+ * one endpoint, with the union of both flag tables, as upstream's mode all (which, as
+ * upstream's, runs no labeler: the node's --metadata-sources=metadata-labeler reads the labels
+ * the metadataLabeler sidecar writes). */
 #include "modules/ebs-csi-driver/ebs_csi_driver.h"
 
 #include <stdio.h>
@@ -14,18 +17,22 @@
 #include "common/csi/plugin.h"
 #include "modules/csi-controller/csi_controller.h"
 #include "modules/csi-controller/csi_controller_grpc.h"
+#include "modules/csi-controller/csi_controller_labeler.h"
 #include "modules/csi-controller/csi_controller_service.h"
 #include "modules/csi-node/csi_node.h"
 
 #define EBS_MAX_FLAGS 128
 
 static const char ebs_usage[] =
-	"aws-k8s ebs-csi-driver [controller|node|all|pre-stop-hook] [flags]\n\n"
+	"aws-k8s ebs-csi-driver [controller|node|all|metadataLabeler|pre-stop-hook] [flags]\n\n"
 	"Runs the EBS CSI driver as its upstream binary (aws-ebs-csi-driver) does: the first\n"
 	"argument is the mode, as the upstream Helm chart passes it.\n\n"
 	"  controller     the Identity and Controller services: aws-k8s csi-controller\n"
 	"  node           the Identity and Node services: aws-k8s csi-node\n"
 	"  pre-stop-hook  the node container's preStop hook: aws-k8s csi-node pre-stop-hook\n"
+	"  metadataLabeler  the controller's metadata-labeler sidecar: labels each Node with its\n"
+	"                 instance's interface and volume counts, which csi-node reads with\n"
+	"                 --metadata-sources=metadata-labeler (see its --help)\n"
 	"  all            (or no mode) the Identity, Controller and Node services on one endpoint\n\n"
 	"Run 'aws-k8s ebs-csi-driver controller --help' (or node) for the flags of a mode. The\n"
 	"flags of mode all, below, are the union of both: the controller's EC2 client and the\n"
@@ -74,8 +81,10 @@ static int ebs_all_main(int argc, char **argv)
 		goto out;
 	}
 	/* the node first: no AWS client is made when it cannot tell its instance */
+	/* without AWS_REGION, the region of the node's metadata sources (--metadata-sources are
+	 * the node's here), as upstream's mode all asks one metadata service for both */
 	if ((r = csi_node_plugin_init(&node, "ebs-csi-driver")) != 0 ||
-	    (r = csi_controller_configure(&ctrl, "ebs-csi-driver")) != 0)
+	    (r = csi_controller_configure_region(&ctrl, "ebs-csi-driver", node.meta.region)) != 0)
 		goto out;
 	const struct csi_service svcs[] = {
 		{csi_ctrl_methods, &ctrl},
@@ -106,18 +115,11 @@ int ebs_csi_driver_main(int argc, char **argv)
 		return csi_node_main(argc, argv); /* csi-node pre-stop-hook */
 	if (strcmp(mode, "all") == 0)
 		return ebs_all_main(argc - 1, argv + 1);
-	/* the chart's alpha metadata-labeler sidecar (sidecars.metadataLabeler.enabled): a mode
-	 * of the upstream binary that aws-k8s does not have yet; said as main.c says it for a
-	 * component not built, not as a usage error */
-	if (strcmp(mode, "metadataLabeler") == 0) {
-		fprintf(stderr,
-			"aws-k8s ebs-csi-driver: mode 'metadataLabeler' (the metadata-labeler "
-			"sidecar) is not built yet\n");
-		return 1;
-	}
+	if (strcmp(mode, "metadataLabeler") == 0)
+		return csi_labeler_main(argc - 1, argv + 1);
 	fprintf(stderr,
-		"aws-k8s ebs-csi-driver: unknown mode '%s': expected controller, node, all or "
-		"pre-stop-hook\n",
+		"aws-k8s ebs-csi-driver: unknown mode '%s': expected controller, node, all, "
+		"pre-stop-hook or metadataLabeler\n",
 		mode);
 	return 2;
 }

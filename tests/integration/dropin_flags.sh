@@ -262,8 +262,8 @@ rc=$?
 	fail "--metadata-sources takes imds, kubernetes and metadata-labeler only" "exit $rc: $(cat "$OUT")"
 started "csi-node: --metadata-sources=metadata-labeler" 1 "$NO_NODE_ID" \
 	"$AWS_K8S" csi-node --endpoint="$NOSOCK" --metadata-sources=metadata-labeler,imds
-has "csi-node: metadata-labeler is skipped with a warning" \
-	'metadata source not implemented yet: skipped" source="metadata-labeler"'
+has "csi-node: metadata-labeler is asked (it needs \$CSI_NODE_NAME)" \
+	'metadata source not used: CSI_NODE_NAME is not set" source="metadata-labeler"'
 
 # the logging flags that work: -v (grpc's bind error is logged at 2), --logging-format, --log-file
 started "-v 2" 1 "$SERVE_FAIL" "$AWS_K8S" csi-controller -v 2 --endpoint "$NOSOCK"

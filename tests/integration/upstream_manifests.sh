@@ -18,8 +18,8 @@
 # DISABLE_TAINT_WATCHER, the untainting of the Node, --logging-format=json, the preStop hook);
 # SIGTERM stops it with status 0 within 2 s (CSI) or 10 s (ccm). The manifests also pass
 # `kubectl apply --dry-run=server --validate=strict` against the test API server (checks of the
-# test data, counted as peer checks). The chart's metadata-labeler sidecar runs a mode aws-k8s
-# does not have yet: skipped with the binary's own words (tests/skips.allow).
+# test data, counted as peer checks). The chart's metadata-labeler sidecar (mode metadataLabeler)
+# must hold its Lease and write the two count labels on the Node.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 
@@ -226,6 +226,21 @@ eq(sys.argv[2] + ": the manifest'"'"'s --extra-tags and --k8s-tag-cluster-id are
 }
 
 # ccm_checks ID JSON: the manager is up: /healthz, the Node informer, the Lease, its cluster ID
+labeler_checks() {
+	local id=$1 i enis vols
+	for ((i = 0; i < 200; i++)); do
+		enis=$(kc get node "$NODE" -o jsonpath='{.metadata.labels.ebs\.csi\.aws\.com/enis-count}' 2>/dev/null)
+		[ -n "$enis" ] && break
+		sleep 0.1
+	done
+	vols=$(kc get node "$NODE" -o jsonpath='{.metadata.labels.ebs\.csi\.aws\.com/non-csi-ebs-volumes-count}' 2>/dev/null)
+	[[ $enis =~ ^[0-9]+$ ]] && [ "$enis" -ge 1 ] && [[ $vols =~ ^[0-9]+$ ]] &&
+		ok "$id: labels the Node with its ENI and non-CSI volume counts ($enis, $vols)" ||
+		fail "$id: labels the Node with its ENI and non-CSI volume counts" "enis='$enis' volumes='$vols': $(tail -n 3 "$LOG")"
+	[ -n "$(kc get lease -A -o json | jq -r '.items[] | select(.metadata.name == "metadata-labeler-ebs.csi.aws.com") | .spec.holderIdentity // empty')" ] &&
+		ok "$id: holds the Lease metadata-labeler-ebs.csi.aws.com" ||
+		fail "$id: holds the Lease metadata-labeler-ebs.csi.aws.com" "$(kc get lease -A 2>&1 | head -n 5)"
+}
 ccm_checks() {
 	local id=$1 json=$2 port code want i
 	port=$(jq -r '[.argv[] | select(startswith("--secure-port=")) | sub("^--secure-port=";"")] | last' <<<"$json")
@@ -298,7 +313,8 @@ while IFS= read -r row <&3; do
 	PID=$(cat "$T_TMP/run.$N.pid")
 	LOG=$T_TMP/run.$N.log
 	case $cmd in
-	aws-ebs-csi-driver) csi_checks "$id" "$json" "$mode" ;;
+	aws-ebs-csi-driver)
+		if [ "$mode" = metadataLabeler ]; then labeler_checks "$id"; else csi_checks "$id" "$json" "$mode"; fi ;;
 	aws-cloud-controller-manager) ccm_checks "$id" "$json" ;;
 	*) fail "$id: a binary this test does not know: $cmd" ;;
 	esac
