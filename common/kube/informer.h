@@ -3,11 +3,12 @@
  * and calling the handlers; it watches again from the last version seen when a stream ends,
  * and lists again on 410 Gone (objects gone meanwhile are delivered as deletions).
  *
+ *   static const struct kube_indexer by_node[] = { { "node", kube_index_by_node_name } };
  *   struct kube_informer *inf;
  *   struct kube_informer_opts o = {
  *           .res = &kube_pods,
  *           .transform = pod_projection,                // keep only what the controller reads
- *           .indexers = (struct kube_indexer[]){ { "node", kube_index_by_node_name } },
+ *           .indexers = by_node,                        // kept by the store: must outlive it
  *           .n_indexers = 1,
  *           .handlers = { .on_add = pod_added, .on_update = pod_updated,
  *                         .on_delete = pod_deleted, .ud = ctl },
@@ -56,7 +57,7 @@ struct kube_informer_opts {
 	 * transform). NULL drops the object. */
 	cJSON *(*transform)(void *ud, cJSON *obj);
 	void *transform_ud;
-	const struct kube_indexer *indexers;
+	const struct kube_indexer *indexers; /* the store keeps the pointer: static storage */
 	size_t n_indexers;
 	struct kube_handlers handlers;
 	long long watch_timeout_seconds; /* 0: 5 to 10 min at random */
