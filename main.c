@@ -148,6 +148,28 @@ static int not_built(const char *name)
 	return 1;
 }
 
+/* An upstream chart that swaps only the image runs the image's entrypoint, aws-k8s, with the
+ * upstream binary's arguments: say which command to set. */
+static void upstream_hint(const char *arg)
+{
+	static const char *const ebs_modes[] = { "controller", "node", "all", "pre-stop-hook",
+						  "metadataLabeler" };
+
+	for (size_t i = 0; i < sizeof(ebs_modes) / sizeof(ebs_modes[0]); i++)
+		if (strcmp(arg, ebs_modes[i]) == 0) {
+			fprintf(stderr, "aws-k8s: '%s' is a mode of the EBS CSI driver: set the "
+					"container's command to /usr/bin/aws-ebs-csi-driver, or run "
+					"'aws-k8s ebs-csi-driver %s'\n",
+				arg, arg);
+			return;
+		}
+	if (arg[0] == '-')
+		fprintf(stderr, "aws-k8s: the first argument is a flag: an upstream manifest that runs "
+				"its binary with flags alone needs the container's command set to the "
+				"upstream name (/usr/bin/aws-cloud-controller-manager, "
+				"/usr/bin/kube-rbac-proxy, ...) or to 'aws-k8s <command>'\n");
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: aws-k8s <command> [flags]\n\n"
@@ -229,6 +251,7 @@ int main(int argc, char **argv)
 		if (r < 0)
 			return not_built(argv[1]);
 		fprintf(stderr, "aws-k8s: unknown command '%s' (see 'aws-k8s --help')\n", argv[1]);
+		upstream_hint(argv[1]);
 		return 2;
 	}
 	return run(c, argc - 1, argv + 1);

@@ -8,6 +8,17 @@
 check "help lists the commands" bash -c '"$AWS_K8S" --help | grep -q "^  serve "'
 "$AWS_K8S" nope >/dev/null 2>"$T_TMP/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "unknown command 'nope'" "$T_TMP/err" && ok "unknown command exits 2" || fail "unknown command exits 2" "rc=$rc"
+! grep -q "EBS CSI driver\|first argument is a flag" "$T_TMP/err" && ok "unknown command: no upstream hint for a plain word" ||
+	fail "unknown command: no upstream hint for a plain word" "$(cat "$T_TMP/err")"
+# an upstream chart with only the image swapped: the hint names the command to set
+"$AWS_K8S" controller --endpoint=unix:///x >/dev/null 2>"$T_TMP/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "mode of the EBS CSI driver.*aws-ebs-csi-driver.*'aws-k8s ebs-csi-driver controller'" "$T_TMP/err" &&
+	ok "an EBS mode word as the command exits 2 naming the command to set" ||
+	fail "an EBS mode word as the command exits 2 naming the command to set" "rc=$rc $(cat "$T_TMP/err")"
+"$AWS_K8S" --cloud-provider=aws >/dev/null 2>"$T_TMP/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "first argument is a flag.*aws-cloud-controller-manager" "$T_TMP/err" &&
+	ok "flags alone exit 2 naming the upstream commands to set" ||
+	fail "flags alone exit 2 naming the upstream commands to set" "rc=$rc $(cat "$T_TMP/err")"
 "$AWS_K8S" serve --bogus >/dev/null 2>"$T_TMP/err"; rc=$?
 [ $rc -eq 2 ] && grep -q "unknown flag '--bogus'" "$T_TMP/err" && ok "bad flag exits 2 naming it" || fail "bad flag exits 2 naming it" "rc=$rc"
 "$AWS_K8S" serve --v=abc >/dev/null 2>"$T_TMP/err"; rc=$?
