@@ -19,7 +19,7 @@
 #include "common/http/tls_internal.h"
 
 #define DEFAULT_HANDSHAKE_TIMEOUT_NS (10 * NSEC_PER_SEC)
-#define DEFAULT_RELOAD_CHECK_NS (10 * NSEC_PER_SEC)
+#define DEFAULT_RELOAD_CHECK_NS NSEC_PER_SEC
 #define CIPHERS_MAX 2048
 
 /* Every suite Go's crypto/tls implements for TLS 1.0 to 1.2 (tls.CipherSuites() and

@@ -40,7 +40,7 @@ struct http_tls {
 	const char *min_version;      /* Go's name; NULL or "": VersionTLS12 */
 	const char *cipher_suites;    /* comma-separated IANA names; NULL or "": Go's defaults */
 	int64_t handshake_timeout_ns; /* a client that has not finished by then is dropped (10 s) */
-	int64_t reload_check_ns;      /* how often the files are checked for a change (10 s) */
+	int64_t reload_check_ns;      /* how often the files are checked for a change (1 s) */
 };
 
 /* The subject of a verified client certificate: user = cn, groups = orgs (Kubernetes' x509
