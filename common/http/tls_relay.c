@@ -17,6 +17,7 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -382,8 +383,12 @@ static void pump(struct conn *c)
 static void conn_new(struct worker *w, int fd, const struct sockaddr_storage *ss, socklen_t sl)
 {
 	struct tls_relay *r = w->r;
-	struct conn *c = calloc(1, sizeof(*c));
+	/* the buffers are left untouched: only the bytes that pass through them become resident */
+	struct conn *c = malloc(sizeof(*c));
 	int one = 1;
+
+	if (c)
+		memset(c, 0, offsetof(struct conn, up));
 
 	if (!c || !(c->ssl = tls_src_ssl(r->o.src, fd))) {
 		log_v(1, "cannot take a TLS connection", KV_E(-ENOMEM));

@@ -22,17 +22,26 @@ bg tls "$AWS_K8S" serve --metrics-bind-address "127.0.0.1:$tp" --tls-cert-file "
 wait_http "http://127.0.0.1:$hp/healthz" 10 && wait_http "https://127.0.0.1:$tp/healthz" 10 ||
 	{ echo "https_server: the servers did not start"; exit 0; }
 
+# the server's CPU time (user + system, clock ticks) and resident memory
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+hz=$(getconf CLK_TCK)
+pid=$(cat "$T_TMP/tls.pid")
+echo "TLS server idle at start: RSS $(rss "$pid") KiB"
+run() { # NAME SERVER_PID URL MODE [CAFILE]
+	local t0 out
+	t0=$(ticks "$2")
+	out=$("$B/https_load" "$3" "$TOTAL" "$CONC" "$4" ${5:+"$5"})
+	echo "$1, $out; server CPU $(((($(ticks "$2") - t0) * 1000000 / hz) / TOTAL)) us/request"
+}
 for mode in fresh keepalive; do
-	printf 'plain HTTP, '
-	"$B/https_load" "http://127.0.0.1:$hp/healthz" "$TOTAL" "$CONC" "$mode"
-	printf 'HTTPS (TLS 1.3, P-256), '
-	"$B/https_load" "https://127.0.0.1:$tp/healthz" "$TOTAL" "$CONC" "$mode" "$T_TMP/tls.crt"
+	run "plain HTTP" "$(cat "$T_TMP/plain.pid")" "http://127.0.0.1:$hp/healthz" "$mode"
+	run "HTTPS (TLS 1.3, P-256)" "$pid" "https://127.0.0.1:$tp/healthz" "$mode" "$T_TMP/tls.crt"
 done
 
-# memory: the TLS server idle, then with CONC clients that finished their handshake and wait
-pid=$(cat "$T_TMP/tls.pid")
-rss() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
-before=$(rss)
+# memory: the TLS server after the runs, then with CONC clients that finished their handshake
+# and a request, and wait
+before=$(rss "$pid")
 python3 - "$tp" "$CONC" "$T_TMP/tls.crt" "/proc/$pid/status" <<'PY'
 import socket, ssl, sys
 port, n, ca, status = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -45,4 +54,4 @@ for c in conns:
 rss = [l.split()[1] for l in open(status) if l.startswith("VmRSS")][0]
 print(f"{n} kept-alive TLS connections open: RSS {rss} KiB")
 PY
-echo "TLS server idle before them: RSS ${before} KiB"
+echo "TLS server idle after the runs, before them: RSS ${before} KiB"

@@ -3,6 +3,15 @@
 # HTTPS of the shared server in a real process (aws-k8s serve with kube-rbac-proxy's TLS
 # flags): curl with --cacert, the minimum version and the cipher suites checked with openssl
 # s_client, client certificates against --client-ca-file, the files re-read after a rotation,
+# the CSI plugins' metrics over HTTPS (--metrics-cert-file/--metrics-key-file, as upstream);
+# the ccm's secure port is checked by the ccm scripts
+p6=$(free_port)
+bg csi env AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=y AWS_EC2_METADATA_DISABLED=true \
+	"$AWS_K8S" csi-controller --endpoint "unix://$T_TMP/csi.sock" --http-endpoint "127.0.0.1:$p6" \
+	--metrics-cert-file "$D/server.crt" --metrics-key-file "$D/server.key"
+wait_http "https://127.0.0.1:$p6/metrics" 10
+check "csi-controller --metrics-cert-file serves /metrics over HTTPS" bash -c "curl -s --cacert '$D/ca.crt' https://127.0.0.1:$p6/metrics | grep -q '^process_open_fds '"
+
 # a prompt stop with connections open.
 . "$(dirname "$0")/../lib/testlib.sh"
 D=$T_TMP/pki
@@ -91,6 +100,15 @@ for _ in $(seq 40); do
 done
 [ -n "$rotated" ] && ok "a rotated certificate is served without a restart" || fail "a rotated certificate is served without a restart" "$(tail -3 "$T_TMP/s1.log")"
 check "the rotation is logged" grep -q "reloaded the serving certificate" "$T_TMP/s1.log"
+
+# the CSI plugins' metrics over HTTPS (--metrics-cert-file/--metrics-key-file, as upstream);
+# the ccm's secure port is checked by the ccm scripts
+p6=$(free_port)
+bg csi env AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=y AWS_EC2_METADATA_DISABLED=true \
+	"$AWS_K8S" csi-controller --endpoint "unix://$T_TMP/csi.sock" --http-endpoint "127.0.0.1:$p6" \
+	--metrics-cert-file "$D/server.crt" --metrics-key-file "$D/server.key"
+wait_http "https://127.0.0.1:$p6/metrics" 10
+check "csi-controller --metrics-cert-file serves /metrics over HTTPS" bash -c "curl -s --cacert '$D/ca.crt' https://127.0.0.1:$p6/metrics | grep -q '^process_open_fds '"
 
 # a prompt stop with connections open: idle TCP ones and a TLS one mid-request
 exec 7<>"/dev/tcp/127.0.0.1/$p1" 8<>"/dev/tcp/127.0.0.1/$p1"

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -211,6 +212,39 @@ TEST(http_tls_serves_https_with_a_generated_certificate)
 	buf_release(&g.body);
 	ASSERT_NE(rc, CURLE_OK);
 	http_server_free(s);
+}
+
+/* The thread model of a proxy (kube-rbac-proxy's): a thread per connection, identities too. */
+TEST(http_tls_thread_per_connection)
+{
+	struct pki ca = {0};
+	_cleanup_free_ char *cert = NULL, *alice = NULL;
+	_cleanup_secret_ char *key = NULL, *alice_key = NULL;
+	static const char *const groups[] = {"dev", NULL};
+	struct http_server *s = NULL;
+	struct got g;
+
+	ASSERT_OK(serving_pair(&cert, &key));
+	ASSERT_OK(pki_new(&ca, "client-ca"));
+	ASSERT_OK(pki_issue(&ca,
+			    &(struct x509_spec){.cn = "alice", .orgs = groups,
+						.usages = X509_USAGE_CLIENT,
+						.duration_s = X509_YEAR},
+			    &alice, &alice_key));
+	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = key,
+							   .client_ca_pem = ca.ca_pem,
+							   .client_auth = HTTP_TLS_CLIENT_REQUEST},
+						   .thread_per_connection = true},
+			&s));
+	ASSERT_OK(fetch(http_server_port(s), "/who",
+			&(struct client){.ca = cert, .cert = alice, .key = alice_key}, &g));
+	ASSERT_STREQ(g.body.data, "user=alice groups=dev");
+	buf_release(&g.body);
+	ASSERT_OK(fetch(http_server_port(s), "/who", &(struct client){.ca = cert}, &g));
+	ASSERT_TRUE(str_has_prefix(g.body.data, "anonymous from 127.0.0.1:"));
+	buf_release(&g.body);
+	http_server_free(s);
+	pki_release(&ca);
 }
 
 TEST(http_tls_bad_configurations_fail_at_new)
@@ -440,12 +474,14 @@ TEST(http_tls_client_certificates)
 	pki_release(&rogue);
 }
 
-static int dial(int port)
+static int dial(int port, int rcvbuf)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && rcvbuf > 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		close(fd);
 		return -1;
@@ -470,10 +506,11 @@ static bool closed_within(int fd, int timeout_ms)
 	}
 }
 
-/* A TLS client over a blocking socket, handshake done. */
-static SSL *tls_dial(SSL_CTX *ctx, int port, int *ret_fd)
+/* A TLS client over a blocking socket (rcvbuf: its receive buffer, 0 for the default),
+ * handshake done. */
+static SSL *tls_dial(SSL_CTX *ctx, int port, int rcvbuf, int *ret_fd)
 {
-	int fd = dial(port);
+	int fd = dial(port, rcvbuf);
 	SSL *ssl = fd >= 0 ? SSL_new(ctx) : NULL;
 
 	if (!ssl || SSL_set_fd(ssl, fd) != 1 || SSL_connect(ssl) != 1) {
@@ -503,9 +540,9 @@ TEST(http_tls_idle_and_stalled_clients_are_dropped)
 			&s));
 	int port = http_server_port(s);
 	for (int i = 0; i < 50; i++)
-		ASSERT_TRUE((idle[i] = dial(port)) >= 0);
+		ASSERT_TRUE((idle[i] = dial(port, 0)) >= 0);
 	/* half a TLS record header, then nothing */
-	ASSERT_TRUE((half = dial(port)) >= 0);
+	ASSERT_TRUE((half = dial(port, 0)) >= 0);
 	ASSERT_EQ(send(half, "\x16\x03\x01", 3, 0), 3);
 
 	/* a good client is served while they hang */
@@ -517,7 +554,7 @@ TEST(http_tls_idle_and_stalled_clients_are_dropped)
 
 	/* a client that finishes its handshake, starts a request and stalls: MHD's timeout */
 	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
-	SSL *stalled = tls_dial(cctx, port, &stalled_fd);
+	SSL *stalled = tls_dial(cctx, port, 0, &stalled_fd);
 	ASSERT_NOT_NULL(stalled);
 	ASSERT_EQ(SSL_write(stalled, "GET /who HTTP/1.1\r\nHost: x\r\n", 28), 28);
 
@@ -590,6 +627,118 @@ TEST(http_tls_200_concurrent_requests)
 	http_server_free(s);
 }
 
+/* n bytes of a pattern, the same for the sender and the checker */
+static char pattern(size_t i)
+{
+	return (char)('a' + (i * 7 + i / 4093) % 26);
+}
+
+/* The state of the server's end of a loopback TCP connection (/proc/net/tcp), or -1. */
+static int tcp_state(int server_port, int client_port)
+{
+	_cleanup_free_ char *t = NULL;
+	char want[64];
+	unsigned st;
+
+	if (file_read_all("/proc/net/tcp", 16 << 20, &t, NULL) < 0)
+		return -1;
+
+	snprintf(want, sizeof(want), ":%04X 0100007F:%04X ", server_port, client_port);
+	const char *at = t ? strstr(t, want) : NULL;
+	return at && sscanf(at + strlen(want), "%x", &st) == 1 ? (int)st : -1;
+}
+
+/* A reply of ?mb= MiB, after checking the request's body. */
+static int big_handler(void *ud, const struct http_server_request *req,
+		       struct http_server_reply *rep)
+{
+	const char *mb = http_request_query(req, "mb");
+	size_t n = (size_t)(mb ? atoi(mb) : 1) << 20, bad = 0;
+	int r = buf_reserve(&rep->body, n);
+
+	for (size_t i = 0; i < req->body_len; i++)
+		bad += req->body[i] != pattern(i);
+	if (r < 0 || bad)
+		return r < 0 ? r : -EBADMSG;
+	for (size_t i = 0; i < n; i++)
+		rep->body.data[i] = pattern(i);
+	rep->body.len = n;
+	rep->body.data[n] = 0;
+	return 0;
+}
+
+TEST(http_tls_large_bodies_and_a_client_that_does_not_read)
+{
+	_cleanup_free_ char *cert = NULL, *body = malloc(900 << 10);
+	_cleanup_secret_ char *key = NULL;
+	struct http_server *s = NULL;
+	struct got g;
+	int fd = -1;
+
+	ASSERT_OK(serving_pair(&cert, &key));
+	ASSERT_OK(http_server_new(&(struct http_server_opts){.bind = "127.0.0.1:0",
+							     .tls = {.cert_pem = cert,
+								     .key_pem = key},
+							     .connection_timeout_ns = NSEC_PER_SEC},
+				  &s));
+	ASSERT_OK(http_server_handle(s, "/big", false, big_handler, NULL));
+	ASSERT_OK(http_server_start(s));
+	int port = http_server_port(s);
+
+	/* 900 KiB up, 3 MiB down, checked byte for byte on both sides */
+	for (size_t i = 0; i < (900 << 10); i++)
+		body[i] = pattern(i);
+	CURL *c = client_handle(port, "/big?mb=3", &(struct client){.ca = cert}, &g);
+	buf_init(&g.body, 4 << 20);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)(900 << 10));
+	ASSERT_EQ(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &g.status);
+	curl_easy_cleanup(c);
+	ASSERT_EQ(g.status, 200);
+	ASSERT_EQ(g.body.len, 3 << 20);
+	size_t bad = 0;
+	for (size_t i = 0; i < g.body.len; i++)
+		bad += g.body.data[i] != pattern(i);
+	buf_release(&g.body);
+	ASSERT_EQ(bad, 0);
+
+	/* asks for 12 MiB (more than the sockets hold) and reads none of it: dropped after the
+	 * connection timeout, by the relay (its write to the client blocked) and by MHD */
+	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+	SSL *ssl = tls_dial(cctx, port, 16384, &fd);
+	ASSERT_NOT_NULL(ssl);
+	const char *req = "GET /big?mb=12 HTTP/1.1\r\nHost: x\r\n\r\n";
+	ASSERT_GT(SSL_write(ssl, req, (int)strlen(req)), 0);
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	ASSERT_OK(getsockname(fd, (struct sockaddr *)&me, &ml));
+	sleep_ns(500 * NSEC_PER_MSEC);
+	ASSERT_EQ(tcp_state(port, ntohs(me.sin_port)), TCP_ESTABLISHED);
+	sleep_ns(2500 * NSEC_PER_MSEC);
+	/* the server's end is closed, its queue still going out (FIN_WAIT1) */
+	ASSERT_NE(tcp_state(port, ntohs(me.sin_port)), TCP_ESTABLISHED);
+	/* what the sockets held, then the end of the stream well before 12 MiB */
+	char b[65536];
+	size_t got = 0;
+	ssize_t n;
+	struct pollfd p = {fd, POLLIN, 0};
+	while (poll(&p, 1, 2000) > 0 && (n = recv(fd, b, sizeof(b), 0)) > 0)
+		got += (size_t)n;
+	ASSERT_GT(got, 0);
+	ASSERT_LT(got, 10 << 20);
+	ASSERT_TRUE(closed_within(fd, 100));
+	SSL_free(ssl);
+	close(fd);
+	SSL_CTX_free(cctx);
+
+	/* still serving */
+	ASSERT_OK(fetch(port, "/nope", &(struct client){.ca = cert}, &g));
+	ASSERT_EQ(g.status, 404);
+	buf_release(&g.body);
+	http_server_free(s);
+}
+
 TEST(http_tls_stop_with_open_connections)
 {
 	_cleanup_free_ char *cert = NULL;
@@ -604,8 +753,8 @@ TEST(http_tls_stop_with_open_connections)
 	int port = http_server_port(s);
 	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
 	for (int i = 0; i < 10; i++) {
-		ASSERT_TRUE((idle[i] = dial(port)) >= 0);
-		ASSERT_NOT_NULL(open_[i] = tls_dial(cctx, port, &fds[i]));
+		ASSERT_TRUE((idle[i] = dial(port, 0)) >= 0);
+		ASSERT_NOT_NULL(open_[i] = tls_dial(cctx, port, 0, &fds[i]));
 		/* a kept-alive connection after a reply, or one mid-request */
 		const char *req = i % 2 ? "GET /who HTTP/1.1\r\nHost: x\r\n\r\n" : "GET /who HTTP/1.1\r\n";
 		ASSERT_GT(SSL_write(open_[i], req, (int)strlen(req)), 0);
