@@ -236,25 +236,6 @@ static void reply_release(struct http_server_reply *rep)
 		free(rep->headers[i]);
 }
 
-const char *http_format_addr(const struct sockaddr *sa, char *buf, size_t n)
-{
-	char ip[INET6_ADDRSTRLEN] = "";
-	int port;
-
-	buf[0] = 0;
-	if (sa->sa_family == AF_INET) {
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
-		port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
-	} else if (sa->sa_family == AF_INET6) {
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof(ip));
-		port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
-	} else {
-		return buf;
-	}
-	snprintf(buf, n, "%s:%d", ip, port);
-	return buf;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)

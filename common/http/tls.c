@@ -29,44 +29,44 @@ static const struct suite {
 	const char *go, *ossl;
 	bool dflt;
 } suites[] = {
-	{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256", true},
-	{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "ECDHE-RSA-AES128-GCM-SHA256", true},
-	{"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "ECDHE-ECDSA-AES256-GCM-SHA384", true},
-	{"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "ECDHE-RSA-AES256-GCM-SHA384", true},
-	{"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305", true},
-	{"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-RSA-CHACHA20-POLY1305", true},
-	{"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "ECDHE-ECDSA-CHACHA20-POLY1305", false},
-	{"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305", "ECDHE-RSA-CHACHA20-POLY1305", false},
-	{"TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", "ECDHE-ECDSA-AES128-SHA", true},
-	{"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", "ECDHE-RSA-AES128-SHA", true},
-	{"TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", "ECDHE-ECDSA-AES256-SHA", true},
-	{"TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", "ECDHE-RSA-AES256-SHA", true},
-	{"TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "ECDHE-ECDSA-AES128-SHA256", false},
-	{"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "ECDHE-RSA-AES128-SHA256", false},
-	{"TLS_RSA_WITH_AES_128_GCM_SHA256", "AES128-GCM-SHA256", false},
-	{"TLS_RSA_WITH_AES_256_GCM_SHA384", "AES256-GCM-SHA384", false},
-	{"TLS_RSA_WITH_AES_128_CBC_SHA", "AES128-SHA", false},
-	{"TLS_RSA_WITH_AES_256_CBC_SHA", "AES256-SHA", false},
-	{"TLS_RSA_WITH_AES_128_CBC_SHA256", "AES128-SHA256", false},
-	{"TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA", "ECDHE-RSA-DES-CBC3-SHA", false},
-	{"TLS_RSA_WITH_3DES_EDE_CBC_SHA", "DES-CBC3-SHA", false},
-	{"TLS_ECDHE_ECDSA_WITH_RC4_128_SHA", "ECDHE-ECDSA-RC4-SHA", false},
-	{"TLS_ECDHE_RSA_WITH_RC4_128_SHA", "ECDHE-RSA-RC4-SHA", false},
-	{"TLS_RSA_WITH_RC4_128_SHA", "RC4-SHA", false},
-	/* TLS 1.3: accepted, always on (Go does not configure them) */
-	{"TLS_AES_128_GCM_SHA256", NULL, false},
-	{"TLS_AES_256_GCM_SHA384", NULL, false},
-	{"TLS_CHACHA20_POLY1305_SHA256", NULL, false},
+    {"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256", true},
+    {"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "ECDHE-RSA-AES128-GCM-SHA256", true},
+    {"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "ECDHE-ECDSA-AES256-GCM-SHA384", true},
+    {"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "ECDHE-RSA-AES256-GCM-SHA384", true},
+    {"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305", true},
+    {"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-RSA-CHACHA20-POLY1305", true},
+    {"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "ECDHE-ECDSA-CHACHA20-POLY1305", false},
+    {"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305", "ECDHE-RSA-CHACHA20-POLY1305", false},
+    {"TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", "ECDHE-ECDSA-AES128-SHA", true},
+    {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", "ECDHE-RSA-AES128-SHA", true},
+    {"TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", "ECDHE-ECDSA-AES256-SHA", true},
+    {"TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", "ECDHE-RSA-AES256-SHA", true},
+    {"TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "ECDHE-ECDSA-AES128-SHA256", false},
+    {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "ECDHE-RSA-AES128-SHA256", false},
+    {"TLS_RSA_WITH_AES_128_GCM_SHA256", "AES128-GCM-SHA256", false},
+    {"TLS_RSA_WITH_AES_256_GCM_SHA384", "AES256-GCM-SHA384", false},
+    {"TLS_RSA_WITH_AES_128_CBC_SHA", "AES128-SHA", false},
+    {"TLS_RSA_WITH_AES_256_CBC_SHA", "AES256-SHA", false},
+    {"TLS_RSA_WITH_AES_128_CBC_SHA256", "AES128-SHA256", false},
+    {"TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA", "ECDHE-RSA-DES-CBC3-SHA", false},
+    {"TLS_RSA_WITH_3DES_EDE_CBC_SHA", "DES-CBC3-SHA", false},
+    {"TLS_ECDHE_ECDSA_WITH_RC4_128_SHA", "ECDHE-ECDSA-RC4-SHA", false},
+    {"TLS_ECDHE_RSA_WITH_RC4_128_SHA", "ECDHE-RSA-RC4-SHA", false},
+    {"TLS_RSA_WITH_RC4_128_SHA", "RC4-SHA", false},
+    /* TLS 1.3: accepted, always on (Go does not configure them) */
+    {"TLS_AES_128_GCM_SHA256", NULL, false},
+    {"TLS_AES_256_GCM_SHA384", NULL, false},
+    {"TLS_CHACHA20_POLY1305_SHA256", NULL, false},
 };
 
 static const struct {
 	const char *name;
 	int version;
 } versions[] = {
-	{"VersionTLS10", TLS1_VERSION},
-	{"VersionTLS11", TLS1_1_VERSION},
-	{"VersionTLS12", TLS1_2_VERSION},
-	{"VersionTLS13", TLS1_3_VERSION},
+    {"VersionTLS10", TLS1_VERSION},
+    {"VersionTLS11", TLS1_1_VERSION},
+    {"VersionTLS12", TLS1_2_VERSION},
+    {"VersionTLS13", TLS1_3_VERSION},
 };
 
 enum { F_CERT, F_KEY, F_CA, F_N };
@@ -105,8 +105,8 @@ static int parse_version(const char *name, int *ret, char *err, size_t errlen)
 	return -EINVAL;
 }
 
-/* OpenSSL's list for Go's comma-separated names in out ("" when only TLS 1.3 names are given);
- * a suite this OpenSSL lacks (RC4) is left out. */
+/* OpenSSL's list for Go's comma-separated names in out ("" when only TLS 1.3 names are given).
+ * OpenSSL skips a suite it lacks (RC4); a list of nothing else fails when the context is made. */
 static int parse_suites(const char *list, struct buf *out, char *err, size_t errlen)
 {
 	_cleanup_strv_ char **names = NULL;
@@ -286,7 +286,8 @@ static int ctx_build(const struct tls_src *s, const char *cert, const char *key,
 	if (r >= 0 && ca) {
 		r = load_client_cas(ctx, ca, err, errlen);
 		if (s->client_auth == HTTP_TLS_CLIENT_REQUIRE)
-			SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+			SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+					   NULL);
 		else
 			SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, verify_later);
 	}

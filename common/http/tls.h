@@ -22,7 +22,8 @@
 #include <stdint.h>
 
 enum http_tls_client_auth {
-	/* with a client CA: a certificate it verifies is required (Go's RequireAndVerifyClientCert) */
+	/* with a client CA: a certificate it verifies is required (Go's RequireAndVerifyClientCert)
+	 */
 	HTTP_TLS_CLIENT_REQUIRE = 0,
 	/* with a client CA: asked for; one that verifies reaches the handler, none or one that does
 	 * not verify leaves the request anonymous (Go's RequestClientCert plus the x509

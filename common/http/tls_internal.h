@@ -15,10 +15,6 @@
 #include "common/http/tls.h"
 #include "common/x509/x509.h"
 
-/* server.c: "ip:port" of an IPv4 or IPv6 socket address (the address bare), in buf; "" for
- * another family. Returns buf. */
-const char *http_format_addr(const struct sockaddr *sa, char *buf, size_t n);
-
 /* tls.c: the serving context, rebuilt when its files change. */
 struct tls_src;
 /* Copies cfg and builds the context: 0, or -errno with the reason in err. */
@@ -63,3 +59,6 @@ void tls_relay_stop(struct tls_relay *r);
 void tls_relay_free(struct tls_relay *r);
 /* The client certificate of an MHD connection of a relay, or NULL. */
 const struct http_client_cert *tls_relay_client_cert(struct MHD_Connection *c);
+/* "ip:port" of an IPv4 or IPv6 socket address (the address bare), in buf; "" for another
+ * family. Returns buf. (server.c formats its requests' remote address with it too.) */
+const char *http_format_addr(const struct sockaddr *sa, char *buf, size_t n);

@@ -12,11 +12,13 @@
  * connection waits on it, so a hang-up is never reported to a connection that cannot act on
  * it. */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +151,25 @@ const struct http_client_cert *tls_relay_client_cert(struct MHD_Connection *c)
 	return p ? &p->cert : NULL;
 }
 
+const char *http_format_addr(const struct sockaddr *sa, char *buf, size_t n)
+{
+	char ip[INET6_ADDRSTRLEN] = "";
+	int port;
+
+	buf[0] = 0;
+	if (sa->sa_family == AF_INET) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
+		port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof(ip));
+		port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	} else {
+		return buf;
+	}
+	snprintf(buf, n, "%s:%d", ip, port);
+	return buf;
+}
+
 static const char *conn_addr(const struct conn *c, char *buf, size_t n)
 {
 	return http_format_addr((const struct sockaddr *)&c->addr, buf, n);
@@ -163,7 +184,8 @@ static void watch(struct conn *c, int fd, unsigned *cur, unsigned want)
 	if (want == *cur)
 		return;
 	if (epoll_ctl(c->w->ep, op, fd, &ev) < 0)
-		log_v(1, "tls relay: epoll_ctl failed", KV_E(-errno)); /* ENOMEM: the timeout ends it */
+		log_v(1, "tls relay: epoll_ctl failed",
+		      KV_E(-errno)); /* ENOMEM: the timeout ends it */
 	else
 		*cur = want;
 }
@@ -273,8 +295,8 @@ static bool relay_pass(struct conn *c, unsigned *want_tcp, unsigned *want_pair, 
 		}
 	}
 	if (c->down_off < c->down_len) {
-		if ((n = SSL_write(c->ssl, c->down + c->down_off, (int)(c->down_len - c->down_off))) >
-		    0) {
+		if ((n = SSL_write(c->ssl, c->down + c->down_off,
+				   (int)(c->down_len - c->down_off))) > 0) {
 			c->down_off += (size_t)n;
 			if (c->down_off == c->down_len)
 				c->down_off = c->down_len = 0;
@@ -305,8 +327,8 @@ static void relay(struct conn *c)
 	watch(c, c->pair, &c->pair_ev, want_pair);
 	/* only a client that does not take its reply is the relay's to time out: MHD times out
 	 * one that stalls mid-request, and a handler may take its time */
-	c->deadline = c->down_off < c->down_len ? c->last_io + c->w->r->o.idle_timeout_ns
-						: NO_DEADLINE;
+	c->deadline =
+	    c->down_off < c->down_len ? c->last_io + c->w->r->o.idle_timeout_ns : NO_DEADLINE;
 }
 
 /* After the handshake: the identity, the socketpair, MHD's end handed over. */
@@ -355,7 +377,6 @@ static void handshake(struct conn *c)
 	int n = SSL_do_handshake(c->ssl);
 
 	if (n == 1) {
-		watch(c, c->tcp, &c->tcp_ev, 0);
 		if (established(c) < 0)
 			return conn_close(c, false);
 		return relay(c);
@@ -430,8 +451,10 @@ static void accept_some(struct worker *w)
 		int fd = accept4(r->o.listen_fd, (struct sockaddr *)&ss, &sl,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-				/* out of descriptors: a pause, not a loop on a listener still ready */
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* out of descriptors: a pause, not a loop on a listener still ready
+				 */
 				log_v(1, "cannot accept a TLS connection; pausing", KV_E(-errno));
 				listen_watch(w, false);
 				w->accept_resume = now_mono_ns() + ACCEPT_PAUSE_NS;
@@ -465,8 +488,9 @@ static int64_t expire(struct worker *w, int64_t now)
 			next = c->deadline < next ? c->deadline : next;
 			continue;
 		}
-		log_v(2, c->established ? "dropped a TLS client that does not read its reply"
-					: "dropped a TLS client that did not finish its handshake",
+		log_v(2,
+		      c->established ? "dropped a TLS client that does not read its reply"
+				     : "dropped a TLS client that did not finish its handshake",
 		      KV_S("remote", conn_addr(c, addr, sizeof(addr))));
 		conn_close(c, false);
 	}
@@ -493,8 +517,9 @@ static void *worker_main(void *ud)
 
 	for (;;) {
 		int64_t now = now_mono_ns(), next = expire(w, now);
-		int timeout = next == NO_DEADLINE ? -1
-						  : (int)((next - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
+		int timeout = next == NO_DEADLINE
+				  ? -1
+				  : (int)((next - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
 		free_dead(w);
 		int n = epoll_wait(w->ep, evs, EVENTS_MAX, timeout);
 		if (n < 0 && errno != EINTR) {
@@ -566,7 +591,8 @@ int tls_relay_start(struct tls_relay *r, struct MHD_Daemon *d)
 
 	r->daemon = d;
 	for (unsigned i = 0; i < r->nworkers; i++) {
-		if ((e = pthread_create(&r->workers[i].th, NULL, worker_main, &r->workers[i])) != 0) {
+		if ((e = pthread_create(&r->workers[i].th, NULL, worker_main, &r->workers[i])) !=
+		    0) {
 			tls_relay_stop(r);
 			return -e;
 		}

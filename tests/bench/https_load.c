@@ -30,7 +30,8 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
-		fprintf(stderr, "usage: https_load URL TOTAL CONCURRENCY fresh|keepalive [CAFILE]\n");
+		fprintf(stderr,
+			"usage: https_load URL TOTAL CONCURRENCY fresh|keepalive [CAFILE]\n");
 		return 2;
 	}
 	const char *url = argv[1], *ca = argc > 5 ? argv[5] : NULL;

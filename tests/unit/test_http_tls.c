@@ -153,8 +153,11 @@ static const char *const loopback[] = {"127.0.0.1", NULL};
 /* A self-signed serving pair for 127.0.0.1, as the ccm makes one. */
 static int serving_pair(char **cert, char **key)
 {
-	struct x509_spec s = {.cn = "localhost", .ips = loopback, .ca = true,
-			      .usages = X509_USAGE_SERVER, .duration_s = X509_YEAR};
+	struct x509_spec s = {.cn = "localhost",
+			      .ips = loopback,
+			      .ca = true,
+			      .usages = X509_USAGE_SERVER,
+			      .duration_s = X509_YEAR};
 	return x509_self_signed_pem(&s, cert, key, NULL, 0);
 }
 
@@ -227,11 +230,13 @@ TEST(http_tls_thread_per_connection)
 	ASSERT_OK(serving_pair(&cert, &key));
 	ASSERT_OK(pki_new(&ca, "client-ca"));
 	ASSERT_OK(pki_issue(&ca,
-			    &(struct x509_spec){.cn = "alice", .orgs = groups,
+			    &(struct x509_spec){.cn = "alice",
+						.orgs = groups,
 						.usages = X509_USAGE_CLIENT,
 						.duration_s = X509_YEAR},
 			    &alice, &alice_key));
-	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = key,
+	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert,
+							   .key_pem = key,
 							   .client_ca_pem = ca.ca_pem,
 							   .client_auth = HTTP_TLS_CLIENT_REQUEST},
 						   .thread_per_connection = true},
@@ -258,32 +263,36 @@ TEST(http_tls_bad_configurations_fail_at_new)
 	ASSERT_OK(serving_pair(&other, &other_key));
 	ASSERT_ERR(http_server_new(&(struct http_server_opts){.tls = {.cert_pem = cert}}, &s),
 		   EINVAL);
-	ASSERT_ERR(http_server_new(&(struct http_server_opts){.tls = {.key_pem = key}}, &s), EINVAL);
+	ASSERT_ERR(http_server_new(&(struct http_server_opts){.tls = {.key_pem = key}}, &s),
+		   EINVAL);
 	ASSERT_ERR(http_server_new(
 		       &(struct http_server_opts){.tls = {.cert_pem = "junk", .key_pem = key}}, &s),
 		   EBADMSG);
-	ASSERT_ERR(http_server_new(
-		       &(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = other_key}},
-		       &s),
-		   EKEYREJECTED);
-	ASSERT_ERR(http_server_new(&(struct http_server_opts){.tls = {.cert_pem = cert,
-								       .key_pem = key,
-								       .min_version = "VersionTLS14"}},
-				   &s),
-		   EINVAL);
+	ASSERT_ERR(
+	    http_server_new(
+		&(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = other_key}}, &s),
+	    EKEYREJECTED);
+	ASSERT_ERR(
+	    http_server_new(
+		&(struct http_server_opts){
+		    .tls = {.cert_pem = cert, .key_pem = key, .min_version = "VersionTLS14"}},
+		&s),
+	    EINVAL);
 	ASSERT_ERR(http_server_new(&(struct http_server_opts){.tls = {.cert_file = "/nonexistent",
-								       .key_pem = key}},
+								      .key_pem = key}},
 				   &s),
 		   ENOENT);
 
 	ASSERT_OK(http_tls_check(&(struct http_tls){.min_version = "VersionTLS13",
-						    .cipher_suites = "TLS_AES_128_GCM_SHA256, "
-								     "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"},
+						    .cipher_suites =
+							"TLS_AES_128_GCM_SHA256, "
+							"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"},
 				 err, sizeof(err)));
-	ASSERT_ERR(http_tls_check(&(struct http_tls){.cipher_suites = "TLS_ECDHE_RSA_WITH_AES_128_"
-								      "GCM_SHA256,ECDHE-RSA-AES128-SHA"},
-				  err, sizeof(err)),
-		   EINVAL);
+	ASSERT_ERR(
+	    http_tls_check(&(struct http_tls){.cipher_suites = "TLS_ECDHE_RSA_WITH_AES_128_"
+							       "GCM_SHA256,ECDHE-RSA-AES128-SHA"},
+			   err, sizeof(err)),
+	    EINVAL);
 	ASSERT_CONTAINS(err, "'ECDHE-RSA-AES128-SHA'");
 	ASSERT_ERR(http_tls_check(&(struct http_tls){.min_version = "TLS1.2"}, err, sizeof(err)),
 		   EINVAL);
@@ -317,17 +326,19 @@ TEST(http_tls_minimum_version)
 	http_server_free(s);
 
 	/* asked for, TLS 1.1 is served (so the refusal above is the minimum's doing) */
-	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = key,
-							   .min_version = "VersionTLS10"}},
-			&s));
+	ASSERT_OK(start(
+	    &(struct http_server_opts){
+		.tls = {.cert_pem = cert, .key_pem = key, .min_version = "VersionTLS10"}},
+	    &s));
 	ASSERT_OK(fetch(http_server_port(s), "/who", &v11, &g));
 	ASSERT_EQ(g.status, 200);
 	buf_release(&g.body);
 	http_server_free(s);
 
-	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = key,
-							   .min_version = "VersionTLS13"}},
-			&s));
+	ASSERT_OK(start(
+	    &(struct http_server_opts){
+		.tls = {.cert_pem = cert, .key_pem = key, .min_version = "VersionTLS13"}},
+	    &s));
 	ASSERT_OK(refused(http_server_port(s), &v12));
 	ASSERT_OK(fetch(http_server_port(s), "/who", &v13, &g));
 	ASSERT_EQ(g.status, 200);
@@ -357,10 +368,12 @@ TEST(http_tls_cipher_suites_restrict_tls12)
 	ASSERT_OK(refused(http_server_port(s), &cbc256));
 	http_server_free(s);
 
-	ASSERT_OK(start(&(struct http_server_opts){
-			    .tls = {.cert_pem = cert, .key_pem = key,
-				    .cipher_suites = "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}},
-			&s));
+	ASSERT_OK(start(
+	    &(struct http_server_opts){
+		.tls = {.cert_pem = cert,
+			.key_pem = key,
+			.cipher_suites = "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"}},
+	    &s));
 	ASSERT_OK(refused(http_server_port(s), &aes128));
 	ASSERT_OK(fetch(http_server_port(s), "/who", &aes256, &g));
 	ASSERT_EQ(g.status, 200);
@@ -377,8 +390,7 @@ TEST(http_tls_client_certificates)
 {
 	struct pki ca = {0}, rogue = {0};
 	_cleanup_free_ char *cert = NULL, *alice = NULL, *mallory = NULL, *bob = NULL;
-	_cleanup_secret_ char *key = NULL, *alice_key = NULL, *mallory_key = NULL,
-			      *bob_key = NULL;
+	_cleanup_secret_ char *key = NULL, *alice_key = NULL, *mallory_key = NULL, *bob_key = NULL;
 	static const char *const groups[] = {"dev", "system:masters", NULL};
 	struct http_server *s = NULL;
 	struct got g;
@@ -387,16 +399,18 @@ TEST(http_tls_client_certificates)
 	ASSERT_OK(pki_new(&ca, "client-ca"));
 	ASSERT_OK(pki_new(&rogue, "client-ca")); /* the same name, another key */
 	ASSERT_OK(pki_issue(&ca,
-			    &(struct x509_spec){.cn = "alice", .orgs = groups,
+			    &(struct x509_spec){.cn = "alice",
+						.orgs = groups,
 						.usages = X509_USAGE_CLIENT,
 						.duration_s = X509_YEAR},
 			    &alice, &alice_key));
-	ASSERT_OK(pki_issue(&ca,
-			    &(struct x509_spec){.cn = "bob", .usages = X509_USAGE_CLIENT,
-						.duration_s = X509_YEAR},
-			    &bob, &bob_key));
+	ASSERT_OK(pki_issue(
+	    &ca,
+	    &(struct x509_spec){.cn = "bob", .usages = X509_USAGE_CLIENT, .duration_s = X509_YEAR},
+	    &bob, &bob_key));
 	ASSERT_OK(pki_issue(&rogue,
-			    &(struct x509_spec){.cn = "alice", .orgs = groups,
+			    &(struct x509_spec){.cn = "alice",
+						.orgs = groups,
 						.usages = X509_USAGE_CLIENT,
 						.duration_s = X509_YEAR},
 			    &mallory, &mallory_key));
@@ -406,9 +420,10 @@ TEST(http_tls_client_certificates)
 	struct client nobody = {.ca = cert};
 
 	/* required (the default with a CA) */
-	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = key,
-							   .client_ca_pem = ca.ca_pem}},
-			&s));
+	ASSERT_OK(start(
+	    &(struct http_server_opts){
+		.tls = {.cert_pem = cert, .key_pem = key, .client_ca_pem = ca.ca_pem}},
+	    &s));
 	int port = http_server_port(s);
 	ASSERT_OK(fetch(port, "/who", &as_alice, &g));
 	ASSERT_EQ(g.status, 200);
@@ -428,7 +443,8 @@ TEST(http_tls_client_certificates)
 	http_server_free(s);
 
 	/* requested, as kube-rbac-proxy: no certificate or a foreign one is anonymous */
-	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = key,
+	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert,
+							   .key_pem = key,
 							   .client_ca_pem = ca.ca_pem,
 							   .client_auth = HTTP_TLS_CLIENT_REQUEST}},
 			&s));
@@ -460,7 +476,9 @@ TEST(http_tls_client_certificates)
 	}
 	int wrong = 0;
 	for (int i = 0; i < 40; i++) {
-		const char *want = i % 3 == 0 ? "user=alice" : i % 3 == 1 ? "user=bob" : "anonymous";
+		const char *want = i % 3 == 0	? "user=alice"
+				   : i % 3 == 1 ? "user=bob"
+						: "anonymous";
 		if (!gs[i].body.data || !str_has_prefix(gs[i].body.data, want))
 			wrong++;
 		curl_multi_remove_handle(m, hs[i]);
@@ -533,11 +551,12 @@ TEST(http_tls_idle_and_stalled_clients_are_dropped)
 	struct got g;
 
 	ASSERT_OK(serving_pair(&cert, &key));
-	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = key,
-							   .handshake_timeout_ns =
-							       500 * NSEC_PER_MSEC},
-						   .connection_timeout_ns = NSEC_PER_SEC},
-			&s));
+	ASSERT_OK(
+	    start(&(struct http_server_opts){.tls = {.cert_pem = cert,
+						     .key_pem = key,
+						     .handshake_timeout_ns = 500 * NSEC_PER_MSEC},
+					     .connection_timeout_ns = NSEC_PER_SEC},
+		  &s));
 	int port = http_server_port(s);
 	for (int i = 0; i < 50; i++)
 		ASSERT_TRUE((idle[i] = dial(port, 0)) >= 0);
@@ -620,9 +639,9 @@ TEST(http_tls_200_concurrent_requests)
 	struct http_server *s = NULL;
 
 	ASSERT_OK(serving_pair(&cert, &key));
-	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = key},
-						   .threads = 2},
-			&s));
+	ASSERT_OK(start(
+	    &(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = key}, .threads = 2},
+	    &s));
 	ASSERT_EQ(concurrent(http_server_port(s), 200, &(struct client){.ca = cert}), 200);
 	http_server_free(s);
 }
@@ -676,11 +695,11 @@ TEST(http_tls_large_bodies_and_a_client_that_does_not_read)
 	int fd = -1;
 
 	ASSERT_OK(serving_pair(&cert, &key));
-	ASSERT_OK(http_server_new(&(struct http_server_opts){.bind = "127.0.0.1:0",
-							     .tls = {.cert_pem = cert,
-								     .key_pem = key},
-							     .connection_timeout_ns = NSEC_PER_SEC},
-				  &s));
+	ASSERT_OK(
+	    http_server_new(&(struct http_server_opts){.bind = "127.0.0.1:0",
+						       .tls = {.cert_pem = cert, .key_pem = key},
+						       .connection_timeout_ns = NSEC_PER_SEC},
+			    &s));
 	ASSERT_OK(http_server_handle(s, "/big", false, big_handler, NULL));
 	ASSERT_OK(http_server_start(s));
 	int port = http_server_port(s);
@@ -756,7 +775,8 @@ TEST(http_tls_stop_with_open_connections)
 		ASSERT_TRUE((idle[i] = dial(port, 0)) >= 0);
 		ASSERT_NOT_NULL(open_[i] = tls_dial(cctx, port, 0, &fds[i]));
 		/* a kept-alive connection after a reply, or one mid-request */
-		const char *req = i % 2 ? "GET /who HTTP/1.1\r\nHost: x\r\n\r\n" : "GET /who HTTP/1.1\r\n";
+		const char *req =
+		    i % 2 ? "GET /who HTTP/1.1\r\nHost: x\r\n\r\n" : "GET /who HTTP/1.1\r\n";
 		ASSERT_GT(SSL_write(open_[i], req, (int)strlen(req)), 0);
 		if (i % 2)
 			ASSERT_GT(SSL_read(open_[i], b, sizeof(b)), 0);
@@ -797,10 +817,10 @@ TEST(http_tls_files_are_reloaded_when_they_change)
 	ASSERT_OK(write_file(d, "tls.key", k1));
 	snprintf(cf, sizeof(cf), "%s/tls.crt", d);
 	snprintf(kf, sizeof(kf), "%s/tls.key", d);
-	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_file = cf, .key_file = kf,
-							   .reload_check_ns =
-							       50 * NSEC_PER_MSEC}},
-			&s));
+	ASSERT_OK(start(
+	    &(struct http_server_opts){
+		.tls = {.cert_file = cf, .key_file = kf, .reload_check_ns = 50 * NSEC_PER_MSEC}},
+	    &s));
 	int port = http_server_port(s);
 	ASSERT_OK(fetch(port, "/who", &(struct client){.ca = c1}, &g));
 	buf_release(&g.body);
