@@ -600,6 +600,37 @@ TEST(http_tls_idle_and_stalled_clients_are_dropped)
 	http_server_free(s);
 }
 
+TEST(http_tls_connections_are_capped)
+{
+	_cleanup_free_ char *cert = NULL;
+	_cleanup_secret_ char *key = NULL;
+	struct http_server *s = NULL;
+	int idle[4], extra;
+	struct got g;
+
+	ASSERT_OK(serving_pair(&cert, &key));
+	ASSERT_OK(start(&(struct http_server_opts){.tls = {.cert_pem = cert, .key_pem = key},
+						   .max_connections = 4},
+			&s));
+	int port = http_server_port(s);
+	for (int i = 0; i < 4; i++)
+		ASSERT_TRUE((idle[i] = dial(port, 0)) >= 0);
+	/* a fifth is closed at once, not left to its handshake timeout */
+	ASSERT_TRUE((extra = dial(port, 0)) >= 0);
+	ASSERT_TRUE(closed_within(extra, 1000));
+	close(extra);
+	ASSERT_OK(refused(port, &(struct client){.ca = cert}));
+	/* one slot freed, a client is served */
+	close(idle[0]);
+	sleep_ns(100 * NSEC_PER_MSEC);
+	ASSERT_OK(fetch(port, "/who", &(struct client){.ca = cert}, &g));
+	ASSERT_EQ(g.status, 200);
+	buf_release(&g.body);
+	for (int i = 1; i < 4; i++)
+		close(idle[i]);
+	http_server_free(s);
+}
+
 /* n requests at once, each on a new connection: how many got 200. */
 static int concurrent(int port, int n, const struct client *cl)
 {
