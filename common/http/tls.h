@@ -15,15 +15,15 @@
  * by their IANA names. As in Go, the suites configure TLS 1.0 to 1.2 only: TLS 1.3's three suites
  * are accepted in the list and always enabled. Files are re-read when they change (size, mtime
  * or inode; checked on a new connection, at most once per reload_check_ns); a pair that does not
- * load (a key written before its certificate) keeps the previous one in service. */
+ * load (a key written before its certificate) keeps the previous one in service. A client that
+ * stalls after its handshake is dropped after http_server_opts.connection_timeout_ns. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 enum http_tls_client_auth {
-	/* with a client CA: a certificate it verifies is required (Go's RequireAndVerifyClientCert)
-	 */
+	/* with a client CA: a certificate it verifies is required (RequireAndVerifyClientCert) */
 	HTTP_TLS_CLIENT_REQUIRE = 0,
 	/* with a client CA: asked for; one that verifies reaches the handler, none or one that does
 	 * not verify leaves the request anonymous (Go's RequestClientCert plus the x509
