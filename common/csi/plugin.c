@@ -46,8 +46,8 @@ static int start_http(const char *addr, bool metrics, struct csi_identity *id,
 				return r;
 			}
 		}
-		o.tls_cert_pem = cert;
-		o.tls_key_pem = key;
+		o.tls.cert_pem = cert;
+		o.tls.key_pem = key;
 	}
 	if ((r = http_server_new(&o, &srv)) < 0)
 		return r;

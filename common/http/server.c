@@ -13,6 +13,7 @@
 
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
+#include "common/http/tls_internal.h"
 #include "common/metrics/metrics.h"
 
 #define MAX_HANDLERS 32
@@ -35,7 +36,8 @@ struct check {
 struct http_server {
 	struct http_server_opts opts;
 	char *bind;
-	char *cert, *key, *ca;
+	struct tls_src *tls;	  /* HTTPS: the context */
+	struct tls_relay *relay; /* and the relay in front of MHD, once started */
 	struct MHD_Daemon *daemon;
 	int listen_fd;
 	int port;
@@ -117,7 +119,7 @@ static int open_listener(const char *addr, int *ret_fd, int *ret_port)
 		int zero = 0;
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 	}
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
 		r = -errno;
 		goto out;
 	}
@@ -261,22 +263,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	char addr[INET6_ADDRSTRLEN + 8] = "";
-	if (ci && ci->client_addr) {
-		char ip[INET6_ADDRSTRLEN] = "";
-		const struct sockaddr *sa = ci->client_addr;
-		int port = 0;
-		if (sa->sa_family == AF_INET) {
-			inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
-			port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
-		} else if (sa->sa_family == AF_INET6) {
-			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof(ip));
-			port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
-		}
-		snprintf(addr, sizeof(addr), "%s:%d", ip, port);
-	}
+	if (ci && ci->client_addr)
+		http_format_addr(ci->client_addr, addr, sizeof(addr));
 	struct http_server_request req = { .method = method, .path = url, .body = st->body.data,
 					   .body_len = st->body.len, .conn = conn,
-					   .remote_addr = addr };
+					   .remote_addr = addr,
+					   .client_cert = s->relay ? tls_relay_client_cert(conn) : NULL };
 	if (st->too_large) {
 		http_reply_text(&rep, 413, "request body too large\n");
 	} else {
@@ -330,18 +322,21 @@ int http_server_new(const struct http_server_opts *opts, struct http_server **re
 	s->listen_fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	s->bind = strdup(opts->bind ? opts->bind : "127.0.0.1:0");
-	s->cert = opts->tls_cert_pem ? strdup(opts->tls_cert_pem) : NULL;
-	s->key = opts->tls_key_pem ? strdup(opts->tls_key_pem) : NULL;
-	s->ca = opts->tls_client_ca_pem ? strdup(opts->tls_client_ca_pem) : NULL;
-	if (!s->bind || (opts->tls_cert_pem && !s->cert) || (opts->tls_key_pem && !s->key) ||
-	    (opts->tls_client_ca_pem && !s->ca)) {
+	if (!s->bind) {
 		http_server_free(s);
 		return -ENOMEM;
 	}
-	if (!!s->cert != !!s->key) {
-		http_server_free(s);
-		return -EINVAL;
+	if (http_tls_enabled(&opts->tls) || opts->tls.key_pem || opts->tls.key_file) {
+		char err[256] = "";
+		int r = tls_src_new(&opts->tls, &s->tls, err, sizeof(err));
+		if (r < 0) {
+			log_error("cannot serve HTTPS", KV_S("address", s->bind), KV_S("error", err),
+				  KV_E(r));
+			http_server_free(s);
+			return r;
+		}
 	}
+	s->opts.tls = (struct http_tls){ 0 }; /* the caller's strings: copied into s->tls */
 	if (!s->opts.max_body)
 		s->opts.max_body = 1 << 20;
 	if (!s->opts.max_connections)
@@ -486,33 +481,51 @@ int http_server_start(struct http_server *s)
 	if (s->opts.thread_per_connection)
 		flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 			MHD_USE_POLL | MHD_USE_ERROR_LOG;
-	if (s->cert)
-		flags |= MHD_USE_TLS;
 	struct MHD_OptionItem ops[16];
 	size_t n = 0;
-	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL };
+	if (s->tls) {
+		/* the relay owns the listener and hands MHD its connections once decrypted */
+		struct tls_relay_opts ro = { .src = s->tls,
+					     .listen_fd = s->listen_fd,
+					     .threads = s->opts.threads,
+					     .max_connections = s->opts.max_connections,
+					     .idle_timeout_ns = s->opts.connection_timeout_ns };
+		if ((r = tls_relay_new(&ro, &s->relay)) < 0)
+			goto fail;
+		flags |= MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+		ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION,
+						    (intptr_t)tls_relay_notify, s->relay };
+	} else {
+		ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL };
+	}
 	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s };
 	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, s->opts.max_connections, NULL };
 	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT,
 					    (intptr_t)(s->opts.connection_timeout_ns / NSEC_PER_SEC), NULL };
 	if (!s->opts.thread_per_connection && s->opts.threads > 1)
 		ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, s->opts.threads, NULL };
-	if (s->cert) {
-		ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, s->cert };
-		ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, s->key };
-		if (s->ca)
-			ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_TRUST, 0, s->ca };
-	}
 	ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 	s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
 				     on_mhd_log, s, MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 	if (!s->daemon) {
-		close(s->listen_fd);
-		s->listen_fd = -1;
-		return -EIO;
+		r = -EIO;
+		goto fail;
 	}
-	log_v(1, "http server listening", KV_S("address", s->bind), KV_I("port", s->port));
+	if (s->relay && (r = tls_relay_start(s->relay, s->daemon)) < 0)
+		goto fail;
+	log_v(1, "http server listening", KV_S("address", s->bind), KV_I("port", s->port),
+	      KV_B("tls", s->tls != NULL));
 	return 0;
+fail:
+	tls_relay_stop(s->relay);
+	if (s->daemon)
+		MHD_stop_daemon(s->daemon);
+	s->daemon = NULL;
+	tls_relay_free(s->relay);
+	s->relay = NULL;
+	close(s->listen_fd);
+	s->listen_fd = -1;
+	return r;
 }
 
 int http_server_port(const struct http_server *s)
@@ -524,8 +537,13 @@ void http_server_free(struct http_server *s)
 {
 	if (!s)
 		return;
+	/* the relay first: its connections close, so MHD's do; then MHD, which drops their
+	 * identities as it closes them */
+	tls_relay_stop(s->relay);
 	if (s->daemon)
 		MHD_stop_daemon(s->daemon);
+	tls_relay_free(s->relay);
+	tls_src_free(s->tls);
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	for (size_t i = 0; i < s->nhandlers; i++)
@@ -533,9 +551,6 @@ void http_server_free(struct http_server *s)
 	for (size_t i = 0; i < s->nchecks; i++)
 		free(s->checks[i].name);
 	free(s->bind);
-	free(s->cert);
-	free(s->key);
-	free(s->ca);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }

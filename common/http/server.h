@@ -11,26 +11,29 @@
  *   http_server_free(s);                              // stops, waits for handlers
  *
  * Handlers run on the server's threads and must not block for long unless the server was
- * created with thread_per_connection. */
+ * created with thread_per_connection.
+ *
+ * HTTPS (opts.tls, see tls.h) is OpenSSL's: libmicrohttpd parses HTTP only, behind a relay
+ * that does the TLS (tls_internal.h); a verified client certificate reaches the handler as
+ * req->client_cert. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/base/buf.h"
+#include "common/http/tls.h"
 
 struct http_server;
 struct MHD_Connection;
 
 struct http_server_opts {
 	const char *bind;       /* "host:port", ":port", "[v6]:port"; port 0 picks a free one */
-	const char *tls_cert_pem; /* serve HTTPS with this certificate chain and key (PEM data) */
-	const char *tls_key_pem;
-	const char *tls_client_ca_pem; /* ask for client certificates signed by these CAs */
-	unsigned threads;              /* worker threads (default 1) */
+	struct http_tls tls;           /* HTTPS when it has a certificate (copied by _new) */
+	unsigned threads;              /* worker threads, and TLS relay threads (default 1) */
 	bool thread_per_connection;    /* for handlers that block (e.g. proxies) */
 	size_t max_body;               /* cap on a request body; default 1 MiB */
-	unsigned max_connections;      /* default 256 */
+	unsigned max_connections;      /* default 256 (with TLS: handshaking ones too) */
 	int64_t connection_timeout_ns; /* idle connections closed after; default 60 s */
 };
 
@@ -41,6 +44,7 @@ struct http_server_request {
 	size_t body_len;
 	struct MHD_Connection *conn;
 	const char *remote_addr; /* "ip:port" */
+	const struct http_client_cert *client_cert; /* verified (HTTPS with a client CA), or NULL */
 };
 
 struct http_server_reply {

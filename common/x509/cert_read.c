@@ -59,6 +59,22 @@ int x509_cert_from_pem(const char *pem, struct x509_cert **ret, char *err, size_
 	return r < 0 ? r : x509_cert_wrap(x, ret, err, errlen);
 }
 
+int x509_cert_from_der(const void *der, size_t len, struct x509_cert **ret, char *err,
+		       size_t errlen)
+{
+	const unsigned char *p = der;
+	X509 *x;
+
+	if (!der || len == 0 || len > X509_PEM_MAX)
+		return x509_err(-EBADMSG, err, errlen, "the certificate is empty or too long");
+	if (!(x = d2i_X509(NULL, &p, (long)len)) || p != (const unsigned char *)der + len) {
+		X509_free(x);
+		return x509_fail(-EBADMSG, err, errlen, "cannot read the certificate");
+	}
+	ERR_clear_error();
+	return x509_cert_wrap(x, ret, err, errlen);
+}
+
 /* Appends x (taken) to the vector *v of n certificates. */
 static int certs_push(struct x509_cert ***v, size_t n, X509 *x, char *err, size_t errlen)
 {

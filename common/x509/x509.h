@@ -129,6 +129,9 @@ int x509_self_signed_pem(const struct x509_spec *s, char **ret_cert, char **ret_
 /* Reading and checking certificates (cert_read.c). */
 /* The first certificate of the text (other PEM blocks before it are skipped). */
 int x509_cert_from_pem(const char *pem, struct x509_cert **ret, char *err, size_t errlen);
+/* One DER certificate (a TLS peer's), with nothing after it. */
+int x509_cert_from_der(const void *der, size_t len, struct x509_cert **ret, char *err,
+		       size_t errlen);
 /* Every certificate of a bundle, in order, as a NULL-terminated vector (at least one). */
 int x509_certs_from_pem(const char *pem, struct x509_cert ***ret, char *err, size_t errlen);
 void x509_cert_free(struct x509_cert *c);

@@ -183,7 +183,7 @@ int ccm_serve_start(const struct ccm_serve_opts *o, struct ccm *m, struct http_s
 	bool v6 = strchr(addr, ':') != NULL;
 	str_printf(bind, sizeof(bind), v6 ? "[%s]:%lld" : "%s:%lld", addr, o->port);
 	struct http_server_opts so = {
-	    .bind = bind, .tls_cert_pem = cert, .tls_key_pem = key, .threads = 2};
+	    .bind = bind, .tls = {.cert_pem = cert, .key_pem = key}, .threads = 2};
 	if ((r = http_server_new(&so, &s)) < 0 || (r = http_server_add_standard(s)) < 0 ||
 	    (r = http_server_add_check(s, HTTP_CHECK_READYZ, "informer-sync", check_synced, m)) <
 		0 ||
