@@ -156,7 +156,8 @@ static void usage(FILE *out)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "  %-16s %s\n", "help <command>", "show the flags of a command");
-	fprintf(out, "  %-16s %s\n", "flags-check", "check a command's flags without running it");
+	fprintf(out, "\n'aws-k8s flags-check <command> [flags]' runs the command's flag parser on the "
+		     "flags and\nexits (0: taken, 2: refused) without starting anything.\n");
 	fprintf(out, "\nCalled by the name of an upstream binary (a symlink; 'make install' makes them)"
 		     ", it runs\nthe command that replaces it:\n");
 	for (size_t i = 0; i < sizeof(upstream) / sizeof(upstream[0]); i++)

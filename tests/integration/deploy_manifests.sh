@@ -227,6 +227,28 @@ for f in "$R"/*.yaml; do
 		[ "${res%% *}" = 2 ] || fail "deploy/${d//_//}: $where: an unknown flag added is refused" "exit ${res%% *}: ${res#* }"
 	done < <(python3 "$T_TMP/m.py" invocations "$f")
 done
+# flags-check itself: it starts nothing, and tells a refused flag (2) from a command that is not
+# built (1)
+fc() { "$AWS_K8S" flags-check "$@" >"$T_TMP/fc.out" 2>&1; echo $?; }
+rc=$(fc csi-controller controller --endpoint="unix://$T_TMP/fc.sock" --v=2)
+if [ "$rc" = 0 ] && [ ! -e "$T_TMP/fc.sock" ]; then ok "flags-check csi-controller: exit 0, no socket made"
+else fail "flags-check csi-controller: exit 0, no socket made" "exit $rc: $(cat "$T_TMP/fc.out")"; fi
+rc=$(fc ccm --cloud-provider=aws extra)
+[ "$rc" = 2 ] && grep -q "unexpected argument 'extra'" "$T_TMP/fc.out" &&
+	ok "flags-check: a positional argument is refused (exit 2)" ||
+	fail "flags-check: a positional argument is refused (exit 2)" "exit $rc: $(cat "$T_TMP/fc.out")"
+rc=$(fc csi-node pre-stop-hook --timeout=5x)
+[ "$rc" = 2 ] && grep -q "invalid duration value '5x'" "$T_TMP/fc.out" &&
+	ok "flags-check: a bad value is refused with the parser's message" ||
+	fail "flags-check: a bad value is refused with the parser's message" "exit $rc: $(cat "$T_TMP/fc.out")"
+rc=$(fc nth --v=2)
+[ "$rc" = 1 ] && grep -q "not built yet" "$T_TMP/fc.out" &&
+	ok "flags-check: a command not built yet exits 1" ||
+	fail "flags-check: a command not built yet exits 1" "exit $rc: $(cat "$T_TMP/fc.out")"
+rc=$(fc no-such-command)
+[ "$rc" = 2 ] && ok "flags-check: an unknown command exits 2" ||
+	fail "flags-check: an unknown command exits 2" "exit $rc: $(cat "$T_TMP/fc.out")"
+
 # ccm, csi-controller, csi-node and its preStop hook: 4 in the module's base and example each,
 # 1 in each ccm rendering, 3 in each csi rendering
 if [ "$n" -ge 16 ]; then ok "$n aws-k8s command lines checked"; else fail "aws-k8s command lines found" "only $n"; fi
