@@ -203,7 +203,9 @@ name = os.path.basename(argv[0])
 cmd = [binary, "flags-check"] + ([] if name == "aws-k8s" else [name]) + argv[1:]
 if extra:
     cmd.append(extra)
-env = {"PATH": "/usr/bin:/bin"}
+# the container's literal environment only (and a sanitizer build's options)
+env = {k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")}
+env["PATH"] = "/usr/bin:/bin"
 env.update(inv["env"])
 r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=20)
 print(r.returncode, (r.stderr.strip().splitlines() or [""])[-1])
