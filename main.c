@@ -178,6 +178,8 @@ static void usage(FILE *out)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "  %-16s %s\n", "help <command>", "show the flags of a command");
+	fprintf(out, "\n'aws-k8s flags-check <command> [flags]' runs the command's flag parser on the "
+		     "flags and\nexits (0: taken, 2: refused) without starting anything.\n");
 	fprintf(out, "\nCalled by the name of an upstream binary (a symlink; 'make install' makes them)"
 		     ", it runs\nthe command that replaces it:\n");
 	for (size_t i = 0; i < sizeof(upstream) / sizeof(upstream[0]); i++)
@@ -186,17 +188,23 @@ static void usage(FILE *out)
 	fprintf(out, "\nRun 'aws-k8s <command> --help' for the flags of a command.\n");
 }
 
-static int run(const struct cmd *c, int argc, char **argv)
+/* The command itself, after the mode word upstream's manifests pass first
+ * (`csi-node node --endpoint=...`). */
+static int run_cmd(const struct cmd *c, int argc, char **argv)
 {
-	int r;
-
-	/* the mode word upstream's manifests pass first: `csi-node node --endpoint=...` */
 	if (c->mode && argc > 1 && strcmp(argv[1], c->mode) == 0) {
 		argv[1] = argv[0];
 		argc--;
 		argv++;
 	}
 	flags_set_version(c->version ? c->version : version_aws_k8s);
+	return c->fn(argc, argv);
+}
+
+static int run(const struct cmd *c, int argc, char **argv)
+{
+	int r;
+
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		fprintf(stderr, "aws-k8s: failed to initialize libcurl\n");
 		return 1;
@@ -205,8 +213,46 @@ static int run(const struct cmd *c, int argc, char **argv)
 		log_error("failed to set up signal handling", KV_E(r));
 		return 1;
 	}
-	r = c->fn(argc, argv);
+	r = run_cmd(c, argc, argv);
 	curl_global_cleanup();
+	return r;
+}
+
+static const char flags_check_usage[] =
+	"Usage: aws-k8s flags-check <command> [mode] [flags]\n\n"
+	"Runs the flag parser of <command> on the flags, with the environment as it is, and exits\n"
+	"without starting anything: 0 when the command takes them, 2 (with the parser's message)\n"
+	"when it refuses one; a positional argument other than the command's mode word is refused.\n"
+	"<command> is any command or upstream binary name (`flags-check aws-ebs-csi-driver node\n"
+	"--endpoint=...`). Checks beyond the flags (a required --cloud-provider, the cloud config)\n"
+	"are the command's start-up and are not run. tests/integration/deploy_manifests.sh runs it\n"
+	"on every aws-k8s container of deploy/.\n";
+
+/* `aws-k8s flags-check CMD ARGS...`: CMD's own flags_parse in check mode (flags.h), run without
+ * the process set-up (no signal thread, no libcurl). */
+static int flags_check_main(int argc, char **argv)
+{
+	const struct cmd *c = NULL;
+	int r;
+
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		fputs(flags_check_usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if ((r = cmd_find(argv[1], &c)) <= 0) {
+		if (r < 0)
+			return not_built(argv[1]);
+		fprintf(stderr, "aws-k8s flags-check: unknown command '%s' (see 'aws-k8s --help')\n",
+			argv[1]);
+		return 2;
+	}
+	flags_set_check_only(true);
+	r = run_cmd(c, argc - 1, argv + 1);
+	if (!flags_check_parsed()) {
+		fprintf(stderr, "aws-k8s flags-check: '%s' returned without parsing its flags\n",
+			argv[1]);
+		return 1;
+	}
 	return r;
 }
 
@@ -232,6 +278,8 @@ int main(int argc, char **argv)
 		cmd_find("version", &c);
 		return run(c, 1, argv);
 	}
+	if (strcmp(argv[1], "flags-check") == 0)
+		return flags_check_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "help") == 0) {
 		if (argc < 3) {
 			usage(stdout);

@@ -34,6 +34,18 @@ static const char *type_name(enum flag_type t)
 
 struct flags_klog flags_klog;
 static flags_version_fn version_fn;
+static bool check_only, check_parsed;
+
+void flags_set_check_only(bool on)
+{
+	check_only = on;
+	check_parsed = false;
+}
+
+bool flags_check_parsed(void)
+{
+	return check_parsed;
+}
 
 void flags_set_version(flags_version_fn fn)
 {
@@ -341,13 +353,20 @@ static void note_no_effect(char *list, size_t n, const char *name)
 }
 
 /* --logtostderr=false with --log-file: the log lines go to that file, opened once per parse
- * (the one a previous parse opened is closed); otherwise to stderr, as before. */
+ * (the one a previous parse opened is closed); otherwise to stderr, as before. In check mode
+ * nothing is opened or closed. */
 static int klog_apply(const char *cmd, char *no_effect, size_t n)
 {
 	static int file_fd = -1;
 	const char *path = flags_klog.log_file;
 	int fd = -1;
 
+	if (!flags_klog.logtostderr && (!path || !*path))
+		note_no_effect(no_effect, n, "logtostderr=false without --log-file");
+	else if (flags_klog.logtostderr && path && *path)
+		note_no_effect(no_effect, n, "log-file (with --logtostderr=true)");
+	if (check_only)
+		return 0;
 	if (!flags_klog.logtostderr && path && *path) {
 		fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (fd < 0) {
@@ -361,10 +380,6 @@ static int klog_apply(const char *cmd, char *no_effect, size_t n)
 	if (file_fd >= 0)
 		close(file_fd);
 	file_fd = fd;
-	if (!flags_klog.logtostderr && (!path || !*path))
-		note_no_effect(no_effect, n, "logtostderr=false without --log-file");
-	else if (flags_klog.logtostderr && path && *path)
-		note_no_effect(no_effect, n, "log-file (with --logtostderr=true)");
 	return 0;
 }
 
@@ -391,6 +406,7 @@ int flags_parse(const char *cmd, const char *usage, const struct flag *table, in
 	const char *version = NULL;
 	char no_effect[512] = "";
 
+	check_parsed = check_only;
 	for (const struct flag *f = table; f->name; f++)
 		nflags++;
 	if (nflags > ARRAY_SIZE(replaced))
@@ -472,5 +488,10 @@ int flags_parse(const char *cmd, const char *usage, const struct flag *table, in
 	if (*no_effect)
 		log_warn("flags accepted for compatibility have no effect here",
 			 KV_S("flags", no_effect));
+	if (check_only) {
+		if (npos > 0)
+			return bad(cmd, "unexpected argument '%s'%s", argv[0], "");
+		return -ECANCELED;
+	}
 	return npos;
 }

@@ -76,8 +76,15 @@ void flags_set_version(flags_version_fn fn);
 
 /* Returns the number of positional arguments, -ECANCELED after printing --help or --version to
  * stdout, or -EINVAL after printing one line naming the bad flag to stderr. Applies LOG_FLAGS
- * and flags_klog. */
+ * and flags_klog. In check mode (below) it never returns a count. */
 int flags_parse(const char *cmd, const char *usage, const struct flag *table, int argc, char **argv);
+/* Check mode (`aws-k8s flags-check CMD ARGS...`): flags_parse reads the defaults, the
+ * environment and the command line exactly as for a run, then returns -ECANCELED (exit 0)
+ * instead of a count, so that every command stops before it starts anything; a positional
+ * argument is refused (-EINVAL, exit 2) and --log-file is not opened. flags_check_parsed
+ * tells whether a flags_parse ran since check mode was turned on. */
+void flags_set_check_only(bool on);
+bool flags_check_parsed(void);
 /* 0 for -ECANCELED (help shown), 2 for a usage error. */
 int flags_exit_code(int r);
 /* Prints the generated help of a table. */

@@ -38,12 +38,14 @@ if ! ccm_env_start; then
 	t_summary
 fi
 
-# ---- the manifests under deploy/ccm --------------------------------------------------------
-out=$(kc apply --dry-run=server -f "$T_ROOT/deploy/ccm/" 2>&1)
+# ---- the manifests under deploy/ccm (rendered as tests/integration/deploy_manifests.sh does) --
+kubectl kustomize "$T_ROOT/deploy/ccm/example" >"$T_TMP/ccm-deploy.yaml" 2>&1
+out=$(kc apply --dry-run=server -f "$T_TMP/ccm-deploy.yaml" 2>&1)
 if [ $? = 0 ]; then ok "deploy/ccm applies to the API server (dry run)"; else fail "deploy/ccm applies" "$out"; fi
 mapfile -t dargs < <(python3 -c "
 import yaml
-for d in yaml.safe_load_all(open('$T_ROOT/deploy/ccm/deployment.yaml')):
+for d in yaml.safe_load_all(open('$T_TMP/ccm-deploy.yaml')):
+    if d['kind'] != 'Deployment': continue
     for a in d['spec']['template']['spec']['containers'][0]['args']: print(a)")
 if [ ${#dargs[@]} -ge 8 ] && "$AWS_K8S" ccm "${dargs[@]}" --help >/dev/null 2>&1; then
 	ok "the Deployment's arguments (${#dargs[@]}) are all accepted by aws-k8s ccm"

@@ -1,4 +1,5 @@
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "common/base/buf.h"
 #include "common/base/flags.h"
@@ -122,4 +123,41 @@ TEST(flags_verbosity_applies_to_log)
 	flags_free(table);
 	log_flag_v = before;
 	log_apply_flags();
+}
+
+/* flags-check (check mode): the real parse, then -ECANCELED (exit 0) instead of a count */
+TEST(flags_check_mode_accepts_and_stops)
+{
+	char log_path[512];
+	snprintf(log_path, sizeof(log_path), "%s/check.log", test_tmpdir());
+	unlink(log_path);
+	flags_set_check_only(true);
+	ASSERT_FALSE(flags_check_parsed());
+	int r = parse(5, (const char *[]){ "test", "--concurrent-workers=7", "--logtostderr=false",
+					   "--log-file", log_path });
+	ASSERT_ERR(r, ECANCELED);
+	ASSERT_EQ(flags_exit_code(r), 0);
+	ASSERT_TRUE(flags_check_parsed());
+	ASSERT_EQ(f_int, 7); /* parsed as for a run */
+	ASSERT_EQ(access(log_path, F_OK), -1); /* --log-file is not opened */
+	flags_set_check_only(false);
+	ASSERT_FALSE(flags_check_parsed());
+	ASSERT_EQ(parse(2, (const char *[]){ "test", "pos" }), 1); /* check mode off again */
+	flags_free(table);
+}
+
+TEST(flags_check_mode_refuses_what_a_run_refuses)
+{
+	flags_set_check_only(true);
+	ASSERT_ERR(parse(2, (const char *[]){ "test", "--nope" }), EINVAL);
+	ASSERT_ERR(parse(2, (const char *[]){ "test", "--concurrent-workers=0" }), EINVAL);
+	ASSERT_ERR(parse(3, (const char *[]){ "test", "--node-monitor-period", "5x" }), EINVAL);
+	ASSERT_ERR(parse(2, (const char *[]){ "test", "--cloud-config" }), EINVAL);
+	/* a positional argument, which a run would hand to the command */
+	int r = parse(3, (const char *[]){ "test", "--leader-elect", "controller" });
+	ASSERT_ERR(r, EINVAL);
+	ASSERT_EQ(flags_exit_code(r), 2);
+	ASSERT_TRUE(flags_check_parsed());
+	flags_set_check_only(false);
+	flags_free(table);
 }

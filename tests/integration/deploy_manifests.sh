@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# tests: product
+# deploy/ as CI checks it: kubectl's kustomize renders every folder of deploy/ that has a
+# kustomization.yaml; the test API server accepts every rendered object with
+# `kubectl apply --dry-run=server --validate=strict` (the VolumeSnapshotClass after the
+# external-snapshotter's CRD from tests/data/deploy/); every aws-k8s command line in the rendered
+# objects (containers and preStop hooks: command, args with kubelet's $(VAR) expansion, literal
+# env) is accepted by `aws-k8s flags-check`, the subcommand's own flag parser; and the objects
+# say what deploy/README.md promises (leader election, anti-affinity, tolerations, privileged
+# node plugin with Bidirectional propagation, the preStop hook, the CSIDriver, the default
+# classes, resources on every aws-k8s container).
+# The test API server checks field names (strict decoding), not values, required fields or
+# references (the Role of a RoleBinding, a PriorityClass, a Secret): the python checks below
+# cover the values this project sets.
+. "$(dirname "$0")/../lib/testlib.sh"
+
+if ! command -v kubectl >/dev/null || ! python3 -c 'import yaml' 2>/dev/null; then
+	skip "deploy manifests" "kubectl or python3's yaml module missing"
+	t_summary
+fi
+export KUBECACHEDIR=$T_TMP/kcache
+DEPLOY=$T_ROOT/deploy
+R=$T_TMP/rendered
+mkdir -p "$R"
+
+# --- kustomize -------------------------------------------------------------------------------
+dirs=()
+while IFS= read -r k; do dirs+=("$(dirname "${k#"$DEPLOY"/}")"); done < <(find "$DEPLOY" -name kustomization.yaml | sort)
+if [ "${#dirs[@]}" -lt 6 ]; then
+	fail "deploy/ has a base and an example for the module, ccm and csi" "found: ${dirs[*]}"
+fi
+for d in "${dirs[@]}"; do
+	out=$R/${d//\//_}.yaml
+	if kubectl kustomize "$DEPLOY/$d" >"$out" 2>"$out.err" && [ -s "$out" ]; then
+		ok "kubectl kustomize deploy/$d renders $(grep -c '^kind:' "$out") objects"
+	else
+		fail "kubectl kustomize deploy/$d" "$(tail -3 "$out.err")"
+		rm -f "$out"
+	fi
+done
+
+# the helper: reads rendered YAML streams (python3 and PyYAML)
+cat >"$T_TMP/m.py" <<'PY'
+import json, os, re, sys, yaml
+
+def docs(paths):
+    for p in paths:
+        with open(p) as f:
+            for d in yaml.safe_load_all(f):
+                if d:
+                    yield p, d
+
+def pod_spec(o):
+    s = o.get("spec", {})
+    return s.get("template", {}).get("spec") if "template" in s else None
+
+def expand(s, env):
+    # kubelet's $(VAR) expansion: defined variables are replaced, $$ is a literal $
+    def rep(m):
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", rep, s)
+
+def runs_aws_k8s(argv):
+    return bool(argv) and os.path.basename(argv[0]) in (
+        "aws-k8s", "aws-cloud-controller-manager", "aws-ebs-csi-driver")
+
+def invocations(paths):
+    """One JSON line per aws-k8s command line: where, argv, literal env."""
+    for p, o in docs(paths):
+        spec = pod_spec(o)
+        if not spec:
+            continue
+        for c in spec.get("initContainers", []) + spec.get("containers", []):
+            env = {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+            where = "%s %s/%s container %s" % (o["kind"], o["metadata"].get("namespace", ""),
+                                               o["metadata"]["name"], c["name"])
+            argv = [expand(a, env) for a in c.get("command", []) + c.get("args", [])]
+            if runs_aws_k8s(argv):
+                yield {"where": where, "argv": argv, "env": env}
+            pre = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+            if runs_aws_k8s(pre):
+                yield {"where": where + " preStop", "argv": pre, "env": env}
+
+def find(objs, kind, name):
+    for o in objs:
+        if o["kind"] == kind and o["metadata"]["name"] == name:
+            return o
+    return None
+
+def container(o, name):
+    return next(c for c in pod_spec(o)["containers"] if c["name"] == name)
+
+def checks(paths):
+    """PASS/FAIL lines: what deploy/README.md says the objects do."""
+    objs = [o for _, o in docs(paths)]
+    res = []
+    def check(name, cond, why=""):
+        res.append(("PASS " if cond else "FAIL ") + name + ("" if cond else ": " + why))
+    ccm = find(objs, "Deployment", "cloud-controller-manager")
+    if ccm:
+        s = pod_spec(ccm)
+        args = container(ccm, "cloud-controller-manager")["args"]
+        check("ccm: 2 replicas with leader election", ccm["spec"]["replicas"] == 2 and
+              "--leader-elect=true" in args, str(args))
+        aa = s.get("affinity", {}).get("podAntiAffinity", {})
+        check("ccm: pod anti-affinity preferred, not required",
+              aa.get("preferredDuringSchedulingIgnoredDuringExecution") and
+              not aa.get("requiredDuringSchedulingIgnoredDuringExecution"), str(aa))
+        keys = {t.get("key") for t in s.get("tolerations", [])}
+        want = {"node.cloudprovider.kubernetes.io/uninitialized", "node.kubernetes.io/not-ready",
+                "node-role.kubernetes.io/control-plane"}
+        check("ccm: tolerates the uninitialized, not-ready and control-plane taints",
+              want <= keys, str(keys))
+        check("ccm: host networking", s.get("hostNetwork") is True)
+        check("ccm: a PodDisruptionBudget selects its pods",
+              any(o["kind"] == "PodDisruptionBudget" and
+                  o["spec"]["selector"]["matchLabels"].items() <=
+                  ccm["spec"]["template"]["metadata"]["labels"].items() for o in objs))
+        rb = find(objs, "ClusterRoleBinding", "system:cloud-controller-manager")
+        check("ccm: its ClusterRole is bound to its ServiceAccount",
+              rb and rb["subjects"][0]["name"] == s["serviceAccountName"] and
+              find(objs, "ServiceAccount", s["serviceAccountName"]) is not None)
+    node = find(objs, "DaemonSet", "ebs-csi-node")
+    if node:
+        c = container(node, "ebs-plugin")
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        vols = {v["name"]: v for v in pod_spec(node)["volumes"]}
+        kube = [m for m in mounts.values() if m["mountPath"] == "/var/lib/kubelet"]
+        check("csi-node: privileged", c["securityContext"].get("privileged") is True)
+        check("csi-node: the kubelet directory mounted Bidirectional",
+              kube and kube[0].get("mountPropagation") == "Bidirectional" and
+              vols[kube[0]["name"]]["hostPath"]["path"] == "/var/lib/kubelet", str(kube))
+        check("csi-node: the host's /dev mounted",
+              any(m["mountPath"] == "/dev" and vols[n]["hostPath"]["path"] == "/dev"
+                  for n, m in mounts.items()))
+        pre = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+        check("csi-node: preStop runs aws-k8s csi-node pre-stop-hook",
+              pre[1:] == ["csi-node", "pre-stop-hook"] and runs_aws_k8s(pre), str(pre))
+        names = [x["name"] for x in pod_spec(node)["containers"]]
+        check("csi-node: with node-driver-registrar and liveness-probe",
+              {"node-driver-registrar", "liveness-probe"} <= set(names), str(names))
+    ctrl = find(objs, "Deployment", "ebs-csi-controller")
+    if ctrl:
+        names = [x["name"] for x in pod_spec(ctrl)["containers"]]
+        want = ["ebs-plugin", "csi-provisioner", "csi-attacher", "csi-snapshotter",
+                "csi-resizer", "liveness-probe"]
+        check("csi-controller: the upstream sidecars", names == want, str(names))
+    drv = find(objs, "CSIDriver", "ebs.csi.aws.com")
+    if drv:
+        check("CSIDriver ebs.csi.aws.com: attachRequired, no podInfoOnMount, fsGroupPolicy File",
+              drv["spec"] == {"attachRequired": True, "podInfoOnMount": False,
+                              "fsGroupPolicy": "File"}, str(drv["spec"]))
+    scs = [o for o in objs if o["kind"] == "StorageClass" and o["metadata"].get(
+        "annotations", {}).get("storageclass.kubernetes.io/is-default-class") == "true"]
+    if drv:
+        check("one default StorageClass, gp3 on ebs.csi.aws.com",
+              len(scs) == 1 and scs[0]["provisioner"] == "ebs.csi.aws.com" and
+              scs[0]["parameters"]["type"] == "gp3", str(scs))
+        vsc = [o for o in objs if o["kind"] == "VolumeSnapshotClass"]
+        check("a VolumeSnapshotClass of ebs.csi.aws.com",
+              len(vsc) == 1 and vsc[0]["driver"] == "ebs.csi.aws.com", str(vsc))
+    for o in objs:
+        spec = pod_spec(o)
+        for c in (spec or {}).get("containers", []):
+            if runs_aws_k8s(c.get("command", [])):
+                r = c.get("resources", {})
+                check("%s/%s %s: memory request and limit, CPU request" % (
+                    o["kind"], o["metadata"]["name"], c["name"]),
+                    r.get("requests", {}).get("memory") and r.get("requests", {}).get("cpu")
+                    and r.get("limits", {}).get("memory"), str(r))
+    print("\n".join(res))
+
+mode, paths = sys.argv[1], sys.argv[2:]
+if mode == "invocations":
+    for i in invocations(paths):
+        print(json.dumps(i))
+else:
+    checks(paths)
+PY
+
+# --- what the objects say --------------------------------------------------------------------
+for f in "$R"/*.yaml; do
+	d=$(basename "$f" .yaml)
+	while IFS= read -r line; do
+		case $line in
+		PASS\ *) ok "deploy/${d//_//}: ${line#PASS }" ;;
+		FAIL\ *) fail "deploy/${d//_//}: ${line#FAIL }" ;;
+		esac
+	done < <(python3 "$T_TMP/m.py" checks "$f" 2>&1 || echo "FAIL the objects can be read")
+done
+
+# --- every aws-k8s command line, through its own flag parser ---------------------------------
+# flags_check JSON [EXTRA ARG]: runs `aws-k8s flags-check` on the command line, with only the
+# container's literal environment; prints the exit status and the parser's message
+flags_check() {
+	python3 - "$1" "$AWS_K8S" "${2:-}" <<'PY'
+import json, os, subprocess, sys
+inv, binary, extra = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+argv = inv["argv"]
+name = os.path.basename(argv[0])
+cmd = [binary, "flags-check"] + ([] if name == "aws-k8s" else [name]) + argv[1:]
+if extra:
+    cmd.append(extra)
+# the container's literal environment only (and a sanitizer build's options)
+env = {k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")}
+env["PATH"] = "/usr/bin:/bin"
+env.update(inv["env"])
+r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=20)
+print(r.returncode, (r.stderr.strip().splitlines() or [""])[-1])
+PY
+}
+n=0
+for f in "$R"/*.yaml; do
+	d=$(basename "$f" .yaml)
+	while IFS= read -r inv; do
+		n=$((n + 1))
+		where=$(jq -r .where <<<"$inv")
+		line=$(jq -r '.argv | join(" ")' <<<"$inv")
+		res=$(flags_check "$inv")
+		if [ "${res%% *}" = 0 ]; then
+			ok "deploy/${d//_//}: $where: the binary takes '$line'"
+		else
+			fail "deploy/${d//_//}: $where: the binary takes '$line'" "exit ${res%% *}: ${res#* }"
+		fi
+		# the check can fail: the same line with an unknown flag is refused (exit 2)
+		res=$(flags_check "$inv" --no-such-flag-in-deploy)
+		[ "${res%% *}" = 2 ] || fail "deploy/${d//_//}: $where: an unknown flag added is refused" "exit ${res%% *}: ${res#* }"
+	done < <(python3 "$T_TMP/m.py" invocations "$f")
+done
+# flags-check itself: it starts nothing, and tells a refused flag (2) from a command that is not
+# built (1)
+fc() { "$AWS_K8S" flags-check "$@" >"$T_TMP/fc.out" 2>&1; echo $?; }
+rc=$(fc csi-controller controller --endpoint="unix://$T_TMP/fc.sock" --v=2)
+if [ "$rc" = 0 ] && [ ! -e "$T_TMP/fc.sock" ]; then ok "flags-check csi-controller: exit 0, no socket made"
+else fail "flags-check csi-controller: exit 0, no socket made" "exit $rc: $(cat "$T_TMP/fc.out")"; fi
+rc=$(fc ccm --cloud-provider=aws extra)
+[ "$rc" = 2 ] && grep -q "unexpected argument 'extra'" "$T_TMP/fc.out" &&
+	ok "flags-check: a positional argument is refused (exit 2)" ||
+	fail "flags-check: a positional argument is refused (exit 2)" "exit $rc: $(cat "$T_TMP/fc.out")"
+rc=$(fc csi-node pre-stop-hook --timeout=5x)
+[ "$rc" = 2 ] && grep -q "invalid duration value '5x'" "$T_TMP/fc.out" &&
+	ok "flags-check: a bad value is refused with the parser's message" ||
+	fail "flags-check: a bad value is refused with the parser's message" "exit $rc: $(cat "$T_TMP/fc.out")"
+rc=$(fc nth --v=2)
+[ "$rc" = 1 ] && grep -q "not built yet" "$T_TMP/fc.out" &&
+	ok "flags-check: a command not built yet exits 1" ||
+	fail "flags-check: a command not built yet exits 1" "exit $rc: $(cat "$T_TMP/fc.out")"
+rc=$(fc no-such-command)
+[ "$rc" = 2 ] && ok "flags-check: an unknown command exits 2" ||
+	fail "flags-check: an unknown command exits 2" "exit $rc: $(cat "$T_TMP/fc.out")"
+
+# ccm, csi-controller, csi-node and its preStop hook: 4 in the module's base and example each,
+# 1 in each ccm rendering, 3 in each csi rendering
+if [ "$n" -ge 16 ]; then ok "$n aws-k8s command lines checked"; else fail "aws-k8s command lines found" "only $n"; fi
+
+# --- the test API server: dry-run, strict --------------------------------------------------
+PORT=$(free_port)
+KC=$T_TMP/kubeconfig
+bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$PORT" --kubeconfig-out "$KC"
+for _ in $(seq 100); do [ -s "$KC" ] && break; sleep 0.1; done
+if ! wait_http "https://127.0.0.1:$PORT/healthz" 30 || [ ! -s "$KC" ]; then
+	peer fail "the test API server starts" "$(tail -5 "$T_TMP/kas.log")"
+	t_summary
+fi
+k() { kubectl --kubeconfig "$KC" "$@"; }
+peer check "the VolumeSnapshotClass CRD (external-snapshotter) is created" \
+	k apply -f "$T_ROOT/tests/data/deploy/volumesnapshotclasses-crd.yaml"
+for f in "$R"/*.yaml; do
+	d=$(basename "$f" .yaml)
+	check "deploy/${d//_//}: kubectl apply --dry-run=server --validate=strict accepts every object" \
+		k apply --dry-run=server --validate=strict -f "$f"
+done
+check "the dry runs stored nothing" \
+	bash -c "[ -z \"\$(kubectl --kubeconfig '$KC' get deployments,daemonsets,csidrivers,storageclasses -A -o name)\" ]"
+# the server refuses what it should: an unknown field in a rendered Deployment, an unknown
+# field in the VolumeSnapshotClass (checked against the CRD's schema)
+sed 's/^  revisionHistoryLimit: 2$/  revisionHistoryLimitz: 2/' "$R/ccm_base.yaml" >"$T_TMP/bad.yaml"
+# unknown_field FILE: the server refuses FILE, naming an unknown field
+unknown_field() {
+	local out
+	out=$(kubectl --kubeconfig "$KC" apply --dry-run=server --validate=strict -f "$1" 2>&1) && return 1
+	grep -q 'unknown field' <<<"$out"
+}
+peer check "an unknown field in a Deployment is refused (the strict check can fail)" \
+	unknown_field "$T_TMP/bad.yaml"
+printf 'apiVersion: snapshot.storage.k8s.io/v1\nkind: VolumeSnapshotClass\nmetadata: {name: x}\ndriver: ebs.csi.aws.com\ndeletionPolicy: Delete\ndeletionPolicyz: Delete\n' >"$T_TMP/badvsc.yaml"
+peer check "an unknown field in a VolumeSnapshotClass is refused" unknown_field "$T_TMP/badvsc.yaml"
+
+t_summary
