@@ -9,12 +9,14 @@
 # device), and a ccm that initializes a Node against moto and the test API server.
 #
 # The binary is $AWS_K8S_STATIC (default build/static/aws-k8s, `make static`). Without it the
-# archive is built around a stand-in static program, its spec checks run, and every check
-# that runs aws-k8s is skipped with that reason. Needs root (chroot, mount); the script runs in
-# a private mount namespace. The image's root gets what a container runtime gives a container
-# (/proc, and a /dev tmpfs with null, zero, full, random, urandom) for the tools and the ccm;
-# --version runs first without them. The test's own files (the kubeconfig and the cloud
-# config) are copied into the unpacked root under /run/test; nothing is bind-mounted.
+# archive is built around a stand-in static program, its spec checks and the tools' run, and
+# every check that runs aws-k8s is skipped with that reason. Needs root (chroot, mount, a loop
+# device); the script runs in a private mount namespace. aws-k8s runs in the bare root (no
+# /proc, no /dev) with an empty environment but for PATH, HOME and the AWS variables; the
+# test's own files, the kubeconfig and the cloud config, are copied into it under /run/test
+# (nothing is bind-mounted). The tools then run with what a container runtime gives a
+# container: /proc, and a /dev tmpfs with null, zero, full, random, urandom (plus the loop
+# device's node for xfs_growfs, as the node plugin sees the host's /dev).
 if [ -z "${OCI_IMAGE_PRIVATE_NS:-}" ] && [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
 	OCI_IMAGE_PRIVATE_NS=1 exec unshare -m --propagation private bash "$0" "$@"
 fi
@@ -236,8 +238,50 @@ else
 	skip "aws-k8s --version in the image" "$NOBIN"
 fi
 
+# ---- a ccm from the image against moto and the test API server ----
+ccm_in_image() {
+	local port iA dA got
+	if ! ccm_env_start; then
+		fail "test environment starts"
+		return
+	fi
+	mkdir -p "$ROOT/run/test"
+	cp "$KC" "$ROOT/run/test/kubeconfig" && cp "$CCM_CONFIG" "$ROOT/run/test/cloud-config"
+	chmod 0644 "$ROOT/run/test/kubeconfig" "$ROOT/run/test/cloud-config"
+	port=$(free_port)
+	root_argv --user AWS_ENDPOINT_URL="$AWS_ENDPOINT_URL" AWS_REGION=us-east-1 \
+		AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_EC2_METADATA_DISABLED=true \
+		aws-cloud-controller-manager --cloud-provider=aws --cloud-config=/run/test/cloud-config \
+		--kubeconfig=/run/test/kubeconfig --bind-address=127.0.0.1 --secure-port="$port" \
+		--leader-elect-lease-duration=3s --leader-elect-renew-deadline=2s \
+		--leader-elect-retry-period=500ms --node-monitor-period=1s --v=2
+	bg ccm "${ROOT_ARGV[@]}"
+	if wait_http "https://127.0.0.1:$port/healthz" 20; then
+		ok "the ccm in the image serves /healthz"
+	else fail "the ccm in the image serves /healthz" "$(tail -n 5 "$T_TMP/ccm.log")"; fi
+	read -r iA dA < <(instance img-a)
+	node_create "$dA"
+	initialized() {
+		node_py "$dA" "n['spec'].get('providerID', ''), 'node.cloudprovider.kubernetes.io/uninitialized' in taints"
+	}
+	is_initialized() { [[ $(initialized) == "aws:///"*"/$iA False" ]]; }
+	wait_until 30 is_initialized
+	got=$(initialized)
+	if [[ $got == "aws:///"*"/$iA False" ]]; then
+		ok "the ccm in the image initializes a Node from EC2 (providerID, taint removed)"
+	else fail "the ccm in the image initializes a Node" "$got; $(tail -n 5 "$T_TMP/ccm.log")"; fi
+	has_holder() { [ -n "$(kc -n kube-system get lease cloud-controller-manager -o jsonpath='{.spec.holderIdentity}')" ]; }
+	check "the ccm in the image holds the leader lease" wait_until 10 has_holder
+	ccm_stop_check ccm
+}
+if [ -n "$REAL" ]; then
+	ccm_in_image
+else
+	skip "ccm in the image" "$NOBIN"
+fi
+
 # ---- what a container runtime gives: /proc and a small /dev ----
-mkdir -p "$ROOT/proc" "$ROOT/dev" "$ROOT/work" "$ROOT/mnt" "$ROOT/run/test"
+mkdir -p "$ROOT/proc" "$ROOT/dev" "$ROOT/work" "$ROOT/mnt"
 t_cleanup_add "umount -l '$ROOT/proc'; umount -l '$ROOT/dev'"
 if ! { mount -t proc proc "$ROOT/proc" && mount -t tmpfs -o mode=0755,size=64k tmpfs "$ROOT/dev" &&
 	mknod -m 666 "$ROOT/dev/null" c 1 3 && mknod -m 666 "$ROOT/dev/zero" c 1 5 &&
@@ -257,7 +301,9 @@ else fail "mkfs.ext4 in the image makes an ext4 file system" "$out"; fi
 check "e2fsck in the image finds it clean" in_root e2fsck -fn /work/ext4.img
 truncate -s 64M "$ROOT/work/ext4.img"
 out=$(in_root resize2fs /work/ext4.img 2>&1)
-check "resize2fs in the image grows it to 64 MiB" test "$(fs_size "$ROOT/work/ext4.img")" = 67108864
+if [ "$(fs_size "$ROOT/work/ext4.img")" = 67108864 ]; then
+	ok "resize2fs in the image grows it to 64 MiB"
+else fail "resize2fs in the image grows it to 64 MiB" "$out"; fi
 truncate -s 300M "$ROOT/work/xfs.img"
 check "mkfs.xfs in the image makes an xfs file system" in_root mkfs.xfs -q /work/xfs.img
 check "blkid sees xfs" test "$(blkid -p -o value -s TYPE "$ROOT/work/xfs.img" 2>&1)" = xfs
@@ -277,40 +323,4 @@ else
 	fail "a loop device for xfs_growfs" "losetup -f failed"
 fi
 
-# ---- a ccm from the image against moto and the test API server ----
-if [ -z "$REAL" ]; then
-	skip "ccm in the image" "$NOBIN"
-	t_summary
-fi
-if ! ccm_env_start; then
-	fail "test environment starts"
-	t_summary
-fi
-cp "$KC" "$ROOT/run/test/kubeconfig" && cp "$CCM_CONFIG" "$ROOT/run/test/cloud-config"
-chmod 0644 "$ROOT/run/test/kubeconfig" "$ROOT/run/test/cloud-config"
-port=$(free_port)
-root_argv --user AWS_ENDPOINT_URL="$AWS_ENDPOINT_URL" AWS_REGION=us-east-1 \
-	AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_EC2_METADATA_DISABLED=true \
-	aws-cloud-controller-manager --cloud-provider=aws --cloud-config=/run/test/cloud-config \
-	--kubeconfig=/run/test/kubeconfig --bind-address=127.0.0.1 --secure-port="$port" \
-	--leader-elect-lease-duration=3s --leader-elect-renew-deadline=2s \
-	--leader-elect-retry-period=500ms --node-monitor-period=1s --v=2
-bg ccm "${ROOT_ARGV[@]}"
-if wait_http "https://127.0.0.1:$port/healthz" 20; then
-	ok "the ccm in the image serves /healthz"
-else fail "the ccm in the image serves /healthz" "$(tail -n 5 "$T_TMP/ccm.log")"; fi
-read -r iA dA < <(instance img-a)
-node_create "$dA"
-initialized() {
-	node_py "$dA" "n['spec'].get('providerID', ''), 'node.cloudprovider.kubernetes.io/uninitialized' in taints"
-}
-is_initialized() { [[ $(initialized) == "('aws:///"*"/$iA', False)" ]]; }
-wait_until 30 is_initialized
-got=$(initialized)
-if [[ $got == "('aws:///"*"/$iA', False)" ]]; then
-	ok "the ccm in the image initializes a Node from EC2 (providerID, taint removed)"
-else fail "the ccm in the image initializes a Node" "$got; $(tail -n 5 "$T_TMP/ccm.log")"; fi
-has_holder() { [ -n "$(kc -n kube-system get lease cloud-controller-manager -o jsonpath='{.spec.holderIdentity}')" ]; }
-check "the ccm in the image holds the leader lease" wait_until 10 has_holder
-ccm_stop_check ccm
 t_summary
