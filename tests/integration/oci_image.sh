@@ -234,6 +234,13 @@ if [ -n "$REAL" ]; then
 	check "aws-cloud-controller-manager --version through the link" grep -qx "Kubernetes v$VERSION" <<<"$out"
 	out=$(in_root --user node-termination-handler 2>&1)
 	check "node-termination-handler says it is not built yet" grep -q "is not built yet" <<<"$out"
+	missing='' names=$(in_root --user aws-k8s --help | sed -n '/^Called by the name/,/^$/p' |
+		awk '/^  / { print $1 }')
+	for n in $names; do
+		[ "$(readlink "$ROOT/usr/bin/$n")" = aws-k8s ] || missing="$missing $n"
+	done
+	check "every upstream name aws-k8s --help lists is a link in the image" \
+		test -n "$names" -a -z "$missing"
 else
 	skip "aws-k8s --version in the image" "$NOBIN"
 fi
