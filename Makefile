@@ -155,13 +155,13 @@ IMAGE_OUT ?= build/image/aws-k8s.oci.tar
 IMAGE_LINKS := $(UPSTREAM_NAMES) ccm csi-controller csi-node ebs-csi-driver nth rbac-proxy \
 	discoverer cpm
 IMAGE_TOOLS := mkfs.ext2 mkfs.ext3 mkfs.ext4 mkfs.xfs e2fsck resize2fs xfs_growfs
-SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-GIT_REVISION := $(shell git rev-parse HEAD 2>/dev/null)
-GIT_SOURCE := $(shell git config --get remote.origin.url 2>/dev/null)
+IMAGE_EPOCH = $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2>/dev/null),0)
+GIT_REVISION = $(shell git rev-parse HEAD 2>/dev/null)
+GIT_SOURCE = $(shell git config --get remote.origin.url 2>/dev/null)
 image:
 	tools/oci-image.py --binary '$(IMAGE_BIN)' --out '$(IMAGE_OUT)' --version '$(VERSION)' \
 		--revision '$(if $(GIT_REVISION),$(GIT_REVISION)$(GIT_DIRTY))' \
-		--source '$(GIT_SOURCE)' --epoch '$(SOURCE_DATE_EPOCH)' \
+		--source '$(GIT_SOURCE)' --epoch '$(IMAGE_EPOCH)' \
 		$(addprefix --link ,$(IMAGE_LINKS)) $(addprefix --tool ,$(IMAGE_TOOLS))
 
 clean:

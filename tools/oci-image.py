@@ -342,7 +342,7 @@ def main():
     ap.add_argument("--tool", action="append", default=[], help="a program of this machine "
                     "copied with its libraries (found in %s)" % ":".join(SEARCH))
     ap.add_argument("--ca-bundle", default="/etc/ssl/certs/ca-certificates.crt")
-    ap.add_argument("--epoch", type=int, default=int(os.environ.get("SOURCE_DATE_EPOCH", "0")),
+    ap.add_argument("--epoch", type=int, default=os.environ.get("SOURCE_DATE_EPOCH") or "0",
                     help="every time stamp (default SOURCE_DATE_EPOCH, else 0)")
     args = ap.parse_args()
     try:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # tests: product
+# sanitizer-pass: skip (runs the static binary, $AWS_K8S_STATIC, never the sanitizer build)
 # make image: the OCI image layout archive against the OCI image spec (oci-layout, index.json ->
 # manifest -> config and layers, media types, every blob's digest and size, diff_ids, history),
 # the layers' tar entries (sorted, owners 0:0, fixed times), two builds giving the same bytes;
