@@ -5,9 +5,10 @@
 # manifest -> config and layers, media types, every blob's digest and size, diff_ids, history),
 # the layers' tar entries (sorted, owners 0:0, fixed times), two builds giving the same bytes;
 # then the layers unpacked into an empty folder and run from it with chroot, with no file of
-# the host: aws-k8s --version and the upstream names' --version as user 65532, the file system
-# tools the CSI node plugin runs (mkfs.ext4, e2fsck, resize2fs, mkfs.xfs, xfs_growfs on a loop
-# device), and a ccm that initializes a Node against moto and the test API server.
+# the host: aws-k8s --version and the upstream names' --version as user 65532, an AWS call over
+# HTTPS that trusts the image's CA bundle (and only it), a ccm that initializes a Node against
+# moto and the test API server, and the file system tools the CSI node plugin runs (mkfs.ext4,
+# e2fsck, resize2fs, mkfs.xfs, xfs_growfs on a loop device).
 #
 # The binary is $AWS_K8S_STATIC (default build/static/aws-k8s, `make static`). Without it the
 # archive is built around a stand-in static program, its spec checks and the tools' run, and
@@ -29,7 +30,7 @@ if [ "$(id -u)" != 0 ] || [ -z "${OCI_IMAGE_PRIVATE_NS:-}" ]; then
 	skip "image" "needs root and unshare (chroot, mount)"
 	t_summary
 fi
-for t in chroot tar losetup blkid dumpe2fs python3; do
+for t in chroot losetup blkid dumpe2fs openssl moto_server python3; do
 	command -v $t >/dev/null || { skip "image" "$t is not installed"; t_summary; }
 done
 
@@ -244,6 +245,49 @@ if [ -n "$REAL" ]; then
 		test -n "$names" -a -z "$missing"
 else
 	skip "aws-k8s --version in the image" "$NOBIN"
+fi
+
+# ---- the image's CA bundle is what aws-k8s trusts: moto over HTTPS with a certificate of a
+# test CA fails, and works once that CA is appended to the bundle in the root ----
+ca_bundle_in_image() {
+	local d=$T_TMP/tls port out rc
+	mkdir -p "$d"
+	if ! { openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.crt" \
+		-days 2 -subj /CN=oci-image-test-ca &&
+		openssl req -newkey rsa:2048 -nodes -keyout "$d/srv.key" -out "$d/srv.csr" \
+			-subj /CN=127.0.0.1 &&
+		printf 'subjectAltName=IP:127.0.0.1\n' >"$d/ext" &&
+		openssl x509 -req -in "$d/srv.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" \
+			-CAcreateserial -out "$d/srv.crt" -days 2 -extfile "$d/ext"; } >"$d/log" 2>&1; then
+		fail "a test CA and a server certificate" "$(tail -n 3 "$d/log")"
+		return
+	fi
+	port=$(free_port)
+	bg moto-tls moto_server -H 127.0.0.1 -p "$port" -c "$d/srv.crt" -k "$d/srv.key"
+	if ! wait_http "https://127.0.0.1:$port/" 30; then
+		fail "moto over HTTPS starts" "$(tail -n 3 "$T_TMP/moto-tls.log")"
+		return
+	fi
+	root_argv --user AWS_ENDPOINT_URL="https://127.0.0.1:$port" AWS_REGION=us-east-1 \
+		AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_EC2_METADATA_DISABLED=true \
+		aws-k8s aws sts GetCallerIdentity
+	out=$("${ROOT_ARGV[@]}" 2>&1)
+	rc=$?
+	if [ $rc = 1 ] && grep -q "SSL certificate problem" <<<"$out"; then
+		ok "aws-k8s in the image refuses a server its CA bundle does not trust"
+	else fail "aws-k8s in the image refuses a server its CA bundle does not trust" "rc=$rc $out"; fi
+	cat "$d/ca.crt" >>"$ROOT/etc/ssl/certs/ca-certificates.crt"
+	out=$("${ROOT_ARGV[@]}" 2>&1)
+	rc=$?
+	if [ $rc = 0 ] && grep -q '"Account":' <<<"$out"; then
+		ok "aws-k8s in the image trusts /etc/ssl/certs/ca-certificates.crt"
+	else fail "aws-k8s in the image trusts /etc/ssl/certs/ca-certificates.crt" "rc=$rc $out"; fi
+	cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/ca-certificates.crt"
+}
+if [ -n "$REAL" ]; then
+	ca_bundle_in_image
+else
+	skip "the image's CA bundle" "$NOBIN"
 fi
 
 # ---- a ccm from the image against moto and the test API server ----
