@@ -6,6 +6,7 @@
 #   make check                   the static checks: -Werror build, cppcheck, tests/check/run
 #   make bench                   run the benchmarks under tests/bench/
 #   make install [PREFIX=/usr/local] [DESTDIR=]   aws-k8s and the links named like upstream
+#   make image [IMAGE_BIN=build/static/aws-k8s]   the container image, an OCI archive (build/image/)
 #   make clean
 CC ?= cc
 PKGS := libcurl openssl libcjson yaml-0.1 libmicrohttpd libxml-2.0 grpc libprotobuf-c blkid mount
@@ -47,7 +48,7 @@ TEST_SRCS := $(wildcard tests/unit/*.c)
 TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS))
 UNIT := $(B)/unit-tests
 
-.PHONY: all test unit tsan check bench demo clean fmt lint install FORCE
+.PHONY: all test unit tsan check bench demo clean fmt lint install image FORCE
 .SECONDARY: $(GEN_C) $(GEN_H)
 all: $(BIN)
 
@@ -133,7 +134,7 @@ check: $(BIN) $(UNIT)
 	tests/check/run
 
 # aws-k8s into $(DESTDIR)$(BINDIR), with a symlink named like each upstream binary it replaces or
-# will replace (main.c's table; deploy/Containerfile makes the same links): called by such a name
+# will replace (main.c's table; `make image` makes the same links): called by such a name
 # it runs that component, with the upstream command line.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -143,6 +144,25 @@ install: $(BIN)
 	install -d '$(DESTDIR)$(BINDIR)'
 	install -m 0755 $(BIN) '$(DESTDIR)$(BINDIR)/aws-k8s'
 	for n in $(UPSTREAM_NAMES); do ln -sfn aws-k8s '$(DESTDIR)$(BINDIR)'/$$n || exit 1; done
+
+# The container image as an OCI image layout archive, built by tools/oci-image.py without a
+# container engine (load it with `skopeo copy oci-archive:build/image/aws-k8s.oci.tar ...` or
+# `podman load`): the static binary at /usr/bin/aws-k8s with a link per upstream name and
+# command name, and the file system tools the CSI node plugin runs, copied from this machine
+# with their libraries. Reproducible: time stamps are SOURCE_DATE_EPOCH (default: the commit's).
+IMAGE_BIN ?= build/static/aws-k8s
+IMAGE_OUT ?= build/image/aws-k8s.oci.tar
+IMAGE_LINKS := $(UPSTREAM_NAMES) ccm csi-controller csi-node ebs-csi-driver nth rbac-proxy \
+	discoverer cpm
+IMAGE_TOOLS := mkfs.ext2 mkfs.ext3 mkfs.ext4 mkfs.xfs e2fsck resize2fs xfs_growfs
+IMAGE_EPOCH = $(or $(SOURCE_DATE_EPOCH),$(shell git log -1 --format=%ct 2>/dev/null),0)
+GIT_REVISION = $(shell git rev-parse HEAD 2>/dev/null)
+GIT_SOURCE = $(shell git config --get remote.origin.url 2>/dev/null)
+image:
+	tools/oci-image.py --binary '$(IMAGE_BIN)' --out '$(IMAGE_OUT)' --version '$(VERSION)' \
+		--revision '$(if $(GIT_REVISION),$(GIT_REVISION)$(GIT_DIRTY))' \
+		--source '$(GIT_SOURCE)' --epoch '$(IMAGE_EPOCH)' \
+		$(addprefix --link ,$(IMAGE_LINKS)) $(addprefix --tool ,$(IMAGE_TOOLS))
 
 clean:
 	rm -rf build aws-k8s

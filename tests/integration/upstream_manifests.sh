@@ -94,7 +94,7 @@ for f in "$DATA"/*.yaml; do
 	fi
 done
 
-# ---- links named like the upstream binaries (deploy/Containerfile, make install) ----
+# ---- links named like the upstream binaries (the image, make install) ----
 BIN=$T_TMP/bin
 mkdir -p "$BIN"
 for n in aws-ebs-csi-driver aws-cloud-controller-manager; do ln -s "$AWS_K8S" "$BIN/$n"; done
