@@ -93,6 +93,7 @@ regen() {
 # $PREFIX. Only the library, its headers and its pkg-config file are built and installed.
 
 build_cjson() {
+	# shellcheck disable=SC2086 # CFLAGS is a list of flags
 	cc $CFLAGS -std=c89 -c -o cJSON.o cJSON.c
 	ar rcs libcjson.a cJSON.o
 	install -d "$PREFIX/include/cjson" "$PREFIX/lib/pkgconfig"
