@@ -165,6 +165,12 @@ if [ "$(id -u)" != 0 ] || [ -z "$CHROOT" ]; then
 fi
 out=$(in_root --version 2>&1)
 check "empty root: --version" grep -q "^aws-k8s " <<<"$out"
+# the listener's address goes through glibc's getaddrinfo, which needs no NSS module for a
+# numeric address or none (":PORT")
+port=$(free_port)
+bg serve-root env -i "$CHROOT" "$root" /aws-k8s serve --metrics-bind-address ":$port"
+if wait_http "http://127.0.0.1:$port/healthz" 10; then ok "empty root: serve on :PORT"
+else fail "empty root: serve on :PORT" "$(tail -n 3 "$T/serve-root.log")"; fi
 out=$(in_root aws --compact --endpoint-url "http://moto.hosts.static.test:$MOTO_PORT" ec2 DescribeRegions 2>&1)
 check "empty root: a name from /etc/hosts (c-ares)" grep -q '"regionName":"us-east-1"' <<<"$out"
 bg dns python3 "$T/dns.py" "$dns_ip" moto.dns.static.test "$T/queries"
