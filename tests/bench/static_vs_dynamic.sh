@@ -7,10 +7,11 @@
 #   on /healthz;
 # - idle resident memory of serve, csi-node and csi-controller (started with no peer: the
 #   node with --node-id, the controller with an endpoint nothing answers on), 1 s after they
-#   are up: VmRSS, and the private part (Private_Clean + Private_Dirty of smaps_rollup: what
-#   the process does not share with another one: for the static binary that includes its own
-#   text, which a second process of the same binary would share) and the anonymous part
-#   (heap, stacks: what each process has for itself whatever the link).
+#   are up: VmRSS; the private part (Private_Clean + Private_Dirty of smaps_rollup: the pages
+#   no other process maps), alone and beside a second process of the same binary (an idle
+#   serve: alone, the static binary's text and the dynamic one's libraries count as private;
+#   beside another process of the same image, as on a node, they are shared); and the
+#   anonymous part (heap, stacks: each process's own whatever the link).
 . "$(dirname "$0")/../lib/testlib.sh"
 runs=${RUNS:-20}
 STATIC=${AWS_K8S_STATIC:-$T_ROOT/build/static/aws-k8s}
@@ -86,7 +87,13 @@ def memory(pid):
                 kb[parts[0][:-1]] = int(parts[1])
     return kb["Rss"], kb["Private_Clean"] + kb["Private_Dirty"], kb["Anonymous"]
 
-def idle(binary, sub, tag):
+def idle(binary, sub, tag, companion=False):
+    # companion: a second process of the same binary (an idle serve) runs beside it, as other
+    # containers of the same image do on a node: the text they share is then not private
+    if companion:
+        mate = subprocess.Popen([binary, "serve", "--metrics-bind-address", f"127.0.0.1:{free_port()}"],
+                             stdout=null, stderr=null, env=env)
+        time.sleep(0.5)
     sock = f"{tmp}/{tag}.sock"
     port = free_port()
     argv = {
@@ -113,13 +120,17 @@ def idle(binary, sub, tag):
     time.sleep(1)
     m = memory(p.pid)
     p.terminate(); p.wait()
+    if companion:
+        mate.terminate(); mate.wait()
     return m
 
 for sub in ("serve", "csi-node", "csi-controller"):
     out = []
     for k, b in bins.items():
         rss, private, anon = idle(b, sub, f"{sub}-{k}")
-        out.append(f"{k} VmRSS {rss / 1024:4.1f} MiB, private {private / 1024:4.1f} MiB, "
+        _, private2, _ = idle(b, sub, f"{sub}-{k}-2", companion=True)
+        out.append(f"{k} VmRSS {rss / 1024:4.1f} MiB, private {private / 1024:4.1f} MiB "
+                   f"({private2 / 1024:4.1f} beside a second process), "
                    f"anonymous {anon / 1024:4.1f} MiB")
     print(f"idle {sub}: " + "; ".join(out))
 PY
