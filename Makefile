@@ -5,6 +5,7 @@
 #   make tsan                    the unit tests under ThreadSanitizer (build/tsan/)
 #   make check                   the static checks: -Werror build, cppcheck, tests/check/run
 #   make bench                   run the benchmarks under tests/bench/
+#   make static                  build/static/aws-k8s: static and stripped (mk/static.mk)
 #   make install [PREFIX=/usr/local] [DESTDIR=]   aws-k8s and the links named like upstream
 #   make image [IMAGE_BIN=build/static/aws-k8s]   the container image, an OCI archive (build/image/)
 #   make clean
@@ -23,6 +24,10 @@ BIN := $(B)/aws-k8s
 else ifdef SANITIZE
 B := build/san
 BIN := $(B)/aws-k8s
+else ifdef STATIC
+B := build/static
+BIN := $(B)/aws-k8s.debug
+include mk/static.mk
 else
 B := build/default
 BIN := aws-k8s
@@ -48,7 +53,7 @@ TEST_SRCS := $(wildcard tests/unit/*.c)
 TEST_OBJS := $(patsubst %.c,$(B)/%.o,$(TEST_SRCS))
 UNIT := $(B)/unit-tests
 
-.PHONY: all test unit tsan check bench demo clean fmt lint install image FORCE
+.PHONY: all test unit tsan check bench demo clean fmt lint install image static FORCE
 .SECONDARY: $(GEN_C) $(GEN_H)
 all: $(BIN)
 
@@ -104,6 +109,12 @@ tsan:
 .PHONY: fuzz-ci
 fuzz-ci:
 	tests/fuzz/ci.sh --ci
+
+# One static binary, build/static/aws-k8s (mk/static.mk); the libraries Debian has no static
+# archive of are built once into build/deps/ by tools/static-deps.sh.
+static:
+	tools/static-deps.sh
+	$(MAKE) STATIC=1 build/static/aws-k8s
 
 demo: $(BIN)
 	AWS_K8S=$(abspath $(BIN)) tests/demo/run

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <libxml/parser.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
