@@ -5,8 +5,9 @@
 # - start-up, best and median of RUNS (20): `--version` (exec to exit), `aws endpoint ec2` (flags,
 #   the AWS client set up, one endpoint resolved, exit) and `serve` from exec to the first 200
 #   on /healthz;
-# - idle resident memory of serve, csi-node and csi-controller (started with no peer: the
-#   node with --node-id, the controller with an endpoint nothing answers on), 1 s after they
+# - idle resident memory of serve, csi-node, csi-controller (started with no peer: the node
+#   with --node-id, the controller with an endpoint nothing answers on) and ccm (against moto
+#   and the test API server, one Node, leading its own lease), 1 s after they
 #   are up: VmRSS; the private part (Private_Clean + Private_Dirty of smaps_rollup: the pages
 #   no other process maps), alone and beside a second process of the same binary (an idle
 #   serve: alone, the static binary's text and the dynamic one's libraries count as private;
@@ -28,9 +29,18 @@ printf 'size, stripped: dynamic %s (plus %d shared libraries), static %s\n' \
 	"$(ldd "$AWS_K8S" | grep -c '=>')" \
 	"$(numfmt --to=iec-i --suffix=B "$(stat -c %s "$T_TMP/static.stripped")")"
 
-python3 - "$AWS_K8S" "$STATIC" "$runs" "$T_TMP" <<'PY'
+# the ccm idles against the test peers: moto behind the counting proxy, the test API server, one
+# Node of one instance (tests/integration/ccm_lib.sh)
+. "$T_ROOT/tests/lib/moto.sh"
+. "$T_ROOT/tests/integration/ccm_lib.sh"
+ccm_env_start || { echo "static_vs_dynamic: the test peers did not start" >&2; exit 1; }
+read -r _ dns < <(instance bench-a)
+node_create "$dns"
+
+python3 - "$AWS_K8S" "$STATIC" "$runs" "$T_TMP" "$KC" "$CCM_CONFIG" <<'PY'
 import http.client, os, socket, subprocess, sys, time
-dyn, static, runs, tmp = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+dyn, static, runs, tmp, kc, ccm_config = sys.argv[1:4] + sys.argv[4:7]
+runs = int(runs)
 bins = {"dynamic": dyn, "static": static}
 env = dict(os.environ, AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
            AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x")
@@ -102,12 +112,25 @@ def idle(binary, sub, tag, companion=False):
                      "--availability-zone", "us-east-1a", "--instance-type", "m5.large",
                      "--describe-instance-type=false"],
         "csi-controller": ["csi-controller", "--endpoint", f"unix://{sock}"],
+        # its own lease name, so the dynamic and static runs do not wait for each other
+        "ccm": ["ccm", "--cloud-provider=aws", f"--cloud-config={ccm_config}",
+                f"--kubeconfig={kc}", "--bind-address=127.0.0.1", f"--secure-port={port}",
+                f"--leader-elect-resource-name=bench-{tag}", "--v=1"],
     }[sub]
-    e = dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{free_port()}")
+    e = dict(env, AWS_ENDPOINT_URL=os.environ["AWS_ENDPOINT_URL"] if sub == "ccm" else
+             f"http://127.0.0.1:{free_port()}")
     p = subprocess.Popen([binary] + argv, stdout=null, stderr=null, env=e)
     end = time.time() + 10
     while time.time() < end:
-        if sub == "serve":
+        if sub == "ccm":
+            try:
+                c = http.client.HTTPSConnection("127.0.0.1", port, timeout=1,
+                                                context=__import__("ssl")._create_unverified_context())
+                c.request("GET", "/healthz"); c.getresponse()
+                break
+            except OSError:
+                pass
+        elif sub == "serve":
             try:
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
                 c.request("GET", "/healthz"); c.getresponse()
@@ -124,7 +147,7 @@ def idle(binary, sub, tag, companion=False):
         mate.terminate(); mate.wait()
     return m
 
-for sub in ("serve", "csi-node", "csi-controller"):
+for sub in ("serve", "csi-node", "csi-controller", "ccm"):
     out = []
     for k, b in bins.items():
         rss, private, anon = idle(b, sub, f"{sub}-{k}")
