@@ -22,6 +22,7 @@
 # must hold its Lease and write the two count labels on the Node.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
+. "$(dirname "$0")/../lib/manifest_lib.sh"
 
 for t in jq curl kubectl python3; do
 	command -v $t >/dev/null || { skip "upstream manifests" "$t is needed"; t_summary; }
@@ -29,7 +30,6 @@ done
 python3 -c 'import yaml' 2>/dev/null || { skip "upstream manifests" "python3 has no PyYAML"; t_summary; }
 
 DATA=$T_ROOT/tests/data/manifests/upstream
-MR=$T_ROOT/tests/lib/manifest_run.py
 IMAGE=aws-k8s:test
 CLUSTER=3b5e8a1c-6f2d-4e9a-9c1b-7d4f2a8e6b10 # the Deckhouse manifests' clusterUUID (cloud config)
 TAG_CLUSTER=chart-cluster                    # the instance's cluster tag (a ccm without config)
@@ -141,30 +141,14 @@ for line in sys.stdin:
             print(f.strip().split("=")[0].split(" ")[0])'
 }
 
-# the ports a container's args bind (--http-endpoint, --metrics-address, --secure-port): a
-# pod has its own network namespace, the test shares the host's, so each moves to a free port
-port_maps() {
-	python3 -c '
-import json, re, sys
-for a in json.loads(sys.argv[1]):
-    m = re.match(r"--(?:http-endpoint|metrics-address)=.*:(\d+)$", a) or re.match(r"--secure-port=(\d+)$", a)
-    if m:
-        print(m.group(1))' "$1" | while read -r p; do echo "--port-map=$p=$(free_port)"; done
-}
-
 # the values the cluster supplies: the Node the pod runs on, its host IP, the chart's optional
 # aws-secret (given, so that the controller takes its keys from it)
 VALUES=(--set "fieldRef:spec.nodeName=$NODE" --set fieldRef:status.hostIP=127.0.0.1
 	--set fieldRef:metadata.name=test-pod
 	--set secretKeyRef:aws-secret/key_id=testing --set secretKeyRef:aws-secret/access_key=testing)
-# what the test bed adds to the container's environment: the peers' endpoints (AWS's and the
-# metadata service's), a kubeconfig standing for the in-cluster configuration, empty AWS files
-: >"$T_TMP/aws-config"
-: >"$T_TMP/aws-credentials"
-PEER_ENV=(--env "AWS_ENDPOINT_URL=$MOTO_URL" --env "AWS_EC2_METADATA_SERVICE_ENDPOINT=$IMDS_URL"
-	--env "KUBECONFIG=$KC" --env "AWS_CONFIG_FILE=$T_TMP/aws-config"
-	--env "AWS_SHARED_CREDENTIALS_FILE=$T_TMP/aws-credentials"
-	--pass-env 'ASAN_*' --pass-env 'UBSAN_*' --pass-env 'LSAN_*' --pass-env 'TSAN_*')
+# what the test bed adds to the container's environment (tests/lib/manifest_lib.sh)
+mr_peer_env "$MOTO_URL" "$IMDS_URL" "$KC"
+PEER_ENV=("${MR_PEER_ENV[@]}")
 
 c() { "$AWS_K8S" csi-client --endpoint "unix://$SOCK" --timeout 30s "$@"; }
 
@@ -173,11 +157,7 @@ csi_checks() {
 	local id=$1 json=$2 mode=$3 out i
 	SOCK=$(jq -r '(.argv[] | select(startswith("--endpoint=")) | sub("^--endpoint=";"")) // .env.CSI_ENDPOINT' <<<"$json" |
 		head -n 1 | sed -E 's#^unix:(//)?##')
-	for ((i = 0; i < 200; i++)); do
-		c get-plugin-info >/dev/null 2>&1 && break
-		kill -0 "$PID" 2>/dev/null || break
-		sleep 0.1
-	done
+	mr_csi_wait "$SOCK" "$PID"
 	out=$(c get-plugin-info 2>&1)
 	expect "$id: comes up: GetPluginInfo on its socket" ebs.csi.aws.com "$(jq -r .name <<<"$out" 2>/dev/null)"
 	expect "$id: Probe is ready" true "$(c probe 2>/dev/null | jq -r .ready)"
@@ -299,7 +279,7 @@ while IFS= read -r row <&3; do
 	# start it as the kubelet would
 	run=("${files[@]}" --kind "$kind" --name "$name" --container "$ctr" "${VALUES[@]}" "${PEER_ENV[@]}"
 		--mount-root "$T_TMP/mnt.$N" --bin-dir "$BIN")
-	mapfile -t pm < <(port_maps "$args")
+	mapfile -t pm < <(mr_port_maps "$args")
 	run+=("${pm[@]}")
 	# the chart's ccm sets no port: its default, 10258, moves off the host's too
 	[ "$cmd" = aws-cloud-controller-manager ] && ! grep -q -- '--secure-port=' <<<"$args" &&
