@@ -100,7 +100,7 @@ if [ "$only" = "  " ] || [[ $only == *" csi_decode_fuzz "* ]] || [[ $only == *" 
 		# shellcheck disable=SC2086
 		CFLAGS="-std=gnu17 -O1 -g -D_GNU_SOURCE -I$root -I$root/build/default/gen $(pkg-config --cflags $PKGS) $SAN"
 		fuzz_group csi 4096 "$(echo common/base/*.c common/aws/*.c common/http/*.c common/metrics/*.c \
-			common/grpc/*.c common/kube/*.c common/csi/*.c modules/csi-controller/*.c build/default/gen/common/csi/csi.pb-c.c)" \
+			common/grpc/*.c common/kube/*.c common/csi/*.c common/x509/*.c modules/csi-controller/*.c build/default/gen/common/csi/csi.pb-c.c)" \
 			csi_decode_fuzz csi_tagtpl_fuzz
 	else
 		fail "csi_decode_fuzz builds" "make cannot generate build/default/gen/common/csi/csi.pb-c.c"
