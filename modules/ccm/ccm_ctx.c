@@ -52,6 +52,7 @@ cJSON *ccm_node_transform(void *ud, cJSON *obj)
 	    "metadata.uid",	    "metadata.labels",
 	    "metadata.annotations", "spec.providerID",
 	    "spec.taints",	    "spec.podCIDR",
+	    "spec.unschedulable",
 	    "spec.podCIDRs",	    "status.addresses",
 	    "status.conditions",    NULL,
 	};

@@ -28,6 +28,7 @@ struct ccm_settings {
 	int64_t node_status_update_frequency;
 	int64_t route_period;
 	int node_workers;
+	int service_workers; /* --concurrent-service-syncs */
 	bool routes; /* --allocate-node-cidrs and --configure-cloud-routes */
 	char *cluster_name;
 };
@@ -44,6 +45,7 @@ struct ccm {
 	struct kube_client *kc;
 	struct kube_recorder *rec;
 	struct kube_informer *nodes; /* the one Node informer every controller reads */
+	struct kube_informer *services; /* the service controller's; NULL when it is off */
 	struct controllers run;	     /* the controller table and the election */
 };
 
