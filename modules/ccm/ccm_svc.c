@@ -91,44 +91,48 @@ static void svc_event(struct ccm *m, const cJSON *svc, const char *type, const c
 
 /* Kubernetes writes ----------------------------------------------------------------------- */
 
-static int mutate_finalizer(void *ud, cJSON *obj)
-{
-	bool add = ud != NULL;
-	cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-	cJSON *f = md ? cJSON_GetObjectItemCaseSensitive(md, "finalizers") : NULL;
-	if (!md)
-		return -EBADMSG;
-	if (add == ccm_lb_has_finalizer(obj))
-		return 1;
-	if (add) {
-		if (!f && !(f = cJSON_AddArrayToObject(md, "finalizers")))
-			return -ENOMEM;
-		cJSON_AddItemToArray(f, cJSON_CreateString(CCM_LB_FINALIZER));
-		return 0;
-	}
-	for (int i = cJSON_GetArraySize(f) - 1; i >= 0; i--) {
-		const cJSON *it = cJSON_GetArrayItem(f, i);
-		if (cJSON_IsString(it) && strcmp(it->valuestring, CCM_LB_FINALIZER) == 0)
-			cJSON_DeleteItemFromArray(f, i);
-	}
-	return 0;
-}
-
+/* A merge patch of metadata.finalizers guarded by the stored resourceVersion (a conflict is
+ * retried with backoff once the informer has the newer object): no GET, so the ClusterRole
+ * of upstream's chart (services: list, watch, patch, update) is enough. */
 static int set_finalizer(struct ccm *m, const cJSON *svc, bool add)
 {
+	cJSON *patch = cJSON_CreateObject(), *md = cJSON_AddObjectToObject(patch, "metadata");
+	cJSON *list = md ? cJSON_AddArrayToObject(md, "finalizers") : NULL;
+	const char *rv = json_str(svc, "metadata.resourceVersion");
 	struct kube_status st = {0};
-	int r = kube_update_retry(
-	    m->kc,
-	    KUBE_REF(&kube_services, json_str(svc, "metadata.namespace"),
-		     json_str(svc, "metadata.name")),
-	    mutate_finalizer, add ? (void *)1 : NULL, NULL, &st);
-	if (r < 0 && !(r == -ENOENT && !add)) {
+	const cJSON *f;
+	char *text = NULL;
+	int r = -ENOMEM;
+
+	if (add == ccm_lb_has_finalizer(svc)) {
+		cJSON_Delete(patch);
+		return 0;
+	}
+	if (!list || (rv && !cJSON_AddStringToObject(md, "resourceVersion", rv)))
+		goto out;
+	cJSON_ArrayForEach(f, json_find(svc, "metadata.finalizers"))
+	{
+		if (cJSON_IsString(f) && strcmp(f->valuestring, CCM_LB_FINALIZER) != 0)
+			cJSON_AddItemToArray(list, cJSON_CreateString(f->valuestring));
+	}
+	if (add)
+		cJSON_AddItemToArray(list, cJSON_CreateString(CCM_LB_FINALIZER));
+	if (!(text = json_print(patch)))
+		goto out;
+	r = kube_patch(m->kc,
+		       KUBE_REF(&kube_services, json_str(svc, "metadata.namespace"),
+				json_str(svc, "metadata.name")),
+		       KUBE_PATCH_MERGE, text, NULL, &st);
+	if (r == -ENOENT && !add)
+		r = 0;
+	if (r < 0)
 		log_error(add ? "failed to add the finalizer" : "failed to remove the finalizer",
 			  KV_S("service", json_str(svc, "metadata.name")), KV_S("error", st.message),
 			  KV_E(r));
-		return r;
-	}
-	return 0;
+out:
+	free(text);
+	cJSON_Delete(patch);
+	return r;
 }
 
 static int set_status(struct ccm *m, const cJSON *svc, const char *hostname)
