@@ -358,7 +358,7 @@ int ccm_wire(struct ccm_wiring *w)
 	    .reconcile = ccm_svc_reconcile, .start = ccm_svc_start, .ud = w->svc,
 	    .workers = set->service_workers,
 	    .queue = {.base_delay_ns = 5 * NSEC_PER_SEC, .max_delay_ns = 300 * NSEC_PER_SEC},
-	    .disabled = !(m->controllers & CCM_CTL_SERVICE) || !m->services};
+	    .disabled = !(m->controllers & CCM_CTL_SERVICE)};
 	/* clang-format on */
 	m->run = (struct controllers){.ctls = w->ctls,
 				      .n = CCM_C_N,

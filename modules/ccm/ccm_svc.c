@@ -611,7 +611,7 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 	struct aws_error err = {0};
 	int r;
 
-	if (kube_store_get(kube_informer_store(m->services), key, &o) < 0) {
+	if (!m->services || kube_store_get(kube_informer_store(m->services), key, &o) < 0) {
 		synced_forget(ctl, key);
 		return 0;
 	}
