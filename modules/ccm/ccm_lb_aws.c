@@ -214,21 +214,35 @@ int ccm_elb_health_check(struct aws_client *c, const struct ccm_lb_spec *s,
 	return call(c, AWS_SVC_ELB, "ConfigureHealthCheck", &q, err);
 }
 
+/* key, value, key, value..., NULL into q (released on failure) */
+static int query_pairs(struct aws_query *q, const char *const *kv)
+{
+	for (; kv[0]; kv += 2) {
+		int r = aws_query_add(q, kv[0], kv[1]);
+		if (r < 0) {
+			aws_query_release(q);
+			return r;
+		}
+	}
+	return 0;
+}
+
 static int proxy_protocol(struct aws_client *c, const struct ccm_lb_spec *s,
 			  struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
+	const char *const policy[] = {
+	    "LoadBalancerName", s->name,
+	    "PolicyName", PROXY_POLICY,
+	    "PolicyTypeName", "ProxyProtocolPolicyType",
+	    "PolicyAttributes.member.1.AttributeName", "ProxyProtocol",
+	    "PolicyAttributes.member.1.AttributeValue", "true",
+	    NULL,
+	};
 	int r;
 
-	if ((r = aws_query_add(&q, "LoadBalancerName", s->name)) < 0 ||
-	    (r = aws_query_add(&q, "PolicyName", PROXY_POLICY)) < 0 ||
-	    (r = aws_query_add(&q, "PolicyTypeName", "ProxyProtocolPolicyType")) < 0 ||
-	    (r = aws_query_add(&q, "PolicyAttributes.member.1.AttributeName", "ProxyProtocol")) <
-		0 ||
-	    (r = aws_query_add(&q, "PolicyAttributes.member.1.AttributeValue", "true")) < 0) {
-		aws_query_release(&q);
+	if ((r = query_pairs(&q, policy)) < 0)
 		return r;
-	}
 	r = call(c, AWS_SVC_ELB, "CreateLoadBalancerPolicy", &q, err);
 	if (r < 0 && r != -EEXIST)
 		return r;
@@ -295,6 +309,19 @@ static int describe_sgs(struct aws_client *c, struct aws_query *q, struct aws_re
 	int r = aws_call_query(c, AWS_SVC_EC2, "DescribeSecurityGroups", q, rep, err);
 	aws_query_release(q);
 	return r;
+}
+
+/* DescribeSecurityGroups with one filter */
+static int describe_sgs_by(struct aws_client *c, const char *filter, const char *const *values,
+			   size_t n, struct aws_reply *rep, struct aws_error *err)
+{
+	struct aws_query q = AWS_QUERY_INIT;
+	int r = aws_query_add_filter(&q, filter, values, n);
+	if (r < 0) {
+		aws_query_release(&q);
+		return r;
+	}
+	return describe_sgs(c, &q, rep, err);
 }
 
 int ccm_sg_find(struct aws_client *c, const char *vpc, const char *name, char id[32],
@@ -402,16 +429,11 @@ int ccm_sg_delete(struct aws_client *c, const char *id, struct aws_error *err)
 int ccm_sg_referencing(struct aws_client *c, const char *group, char (*ret)[32], size_t max,
 		       size_t *n, struct aws_error *err)
 {
-	struct aws_query q = AWS_QUERY_INIT;
 	struct aws_reply rep = {0};
 	int r;
 
 	*n = 0;
-	if ((r = aws_query_add_filter(&q, "ip-permission.group-id", &group, 1)) < 0) {
-		aws_query_release(&q);
-		return r;
-	}
-	if ((r = describe_sgs(c, &q, &rep, err)) < 0)
+	if ((r = describe_sgs_by(c, "ip-permission.group-id", &group, 1, &rep, err)) < 0)
 		return r;
 	for (xmlNode *g = aws_xml_list(rep.result, "securityGroupInfo"); g && *n < max;
 	     g = aws_xml_next(g))
@@ -468,7 +490,6 @@ int ccm_lb_node_sg(struct aws_client *c, const struct ccm_lb_inst *i, const char
 		   char id[32], struct ccm_sg_perm *perms, size_t max, size_t *n_perms,
 		   struct aws_error *err)
 {
-	struct aws_query q = AWS_QUERY_INIT;
 	struct aws_reply rep = {0};
 	const char *ids[CCM_LB_MAX_SGS];
 	const xmlNode *tagged = NULL, *untagged = NULL;
@@ -479,11 +500,7 @@ int ccm_lb_node_sg(struct aws_client *c, const struct ccm_lb_inst *i, const char
 		return -ENOENT;
 	for (size_t k = 0; k < i->n_sgs; k++)
 		ids[k] = i->sgs[k];
-	if ((r = aws_query_add_filter(&q, "group-id", ids, i->n_sgs)) < 0) {
-		aws_query_release(&q);
-		return r;
-	}
-	if ((r = describe_sgs(c, &q, &rep, err)) < 0)
+	if ((r = describe_sgs_by(c, "group-id", ids, i->n_sgs, &rep, err)) < 0)
 		return r;
 	for (xmlNode *g = aws_xml_list(rep.result, "securityGroupInfo"); g; g = aws_xml_next(g)) {
 		bool is_tagged = false;

@@ -76,17 +76,10 @@ static void svc_event(struct ccm *m, const cJSON *svc, const char *type, const c
 static void svc_event(struct ccm *m, const cJSON *svc, const char *type, const char *reason,
 		      const char *fmt, ...)
 {
-	struct kube_event_ref ref;
-	char msg[KUBE_EVENT_MAX_MESSAGE];
 	va_list ap;
-
-	if (!m->rec)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	ccm_eventv(m, svc, &kube_services, type, reason, fmt, ap);
 	va_end(ap);
-	kube_event_ref_from(svc, &kube_services, &ref);
-	kube_eventf(m->rec, &ref, type, reason, "%s", msg);
 }
 
 /* Kubernetes writes ----------------------------------------------------------------------- */
