@@ -4,7 +4,7 @@
  * health endpoints, the Node informer and the table of controllers that controllers_run
  * (common/kube/controller.h) runs once this replica leads, until SIGTERM (releasing the Lease)
  * or at once when the Lease is lost. The controllers are in ccm_node.c, ccm_lifecycle.c and
- * ccm_route.c; what they share in ccm_ctx.c. */
+ * ccm_route.c and ccm_svc.c; what they share in ccm_ctx.c. */
 #include "modules/ccm/ccm.h"
 
 #include <errno.h>
@@ -26,7 +26,7 @@
 #include "modules/ccm/ccm_internal.h"
 
 static const char ccm_usage[] =
-    "The AWS cloud-controller-manager: the cloud-node, cloud-node-lifecycle and route\n"
+    "The AWS cloud-controller-manager: the cloud-node, cloud-node-lifecycle, route and service\n"
     "controllers, with the upstream flags and cloud config (--cloud-config, INI [Global] and\n"
     "[ServiceOverride \"N\"] sections). Credentials come from the AWS SDKs' chain\n"
     "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity, shared files, container and\n"
@@ -39,7 +39,7 @@ static struct {
 	bool allocate_node_cidrs, configure_cloud_routes, allow_untagged;
 	char **controllers;
 	int64_t node_monitor_period, node_status_update_frequency, route_period;
-	long long node_syncs;
+	long long node_syncs, service_syncs;
 	char *bind_address, *cert_dir, *tls_cert_file, *tls_key_file;
 	long long secure_port;
 } f;
@@ -80,8 +80,8 @@ const struct flag ccm_flag_table[] = {
 	  "Number of workers concurrently synchronizing nodes.", 1, 64 },
 	IGNORED("concurrent-node-status-updates", FLAG_INT, "0",
 		"Number of workers concurrently updating node statuses"),
-	IGNORED("concurrent-service-syncs", FLAG_INT, "1",
-		"The number of services that are allowed to sync concurrently"),
+	{ "concurrent-service-syncs", FLAG_INT, &f.service_syncs, "1", NULL,
+	  "The number of services that are allowed to sync concurrently.", 1, 64 },
 	{ "allow-untagged-cloud", FLAG_BOOL, &f.allow_untagged, "false", NULL,
 	  "Allow the cluster to run without the cluster-id on cloud instances (deprecated)." },
 	IGNORED("cidr-allocator-type", FLAG_STRING, "RangeAllocator",
@@ -259,6 +259,7 @@ static void on_add(void *ud, const cJSON *obj)
 	struct ccm_wiring *w = ud;
 	ccm_node_changed(&w->ctls[CCM_C_NODE], NULL, obj);
 	ccm_route_changed(&w->ctls[CCM_C_ROUTE], NULL, obj);
+	ccm_svc_node_changed(&w->ctls[CCM_C_SERVICE], NULL, obj);
 }
 
 static void on_update(void *ud, const cJSON *old, const cJSON *obj)
@@ -266,6 +267,7 @@ static void on_update(void *ud, const cJSON *old, const cJSON *obj)
 	struct ccm_wiring *w = ud;
 	ccm_node_changed(&w->ctls[CCM_C_NODE], old, obj);
 	ccm_route_changed(&w->ctls[CCM_C_ROUTE], old, obj);
+	ccm_svc_node_changed(&w->ctls[CCM_C_SERVICE], old, obj);
 }
 
 static void on_delete(void *ud, const cJSON *obj)
@@ -275,9 +277,33 @@ static void on_delete(void *ud, const cJSON *obj)
 
 	ccm_node_deleted(&w->ctls[CCM_C_NODE], obj);
 	ccm_route_changed(&w->ctls[CCM_C_ROUTE], obj, NULL);
+	ccm_svc_node_changed(&w->ctls[CCM_C_SERVICE], obj, NULL);
 	/* its Events cannot repeat: the recorder's caches let the Node go */
 	if (w->m.rec) {
 		kube_event_ref_from(obj, &kube_nodes, &ref);
+		kube_recorder_forget(w->m.rec, &ref);
+	}
+}
+
+/* The Service informer's handlers. */
+static void svc_add(void *ud, const cJSON *obj)
+{
+	struct ccm_wiring *w = ud;
+	ccm_svc_changed(&w->ctls[CCM_C_SERVICE], NULL, obj);
+}
+
+static void svc_update(void *ud, const cJSON *old, const cJSON *obj)
+{
+	struct ccm_wiring *w = ud;
+	ccm_svc_changed(&w->ctls[CCM_C_SERVICE], old, obj);
+}
+
+static void svc_delete(void *ud, const cJSON *obj)
+{
+	struct ccm_wiring *w = ud;
+	struct kube_event_ref ref;
+	if (w->m.rec) {
+		kube_event_ref_from(obj, &kube_services, &ref);
 		kube_recorder_forget(w->m.rec, &ref);
 	}
 }
@@ -296,7 +322,8 @@ int ccm_wire(struct ccm_wiring *w)
 	bool route = (m->controllers & CCM_CTL_ROUTE) && set->routes;
 	int r;
 
-	if ((r = ccm_node_new(m, &w->node)) < 0 || (route && (r = ccm_route_new(m, &w->route)) < 0))
+	if ((r = ccm_node_new(m, &w->node)) < 0 || (route && (r = ccm_route_new(m, &w->route)) < 0) ||
+	    (r = ccm_svc_new(m, &w->svc)) < 0)
 		return r;
 	/* clang-format off */
 	w->ctls[CCM_C_NODE] = (struct controller){
@@ -326,6 +353,12 @@ int ccm_wire(struct ccm_wiring *w)
 	    .resync_key = "routes", .resync_ns = set->route_period,
 	    .queue = {.base_delay_ns = NSEC_PER_SEC, .max_delay_ns = 120 * NSEC_PER_SEC},
 	    .disabled = !route};
+	w->ctls[CCM_C_SERVICE] = (struct controller){
+	    .name = "service", .informers = {m->nodes, m->services},
+	    .reconcile = ccm_svc_reconcile, .start = ccm_svc_start, .ud = w->svc,
+	    .workers = set->service_workers,
+	    .queue = {.base_delay_ns = 5 * NSEC_PER_SEC, .max_delay_ns = 300 * NSEC_PER_SEC},
+	    .disabled = !(m->controllers & CCM_CTL_SERVICE)};
 	/* clang-format on */
 	m->run = (struct controllers){.ctls = w->ctls,
 				      .n = CCM_C_N,
@@ -368,16 +401,15 @@ int ccm_flags_apply(struct ccm_wiring *w)
 	    .node_status_update_frequency = f.node_status_update_frequency,
 	    .route_period = f.route_period,
 	    .node_workers = (int)f.node_syncs,
+	    .service_workers = (int)f.service_syncs,
 	    .routes = f.allocate_node_cidrs && f.configure_cloud_routes,
 	    .cluster_name = f.cluster_name,
 	};
-	for (unsigned bit = CCM_CTL_SERVICE; bit <= CCM_CTL_NODE_IPAM; bit <<= 1)
+	for (unsigned bit = CCM_CTL_TAGGING; bit <= CCM_CTL_NODE_IPAM; bit <<= 1)
 		if (m->controllers & bit)
 			log_info("controller not available in this build; skipped",
-				 KV_S("controller", bit == CCM_CTL_SERVICE ? "service-lb-controller"
-						    : bit == CCM_CTL_TAGGING
-							? "tagging-controller"
-							: "node-ipam-controller"));
+				 KV_S("controller", bit == CCM_CTL_TAGGING ? "tagging-controller"
+									   : "node-ipam-controller"));
 	if ((m->controllers & CCM_CTL_ROUTE) && !m->set.routes)
 		log_info("will not configure cloud provider routes",
 			 KV_B("allocate-node-cidrs", f.allocate_node_cidrs),
@@ -432,6 +464,8 @@ void ccm_wiring_release(struct ccm_wiring *w)
 	struct ccm *m = &w->m;
 
 	ccm_route_free(w->route);
+	ccm_svc_free(w->svc);
+	kube_informer_free(m->services);
 	ccm_node_free(w->node);
 	kube_informer_free(m->nodes);
 	kube_recorder_free(m->rec);
@@ -482,6 +516,19 @@ int ccm_main(int argc, char **argv)
 	};
 	if ((r = kube_informer_new(m->kc, &io, &m->nodes)) < 0) {
 		log_error("cannot create the node informer", KV_E(r));
+		goto out;
+	}
+	struct kube_informer_opts so = {
+	    .res = &kube_services,
+	    .transform = ccm_svc_transform,
+	    .handlers = {.on_add = svc_add, .on_update = svc_update, .on_delete = svc_delete,
+			 .ud = &w},
+	    .name = "services",
+	    .cancel = cancel_root(),
+	};
+	if ((m->controllers & CCM_CTL_SERVICE) &&
+	    (r = kube_informer_new(m->kc, &so, &m->services)) < 0) {
+		log_error("cannot create the service informer", KV_E(r));
 		goto out;
 	}
 	if ((r = ccm_wire(&w)) < 0) {

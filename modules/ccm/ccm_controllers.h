@@ -5,6 +5,7 @@
  *                         of initialized Nodes
  *   cloud-node-lifecycle  one key, every --node-monitor-period: NotReady Nodes
  *   route                 one key, every --route-reconciliation-period and on Node changes
+ *   service               keys = Services of type LoadBalancer (and those with the finalizer)
  *
  * They all read the one Node informer, and run only while this replica leads. The informer's
  * handlers (in ccm.c) pass each Node event to the *_changed / *_deleted hooks below. */
@@ -40,6 +41,18 @@ int ccm_node_init_patch(const cJSON *node, const char *rv, const struct ccm_node
 /* cloud-node-lifecycle (ccm_lifecycle.c); ud: the struct ccm */
 int ccm_lc_monitor(void *ud, const char *key, int64_t *requeue_after_ns);
 int ccm_lc_start(struct controller *c);
+
+/* service (ccm_svc.c); ud: the struct ccm_svc_ctl; keys: Services (namespace/name) */
+struct ccm_svc_ctl;
+int ccm_svc_new(struct ccm *m, struct ccm_svc_ctl **ret);
+void ccm_svc_free(struct ccm_svc_ctl *ctl);
+int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns);
+int ccm_svc_start(struct controller *c);
+/* c: the service controller; from the Service informer (svc NULL for a deletion) */
+void ccm_svc_changed(struct controller *c, const cJSON *old, const cJSON *svc);
+/* from the Node informer: every load-balanced Service again when eligibility changed */
+void ccm_svc_node_changed(struct controller *c, const cJSON *old, const cJSON *node);
+cJSON *ccm_svc_transform(void *ud, cJSON *obj);
 
 /* route (ccm_route.c); ud: the struct ccm_route_ctl */
 struct ccm_route_ctl;

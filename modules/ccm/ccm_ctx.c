@@ -21,20 +21,26 @@ struct kube_store *ccm_node_store(struct ccm *m)
 	return kube_informer_store(m->nodes);
 }
 
-void ccm_node_event(struct ccm *m, const cJSON *node, const char *type, const char *reason,
-		    const char *fmt, ...)
+void ccm_eventv(struct ccm *m, const cJSON *obj, const struct kube_resource *res,
+		const char *type, const char *reason, const char *fmt, va_list ap)
 {
 	struct kube_event_ref ref;
 	char msg[KUBE_EVENT_MAX_MESSAGE];
-	va_list ap;
 
 	if (!m->rec)
 		return;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	kube_event_ref_from(node, &kube_nodes, &ref);
+	kube_event_ref_from(obj, res, &ref);
 	kube_eventf(m->rec, &ref, type, reason, "%s", msg);
+}
+
+void ccm_node_event(struct ccm *m, const cJSON *node, const char *type, const char *reason,
+		    const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	ccm_eventv(m, node, &kube_nodes, type, reason, fmt, ap);
+	va_end(ap);
 }
 
 int ccm_node_instance_id(const cJSON *node, char *buf, size_t n)
@@ -52,6 +58,7 @@ cJSON *ccm_node_transform(void *ud, cJSON *obj)
 	    "metadata.uid",	    "metadata.labels",
 	    "metadata.annotations", "spec.providerID",
 	    "spec.taints",	    "spec.podCIDR",
+	    "spec.unschedulable",
 	    "spec.podCIDRs",	    "status.addresses",
 	    "status.conditions",    NULL,
 	};

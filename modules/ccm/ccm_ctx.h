@@ -8,6 +8,7 @@
  * pure pieces (ccm_cloud, ccm_config, ccm_model, ccm_routes) -> common/. */
 #pragma once
 #include <cjson/cJSON.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +19,7 @@
 #include "modules/ccm/ccm_routes.h"
 
 struct kube_client;
+struct kube_resource;
 struct kube_recorder;
 struct kube_informer;
 struct kube_store;
@@ -28,6 +30,7 @@ struct ccm_settings {
 	int64_t node_status_update_frequency;
 	int64_t route_period;
 	int node_workers;
+	int service_workers; /* --concurrent-service-syncs */
 	bool routes; /* --allocate-node-cidrs and --configure-cloud-routes */
 	char *cluster_name;
 };
@@ -44,12 +47,17 @@ struct ccm {
 	struct kube_client *kc;
 	struct kube_recorder *rec;
 	struct kube_informer *nodes; /* the one Node informer every controller reads */
+	struct kube_informer *services; /* the service controller's; NULL when it is off */
 	struct controllers run;	     /* the controller table and the election */
 };
 
 /* False once a stop was asked for or this replica stopped leading: nothing may be changed. */
 bool ccm_may_act(struct ccm *m);
 struct kube_store *ccm_node_store(struct ccm *m);
+/* An Event on an object of res (from the store's JSON). */
+void ccm_eventv(struct ccm *m, const cJSON *obj, const struct kube_resource *res,
+		const char *type, const char *reason, const char *fmt, va_list ap)
+    __attribute__((format(printf, 6, 0)));
 /* An Event on a Node (from the store's JSON). */
 void ccm_node_event(struct ccm *m, const cJSON *node, const char *type, const char *reason,
 		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));

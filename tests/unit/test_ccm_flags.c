@@ -88,6 +88,7 @@ TEST(ccm_flags_deckhouse_manifest)
 	ASSERT_EQ(w.ctls[CCM_C_NODE_STATUS].resync_ns, 300 * NSEC_PER_SEC);
 	ASSERT_EQ(w.ctls[CCM_C_ROUTE].resync_ns, 10 * NSEC_PER_SEC);
 	ASSERT_EQ(w.ctls[CCM_C_NODE].workers, 1);
+	ASSERT_EQ(w.ctls[CCM_C_SERVICE].workers, 1); /* --concurrent-service-syncs */
 	for (int i = 0; i < CCM_C_N; i++)
 		ASSERT_FALSE(w.ctls[i].disabled);
 	ASSERT_NULL(w.serve.cert_dir);

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# tests: product
+# (runs $AWS_K8S ccm through ccm_start in ccm_lib.sh)
+# aws-k8s ccm's service controller against moto, behind the fault proxy (every AWS call
+# counted): a Service of type LoadBalancer with three ports gets a classic ELB (name, listeners,
+# health check, instances, its security group and the node group's rule, the finalizer, the
+# status hostname, Events); Nodes coming, going and excluded change the registration; an
+# invalid annotation gives a Warning Event and nothing in AWS; deleting the Service leaves
+# nothing in moto. Prints the AWS calls of a create, of re-syncs and of a delete.
+. "$(dirname "$0")/../lib/testlib.sh"
+. "$(dirname "$0")/../lib/moto.sh"
+. "$(dirname "$0")/ccm_lib.sh"
+
+if ! ccm_env_start; then
+	fail "test environment starts"
+	t_summary
+fi
+
+# as in a real default VPC, the main route table routes to an internet gateway (the default
+# subnets are public); the Nodes share one cluster-tagged node group
+read -r nodesg < <(moto_py "
+vpc = ec2.describe_vpcs(Filters=[{'Name': 'is-default', 'Values': ['true']}])['Vpcs'][0]['VpcId']
+igw = ec2.create_internet_gateway()['InternetGateway']['InternetGatewayId']
+ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc)
+main = ec2.describe_route_tables(Filters=[{'Name': 'vpc-id', 'Values': [vpc]}, {'Name': 'association.main', 'Values': ['true']}])['RouteTables'][0]
+ec2.create_route(RouteTableId=main['RouteTableId'], DestinationCidrBlock='0.0.0.0/0', GatewayId=igw)
+sg = ec2.create_security_group(GroupName='nodes', Description='nodes', VpcId=vpc, TagSpecifications=[
+    {'ResourceType': 'security-group', 'Tags': [{'Key': 'kubernetes.io/cluster/$CLUSTER', 'Value': 'owned'}]}])['GroupId']
+print(sg)")
+read -r i1 d1 < <(instance n1 "SecurityGroupIds=['$nodesg']")
+read -r i2 d2 < <(instance n2 "SecurityGroupIds=['$nodesg']")
+read -r i3 d3 < <(instance n3 "SecurityGroupIds=['$nodesg']")
+read -r i4 d4 < <(instance n4 "SecurityGroupIds=['$nodesg']")
+for n in 1 2 3; do
+	id=$(eval echo "\$i$n") dns=$(eval echo "\$d$n")
+	node_create "$dns" "aws:///us-east-1a/$id"
+done
+
+ccm_start ccm1 || fail "ccm starts" "$(tail -5 "$T_TMP/ccm1.log")"
+
+# elb NAME PYEXPR: evaluates a Python expression on the ELB's description (d), or prints NONE
+elb_py() { moto_py "
+elb = client('elb')
+try:
+    d = elb.describe_load_balancers(LoadBalancerNames=['$1'])['LoadBalancerDescriptions'][0]
+except Exception:
+    print('NONE'); raise SystemExit
+print($2)"; }
+sg_py() { moto_py "
+g = ec2.describe_security_groups(Filters=[{'Name': 'group-name', 'Values': ['$1']}])['SecurityGroups']
+print($2)"; }
+svc_py() {
+	kc get svc "$1" -o json 2>/dev/null | python3 -c "
+import json, sys
+s = json.load(sys.stdin)
+print($2)"
+}
+events_of() { kc get events -o json | python3 -c "
+import json, sys
+print(' '.join(e['reason'] for e in json.load(sys.stdin)['items'] if e['involvedObject']['name'] == '$1'))"; }
+
+t0=$(date +%s.%N)
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+kc create -f - >/dev/null <<'EOF'
+{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"},
+ "spec":{"type":"LoadBalancer","selector":{"app":"web"},"ports":[
+  {"name":"http","port":80,"targetPort":8080,"nodePort":30080,"protocol":"TCP"},
+  {"name":"https","port":443,"targetPort":8443,"nodePort":30443,"protocol":"TCP"},
+  {"name":"alt","port":8000,"targetPort":8000,"nodePort":30800,"protocol":"TCP"}],
+  "loadBalancerSourceRanges":["10.0.0.0/8","192.168.1.0/24"]}}
+EOF
+uid=$(kc get svc web -o jsonpath='{.metadata.uid}')
+lb="a$(tr -d - <<<"$uid" | cut -c1-31)"
+host_set() { [ -n "$(kc get svc web -o jsonpath='{.status.loadBalancer.ingress[0].hostname}')" ]; }
+if wait_until 40 host_set; then ok "the Service gets status.loadBalancer.ingress[].hostname"
+else fail "the Service gets a hostname" "$(tail -20 "$T_TMP/ccm1.log")"; fi
+create_calls=$(calls)
+t1=$(date +%s.%N)
+host=$(kc get svc web -o jsonpath='{.status.loadBalancer.ingress[0].hostname}')
+[ "$host" = "$(elb_py "$lb" "d['DNSName']")" ] && ok "the hostname is the ELB's DNS name ($lb)" \
+	|| fail "the hostname is the ELB's DNS name" "host=$host lb=$lb $(elb_py "$lb" "d")"
+
+got=$(elb_py "$lb" "sorted((l['Listener']['LoadBalancerPort'], l['Listener']['InstancePort'], l['Listener']['Protocol'], l['Listener']['InstanceProtocol']) for l in d['ListenerDescriptions'])")
+[ "$got" = "[(80, 30080, 'TCP', 'TCP'), (443, 30443, 'TCP', 'TCP'), (8000, 30800, 'TCP', 'TCP')]" ] &&
+	ok "listeners: each port to its NodePort, TCP" || fail "listeners" "$got"
+got=$(elb_py "$lb" "(d['HealthCheck']['Target'], d['HealthCheck']['HealthyThreshold'], d['HealthCheck']['UnhealthyThreshold'], d['HealthCheck']['Timeout'], d['HealthCheck']['Interval'])")
+[ "$got" = "('TCP:30080', 2, 6, 5, 10)" ] && ok "health check TCP on the first NodePort, 2/6/5/10" \
+	|| fail "health check" "$got"
+got=$(elb_py "$lb" "sorted(i['InstanceId'] for i in d['Instances'])")
+want=$(python3 -c "print(sorted(['$i1','$i2','$i3']))")
+[ "$got" = "$want" ] && ok "the three Nodes' instances are registered" || fail "instances registered" "$got want $want"
+got=$(elb_py "$lb" "(d['Scheme'], len(d['Subnets']) > 0, len(d['SecurityGroups']))")
+[ "$got" = "('internet-facing', True, 1)" ] && ok "internet-facing, in subnets, one security group" || fail "scheme/subnets/groups" "$got"
+sg=$(sg_py "k8s-elb-$lb" "g[0]['GroupId'] if g else 'NONE'")
+[ "$(elb_py "$lb" "d['SecurityGroups'][0]")" = "$sg" ] && ok "the ELB's group is k8s-elb-<name>" || fail "the ELB's group" "$sg"
+got=$(sg_py "k8s-elb-$lb" "sorted((p['IpProtocol'], p.get('FromPort'), r['CidrIp']) for p in g[0]['IpPermissions'] for r in p['IpRanges'])")
+want="[('icmp', 3, '10.0.0.0/8'), ('icmp', 3, '192.168.1.0/24'), ('tcp', 80, '10.0.0.0/8'), ('tcp', 80, '192.168.1.0/24'), ('tcp', 443, '10.0.0.0/8'), ('tcp', 443, '192.168.1.0/24'), ('tcp', 8000, '10.0.0.0/8'), ('tcp', 8000, '192.168.1.0/24')]"
+[ "$got" = "$want" ] && ok "the group admits each port (and ICMP 3/4) from the source ranges" || fail "ELB group rules" "$got"
+node_rule() { moto_py "
+i = ec2.describe_instances(InstanceIds=['$i1'])['Reservations'][0]['Instances'][0]
+g = ec2.describe_security_groups(GroupIds=[i['SecurityGroups'][0]['GroupId']])['SecurityGroups'][0]
+print(any(p['IpProtocol'] == '-1' and any(u['GroupId'] == '$sg' for u in p['UserIdGroupPairs']) for p in g['IpPermissions']))"; }
+[ "$(node_rule)" = True ] && ok "the node group admits all traffic from the ELB's group" || fail "node group rule" "$(node_rule)"
+[ "$(svc_py web "s['metadata'].get('finalizers')")" = "['service.kubernetes.io/load-balancer-cleanup']" ] &&
+	ok "the finalizer is on the Service" || fail "finalizer" "$(svc_py web "s['metadata']")"
+ev=$(events_of web)
+grep -q EnsuringLoadBalancer <<<"$ev" && grep -q EnsuredLoadBalancer <<<"$ev" && ok "Events EnsuringLoadBalancer, EnsuredLoadBalancer" \
+	|| fail "Events on the Service" "$ev"
+
+# re-syncs: a label (not read) costs nothing; an unrelated annotation re-checks everything
+ensured() { grep -c '"created the load balancer"\|ensure done' "$T_TMP/ccm1.log"; }
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+kc label svc web team=a >/dev/null
+sleep 3
+label_calls=$(calls)
+[ "$label_calls" = 0 ] && ok "a change the controller does not read costs no AWS call" || fail "label re-sync calls" "$label_calls"
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+n_ev=$(events_of web | tr ' ' '\n' | grep -c EnsuredLoadBalancer)
+kc annotate svc web example.com/x=1 >/dev/null
+more_ensured() { [ "$(events_of web | tr ' ' '\n' | grep -c EnsuredLoadBalancer)" -gt "$n_ev" ] || \
+	[ "$(kc get events -o json | python3 -c "import json,sys; print(sum(e.get('count',1) for e in json.load(sys.stdin)['items'] if e['reason']=='EnsuredLoadBalancer'))")" -gt "$n_ev" ]; }
+wait_until 20 more_ensured
+sleep 1
+verify_calls=$(calls)
+verify_log=$(tb_json "$FAULTPROXY_URL/_control/calls?log=100" | python3 -c 'import json,sys; print(" ".join(l["action"] for l in json.load(sys.stdin)["log"]))')
+[ "$verify_calls" -le 8 ] && ok "a full re-check of an unchanged ELB: $verify_calls calls ($verify_log)" \
+	|| fail "re-check calls bounded" "$verify_calls: $verify_log"
+grep -q "ModifyLoadBalancerAttributes" <<<"$verify_log" || true
+
+# Nodes: one goes, one comes, one is excluded
+inst() { elb_py "$lb" "' '.join(sorted(i['InstanceId'] for i in d['Instances']))"; }
+inst_is() { [ "$(inst)" = "$1" ]; }
+sorted_ids() { tr ' ' '\n' <<<"$*" | sort | tr '\n' ' ' | sed 's/ $//'; }
+kc delete node "$d3" >/dev/null
+want=$(sorted_ids "$i1 $i2")
+if wait_until 20 inst_is "$want"; then ok "a deleted Node's instance is deregistered"
+else fail "deleted Node deregistered" "$(inst)"; fi
+node_create "$d4" "aws:///us-east-1a/$i4"
+want=$(sorted_ids "$i1 $i2 $i4")
+if wait_until 20 inst_is "$want"; then ok "a new Node's instance is registered"
+else fail "new Node registered" "$(inst)"; fi
+kc label node "$d1" node.kubernetes.io/exclude-from-external-load-balancers=true >/dev/null
+want=$(sorted_ids "$i2 $i4")
+if wait_until 20 inst_is "$want"; then ok "a Node with the exclude label is deregistered"
+else fail "excluded Node deregistered" "$(inst)"; fi
+kc patch node "$d2" -p '{"spec":{"unschedulable":true}}' >/dev/null
+want=$i4
+if wait_until 20 inst_is "$want"; then ok "an unschedulable Node is deregistered"
+else fail "unschedulable Node deregistered" "$(inst)"; fi
+grep -q UpdatedLoadBalancer <<<"$(events_of web)" && ok "Event UpdatedLoadBalancer for the hosts" || fail "UpdatedLoadBalancer" "$(events_of web)"
+
+# an invalid annotation: an Event, nothing made
+kc create -f - >/dev/null <<'EOF'
+{"apiVersion":"v1","kind":"Service","metadata":{"name":"bad","namespace":"default",
+ "annotations":{"service.beta.kubernetes.io/aws-load-balancer-proxy-protocol":"yes"}},
+ "spec":{"type":"LoadBalancer","ports":[{"port":80,"nodePort":31080,"protocol":"TCP"}]}}
+EOF
+buid=$(kc get svc bad -o jsonpath='{.metadata.uid}')
+blb="a$(tr -d - <<<"$buid" | cut -c1-31)"
+rejected() { grep -q SyncLoadBalancerFailed <<<"$(events_of bad)"; }
+if wait_until 20 rejected; then ok "an invalid annotation gives a SyncLoadBalancerFailed Event"
+else fail "invalid annotation Event" "$(events_of bad)"; fi
+msg=$(kc get events -o json | python3 -c "import json,sys; print([e['message'] for e in json.load(sys.stdin)['items'] if e['involvedObject']['name']=='bad'][0])")
+grep -q "the only value supported currently is '\*'" <<<"$msg" && ok "the Event says why (upstream's message)" || fail "Event message" "$msg"
+[ "$(elb_py "$blb" "d")" = NONE ] && [ "$(sg_py "k8s-elb-$blb" "len(g)")" = 0 ] &&
+	[ "$(svc_py bad "s['metadata'].get('finalizers')")" = None ] &&
+	ok "nothing is made for it (no ELB, no group, no finalizer)" || fail "nothing made for the invalid Service" "$(elb_py "$blb" "d")"
+
+# delete: nothing left
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+kc delete svc web --wait=false >/dev/null
+gone() { ! kc get svc web >/dev/null 2>&1; }
+if wait_until 40 gone; then ok "the Service is deleted once its finalizer is removed"
+else fail "the Service is deleted" "$(tail -20 "$T_TMP/ccm1.log")"; fi
+delete_calls=$(calls)
+[ "$(elb_py "$lb" "d")" = NONE ] && ok "the ELB is deleted" || fail "ELB deleted" "$(elb_py "$lb" "d")"
+[ "$(sg_py "k8s-elb-$lb" "len(g)")" = 0 ] && ok "its security group is deleted" || fail "ELB group deleted" "$(sg_py "k8s-elb-$lb" "g")"
+[ "$(node_rule)" = False ] && ok "the node group's rule is revoked" || fail "node rule revoked" "$(node_rule)"
+left=$(moto_py "
+elb = client('elb')
+print(len(elb.describe_load_balancers()['LoadBalancerDescriptions']), len([g for g in ec2.describe_security_groups()['SecurityGroups'] if g['GroupName'].startswith('k8s-elb-')]))")
+[ "$left" = "0 0" ] && ok "moto holds no load balancer and no k8s-elb- group" || fail "moto state after delete" "$left"
+grep -q DeletedLoadBalancer <<<"$(events_of web)" && ok "Event DeletedLoadBalancer" || fail "DeletedLoadBalancer" "$(events_of web)"
+
+[ "$T_FAIL" = 0 ] || grep -E '^[EW]' "$T_TMP/ccm1.log" | head -20
+echo "# AWS calls: create $create_calls, re-sync after a label 0 = $label_calls, full re-check $verify_calls, delete $delete_calls"
+ccm_stop_check ccm1
+t_summary
