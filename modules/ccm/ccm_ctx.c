@@ -50,10 +50,11 @@ cJSON *ccm_node_transform(void *ud, cJSON *obj)
 {
 	static const char *const keep[] = {
 	    "metadata.uid",	    "metadata.labels",
-	    "metadata.annotations", "spec.providerID",
-	    "spec.taints",	    "spec.podCIDR",
-	    "spec.podCIDRs",	    "status.addresses",
-	    "status.conditions",    NULL,
+	    "metadata.annotations", "metadata.creationTimestamp", /* the tagging grace period */
+	    "spec.providerID",	    "spec.taints",
+	    "spec.podCIDR",	    "spec.podCIDRs",
+	    "status.addresses",	    "status.conditions",
+	    NULL,
 	};
 	cJSON *p = kube_project(obj, keep);
 	cJSON_Delete(obj);
