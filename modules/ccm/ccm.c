@@ -353,11 +353,15 @@ int ccm_wire(struct ccm_wiring *w)
 	    .name = "tagging-controller", .informers = {m->nodes},
 	    .reconcile = ccm_tag_reconcile, .start = ccm_tag_start, .ud = w->tagging,
 	    .workers = (int)f.tag_workers,
-	    /* failures retry from 500 ms, doubling up to 5 minutes; the bucket is
-	     * --tagging-controller-rate-limit and -burst-limit when both are set */
-	    .queue = {.base_delay_ns = 500 * NSEC_PER_MSEC, .max_delay_ns = 300 * NSEC_PER_SEC,
-		      .qps = w->tag_opts.rate_limited ? f.tag_rate : 0,
-		      .burst = w->tag_opts.rate_limited ? (int)f.tag_burst : 0},
+	    /* failures retry from 500 ms, doubling up to 5 minutes; rate-limited (both
+	     * --tagging-controller-rate-limit and -burst-limit set), every Node goes through
+	     * upstream's limiter: that bucket, and 5 ms doubling up to 1000 s per key */
+	    .queue = w->tag_opts.rate_limited
+			 ? (struct kube_wq_opts){.base_delay_ns = 5 * NSEC_PER_MSEC,
+						 .max_delay_ns = 1000 * NSEC_PER_SEC,
+						 .qps = f.tag_rate, .burst = (int)f.tag_burst}
+			 : (struct kube_wq_opts){.base_delay_ns = 500 * NSEC_PER_MSEC,
+						 .max_delay_ns = 300 * NSEC_PER_SEC},
 	    .disabled = !tagging};
 	/* clang-format on */
 	m->run = (struct controllers){.ctls = w->ctls,
