@@ -230,7 +230,7 @@ static bool client_error(const struct aws_error *e)
 static void tags_run(struct ccm_tag_ctl *ctl, bool create, const char **ids, size_t *idx,
 		     size_t n, int *res, struct aws_error *err, int depth)
 {
-	_cleanup_free_ const char **sub = calloc(n ? n : 1, sizeof(*sub));
+	_cleanup_free_ const char **sub = NULL;
 	_cleanup_free_ bool *named = NULL;
 	struct aws_error e;
 	size_t k, j;
@@ -238,7 +238,7 @@ static void tags_run(struct ccm_tag_ctl *ctl, bool create, const char **ids, siz
 
 	if (n == 0)
 		return;
-	if (!sub) {
+	if (!(sub = calloc(n, sizeof(*sub)))) {
 		for (k = 0; k < n; k++)
 			res[idx[k]] = -ENOMEM;
 		return;
