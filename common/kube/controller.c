@@ -22,6 +22,12 @@ int controller_add_after(struct controller *c, const char *key, int64_t delay_ns
 	return q ? kube_wq_add_after(q, key, delay_ns) : 0;
 }
 
+int controller_add_rate_limited(struct controller *c, const char *key)
+{
+	struct kube_wq *q = atomic_load_explicit(&c->q, memory_order_acquire);
+	return q ? kube_wq_add_rate_limited(q, key) : 0;
+}
+
 bool controller_running(struct controller *c)
 {
 	return atomic_load_explicit(&c->q, memory_order_acquire) != NULL;

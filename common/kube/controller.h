@@ -95,6 +95,9 @@ struct controller {
  * not run; otherwise kube_wq_add's result. */
 int controller_add(struct controller *c, const char *key);
 int controller_add_after(struct controller *c, const char *key, int64_t delay_ns);
+/* Through the queue's rate limiter (its bucket and the key's backoff), as client-go's
+ * AddRateLimited. */
+int controller_add_rate_limited(struct controller *c, const char *key);
 /* True while the controller's workers run. */
 bool controller_running(struct controller *c);
 

@@ -3,8 +3,8 @@
  * the ones without an effect here say so in --help), the start-up checks and the wiring: the
  * health endpoints, the Node informer and the table of controllers that controllers_run
  * (common/kube/controller.h) runs once this replica leads, until SIGTERM (releasing the Lease)
- * or at once when the Lease is lost. The controllers are in ccm_node.c, ccm_lifecycle.c and
- * ccm_route.c and ccm_svc.c; what they share in ccm_ctx.c. */
+ * or at once when the Lease is lost. The controllers are in ccm_node.c, ccm_lifecycle.c,
+ * ccm_route.c, ccm_svc.c and ccm_tagging.c; what they share in ccm_ctx.c. */
 #include "modules/ccm/ccm.h"
 
 #include <errno.h>
@@ -27,7 +27,9 @@
 
 static const char ccm_usage[] =
     "The AWS cloud-controller-manager: the cloud-node, cloud-node-lifecycle, route and service\n"
-    "controllers, with the upstream flags and cloud config (--cloud-config, INI [Global] and\n"
+    "controllers, and the tagging controller when asked for (--controllers=*,tagging\n"
+    "--tags=k=v --resources=instance), with the upstream flags and cloud config (--cloud-config,\n"
+    "INI [Global] and\n"
     "[ServiceOverride \"N\"] sections). Credentials come from the AWS SDKs' chain\n"
     "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity, shared files, container and\n"
     "instance-profile credentials); [Global] RoleARN is assumed on top. Called as\n"
@@ -42,6 +44,10 @@ static struct {
 	long long node_syncs, service_syncs;
 	char *bind_address, *cert_dir, *tls_cert_file, *tls_key_file;
 	long long secure_port;
+	char **tags, **resources;
+	double tag_rate;
+	long long tag_burst, tag_workers;
+	bool tag_batching;
 } f;
 
 /* clang-format off */
@@ -172,9 +178,21 @@ const struct flag ccm_flag_table[] = {
 	IGNORED("webhook-permit-address-sharing", FLAG_BOOL, "false",
 		"The webhook server's SO_REUSEADDR"),
 	/* the AWS provider's own controllers */
-	IGNORED("tags", FLAG_MAP, NULL, "Tags to apply to AWS resources in the tagging controller"),
-	IGNORED("resources", FLAG_STRLIST, NULL,
-		"AWS resources name to add/remove tags in the tagging controller"),
+	{ "tags", FLAG_MAP, &f.tags, NULL, NULL,
+	  "Tags to apply to AWS resources in the tagging controller, in a form of key=value." },
+	{ "resources", FLAG_STRLIST, &f.resources, NULL, NULL,
+	  "AWS resources name to add/remove tags in the tagging controller: instance." },
+	{ "tagging-controller-rate-limit", FLAG_FLOAT, &f.tag_rate, "0", NULL,
+	  "Steady-state rate (per second) at which the tagging controller takes Nodes from its "
+	  "queue. Zero (the default), or a zero burst, disables rate limiting." },
+	{ "tagging-controller-burst-limit", FLAG_INT, &f.tag_burst, "0", NULL,
+	  "Burst of the tagging controller's rate limit. Zero (the default) disables rate "
+	  "limiting.", 0, INT32_MAX },
+	{ "tagging-controller-concurrent-node-syncs", FLAG_INT, &f.tag_workers, "1", NULL,
+	  "Number of workers of the tagging controller.", 1, 64 },
+	{ "tagging-controller-enable-batching", FLAG_BOOL, &f.tag_batching, "true", NULL,
+	  "Tag and untag the instances of Nodes that come or go together in one CreateTags or "
+	  "DeleteTags call (up to 100 instances), instead of one call per Node." },
 	IGNORED("nodeipam-controller-rate-limit", FLAG_FLOAT, "0",
 		"The node IPAM controller's rate limit"),
 	IGNORED("nodeipam-controller-burst-limit", FLAG_INT, "0",
@@ -205,7 +223,7 @@ static const struct {
     {"cloud-node-lifecycle-controller", "cloud-node-lifecycle", CCM_CTL_LIFECYCLE, true},
     {"node-route-controller", "route", CCM_CTL_ROUTE, true},
     {"service-lb-controller", "service", CCM_CTL_SERVICE, true},
-    {"tagging-controller", NULL, CCM_CTL_TAGGING, false},
+    {"tagging-controller", "tagging", CCM_CTL_TAGGING, false},
     {"node-ipam-controller", NULL, CCM_CTL_NODE_IPAM, false},
 };
 
@@ -260,6 +278,7 @@ static void on_add(void *ud, const cJSON *obj)
 	ccm_node_changed(&w->ctls[CCM_C_NODE], NULL, obj);
 	ccm_route_changed(&w->ctls[CCM_C_ROUTE], NULL, obj);
 	ccm_svc_node_changed(&w->ctls[CCM_C_SERVICE], NULL, obj);
+	ccm_tag_changed(&w->ctls[CCM_C_TAGGING], NULL, obj);
 }
 
 static void on_update(void *ud, const cJSON *old, const cJSON *obj)
@@ -268,6 +287,7 @@ static void on_update(void *ud, const cJSON *old, const cJSON *obj)
 	ccm_node_changed(&w->ctls[CCM_C_NODE], old, obj);
 	ccm_route_changed(&w->ctls[CCM_C_ROUTE], old, obj);
 	ccm_svc_node_changed(&w->ctls[CCM_C_SERVICE], old, obj);
+	ccm_tag_changed(&w->ctls[CCM_C_TAGGING], old, obj);
 }
 
 static void on_delete(void *ud, const cJSON *obj)
@@ -278,6 +298,7 @@ static void on_delete(void *ud, const cJSON *obj)
 	ccm_node_deleted(&w->ctls[CCM_C_NODE], obj);
 	ccm_route_changed(&w->ctls[CCM_C_ROUTE], obj, NULL);
 	ccm_svc_node_changed(&w->ctls[CCM_C_SERVICE], obj, NULL);
+	ccm_tag_deleted(&w->ctls[CCM_C_TAGGING], obj);
 	/* its Events cannot repeat: the recorder's caches let the Node go */
 	if (w->m.rec) {
 		kube_event_ref_from(obj, &kube_nodes, &ref);
@@ -322,8 +343,11 @@ int ccm_wire(struct ccm_wiring *w)
 	bool route = (m->controllers & CCM_CTL_ROUTE) && set->routes;
 	int r;
 
+	bool tagging = m->controllers & CCM_CTL_TAGGING;
+
 	if ((r = ccm_node_new(m, &w->node)) < 0 || (route && (r = ccm_route_new(m, &w->route)) < 0) ||
-	    (r = ccm_svc_new(m, &w->svc)) < 0)
+	    (r = ccm_svc_new(m, &w->svc)) < 0 ||
+	    (r = ccm_tag_new(m, tagging ? &w->tag_opts : NULL, &w->tagging)) < 0)
 		return r;
 	/* clang-format off */
 	w->ctls[CCM_C_NODE] = (struct controller){
@@ -359,6 +383,20 @@ int ccm_wire(struct ccm_wiring *w)
 	    .workers = set->service_workers,
 	    .queue = {.base_delay_ns = 5 * NSEC_PER_SEC, .max_delay_ns = 300 * NSEC_PER_SEC},
 	    .disabled = !(m->controllers & CCM_CTL_SERVICE)};
+	w->ctls[CCM_C_TAGGING] = (struct controller){
+	    .name = "tagging-controller", .informers = {m->nodes},
+	    .reconcile = ccm_tag_reconcile, .start = ccm_tag_start, .ud = w->tagging,
+	    .workers = (int)f.tag_workers,
+	    /* failures retry from 500 ms, doubling up to 5 minutes; rate-limited (both
+	     * --tagging-controller-rate-limit and -burst-limit set), every Node goes through
+	     * upstream's limiter: that bucket, and 5 ms doubling up to 1000 s per key */
+	    .queue = w->tag_opts.rate_limited
+			 ? (struct kube_wq_opts){.base_delay_ns = 5 * NSEC_PER_MSEC,
+						 .max_delay_ns = 1000 * NSEC_PER_SEC,
+						 .qps = f.tag_rate, .burst = (int)f.tag_burst}
+			 : (struct kube_wq_opts){.base_delay_ns = 500 * NSEC_PER_MSEC,
+						 .max_delay_ns = 300 * NSEC_PER_SEC},
+	    .disabled = !tagging};
 	/* clang-format on */
 	m->run = (struct controllers){.ctls = w->ctls,
 				      .n = CCM_C_N,
@@ -375,6 +413,29 @@ static int fail(const char *fmt, const char *a)
 {
 	log_error(fmt, KV_S("error", a));
 	return 1;
+}
+
+/* The tagging controller's flags, checked as upstream's TaggingControllerOptions.Validate
+ * (which stops the process) when the controller is enabled. */
+static int tagging_apply(struct ccm_wiring *w)
+{
+	char err[256] = "";
+
+	ccm_tagset_release(&w->tag_opts.tags);
+	if (ccm_tagset_parse(f.tags, &w->tag_opts.tags, err, sizeof(err)) < 0 ||
+	    ccm_tagging_resources_check(f.resources, err, sizeof(err)) < 0) {
+		fprintf(stderr, "aws-k8s ccm: tagging controller inputs are not properly set: %s\n",
+			err);
+		return -EINVAL;
+	}
+	if (f.tag_rate < 0) {
+		fprintf(stderr, "aws-k8s ccm: --tagging-controller-rate-limit should not be less "
+				"than zero\n");
+		return -EINVAL;
+	}
+	w->tag_opts.batching = f.tag_batching;
+	w->tag_opts.rate_limited = f.tag_rate > 0 && f.tag_burst > 0;
+	return 0;
 }
 
 int ccm_flags_apply(struct ccm_wiring *w)
@@ -405,11 +466,11 @@ int ccm_flags_apply(struct ccm_wiring *w)
 	    .routes = f.allocate_node_cidrs && f.configure_cloud_routes,
 	    .cluster_name = f.cluster_name,
 	};
-	for (unsigned bit = CCM_CTL_TAGGING; bit <= CCM_CTL_NODE_IPAM; bit <<= 1)
-		if (m->controllers & bit)
-			log_info("controller not available in this build; skipped",
-				 KV_S("controller", bit == CCM_CTL_TAGGING ? "tagging-controller"
-									   : "node-ipam-controller"));
+	if (m->controllers & CCM_CTL_NODE_IPAM)
+		log_info("controller not available in this build; skipped",
+			 KV_S("controller", "node-ipam-controller"));
+	if ((m->controllers & CCM_CTL_TAGGING) && tagging_apply(w) < 0)
+		return 2;
 	if ((m->controllers & CCM_CTL_ROUTE) && !m->set.routes)
 		log_info("will not configure cloud provider routes",
 			 KV_B("allocate-node-cidrs", f.allocate_node_cidrs),
@@ -467,6 +528,8 @@ void ccm_wiring_release(struct ccm_wiring *w)
 	ccm_svc_free(w->svc);
 	kube_informer_free(m->services);
 	ccm_node_free(w->node);
+	ccm_tag_free(w->tagging);
+	ccm_tagset_release(&w->tag_opts.tags);
 	kube_informer_free(m->nodes);
 	kube_recorder_free(m->rec);
 	kube_client_free(m->kc);

@@ -6,6 +6,7 @@
  *   cloud-node-lifecycle  one key, every --node-monitor-period: NotReady Nodes
  *   route                 one key, every --route-reconciliation-period and on Node changes
  *   service               keys = Services of type LoadBalancer (and those with the finalizer)
+ *   tagging               keys = Node names (tag) and "untag/<instance ID>"; off by default
  *
  * They all read the one Node informer, and run only while this replica leads. The informer's
  * handlers (in ccm.c) pass each Node event to the *_changed / *_deleted hooks below. */
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include "modules/ccm/ccm_ctx.h"
+#include "modules/ccm/ccm_tags.h"
 
 /* cloud-node and cloud-node-status (ccm_node.c); ud of both: the struct ccm_node_ctl */
 struct ccm_node_ctl;
@@ -62,3 +64,23 @@ int ccm_route_pass(void *ud, const char *key, int64_t *requeue_after_ns);
 int ccm_route_start(struct controller *c);
 /* c: the route controller; node NULL for a deletion */
 void ccm_route_changed(struct controller *c, const cJSON *old, const cJSON *node);
+
+/* tagging (ccm_tagging.c); ud: the struct ccm_tag_ctl */
+struct ccm_tagging_opts {
+	struct ccm_tagset tags; /* moved into the controller */
+	bool batching;		/* false: one instance per call */
+	bool rate_limited;	/* keys queued through the queue's bucket (qps, burst) */
+	unsigned max_ids;	/* instances per call; 0: 100 */
+	int64_t window_ns;	/* 0: 100 ms after the last Node that came */
+	int64_t max_wait_ns;	/* 0: at most 1 s */
+};
+struct ccm_tag_ctl;
+/* Also registers the tagging metrics, which upstream exports whether the controller runs or
+ * not. o may be NULL (the controller is disabled). */
+int ccm_tag_new(struct ccm *m, struct ccm_tagging_opts *o, struct ccm_tag_ctl **ret);
+void ccm_tag_free(struct ccm_tag_ctl *ctl);
+int ccm_tag_reconcile(void *ud, const char *key, int64_t *requeue_after_ns);
+int ccm_tag_start(struct controller *c); /* queues the store's Nodes that need tagging */
+/* c: the tagging controller */
+void ccm_tag_changed(struct controller *c, const cJSON *old, const cJSON *node);
+void ccm_tag_deleted(struct controller *c, const cJSON *node);

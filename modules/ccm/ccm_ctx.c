@@ -56,10 +56,10 @@ cJSON *ccm_node_transform(void *ud, cJSON *obj)
 {
 	static const char *const keep[] = {
 	    "metadata.uid",	    "metadata.labels",
-	    "metadata.annotations", "spec.providerID",
-	    "spec.taints",	    "spec.podCIDR",
-	    "spec.unschedulable",
-	    "spec.podCIDRs",	    "status.addresses",
+	    "metadata.annotations", "metadata.creationTimestamp", /* the tagging grace period */
+	    "spec.providerID",	    "spec.taints",
+	    "spec.podCIDR",	    "spec.podCIDRs",
+	    "spec.unschedulable",   "status.addresses",
 	    "status.conditions",    NULL,
 	};
 	cJSON *p = kube_project(obj, keep);

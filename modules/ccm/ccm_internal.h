@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "common/base/flags.h"
+#include "modules/ccm/ccm_controllers.h"
 #include "modules/ccm/ccm_serve.h"
 
 enum {
@@ -27,11 +28,13 @@ int ccm_controllers_parse(char *const *list, unsigned *ret, char *err, size_t er
 extern const struct flag ccm_flag_table[];
 
 /* The controller table's rows. */
-enum { CCM_C_NODE, CCM_C_NODE_STATUS, CCM_C_LIFECYCLE, CCM_C_ROUTE, CCM_C_SERVICE, CCM_C_N };
+enum { CCM_C_NODE, CCM_C_NODE_STATUS, CCM_C_LIFECYCLE, CCM_C_ROUTE, CCM_C_SERVICE, CCM_C_TAGGING,
+       CCM_C_N };
 
 struct ccm_node_ctl;
 struct ccm_route_ctl;
 struct ccm_svc_ctl;
+struct ccm_tag_ctl;
 
 /* What ccm_main sets up: the process's state, the controllers' own state, the controller
  * table and the secure server's options. */
@@ -40,6 +43,8 @@ struct ccm_wiring {
 	struct ccm_node_ctl *node;
 	struct ccm_route_ctl *route;
 	struct ccm_svc_ctl *svc;
+	struct ccm_tag_ctl *tagging;
+	struct ccm_tagging_opts tag_opts; /* from the flags, moved into the controller */
 	struct controller ctls[CCM_C_N];
 	struct ccm_serve_opts serve;
 };

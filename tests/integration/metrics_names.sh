@@ -30,16 +30,21 @@ vpc = ec2.describe_vpcs()['Vpcs'][0]['VpcId']
 ec2.create_route_table(VpcId=vpc, TagSpecifications=[{'ResourceType': 'route-table',
     'Tags': [{'Key': 'kubernetes.io/cluster/$CLUSTER', 'Value': 'owned'}]}])" >/dev/null
 # a call that AWS refuses (403, not retried) and one throttled past its retries
+# (and a CreateTags refused once, so that the tagging controller's error counter has a series)
 tb_post "$FAULTPROXY_URL/_control/faults" '[{"service":"ec2","action":"DescribeRouteTables","effect":"error","code":"UnauthorizedOperation","status":403,"count":2},
-	{"service":"ec2","action":"DescribeInstances","effect":"throttle","count":3}]' >/dev/null
-ccm_start ccm1 --allocate-node-cidrs=true --cluster-cidr=10.244.0.0/16 || fail "ccm starts"
+	{"service":"ec2","action":"DescribeInstances","effect":"throttle","count":3},
+	{"service":"ec2","action":"CreateTags","effect":"error","code":"UnauthorizedOperation","status":403,"count":1}]' >/dev/null
+ccm_start ccm1 --allocate-node-cidrs=true --cluster-cidr=10.244.0.0/16 \
+	--controllers='*,tagging' --tags=team=a --resources=instance || fail "ccm starts"
 node_create "$d1" "" 10.244.1.0/24
 ccm_scrape() { curl -sk "https://127.0.0.1:$CCM_PORT_ccm1/metrics" >"$T_TMP/ccm.prom"; }
 ccm_ready() {
 	ccm_scrape && grep -q '^cloudprovider_aws_api_request_duration_seconds_count{request="describe_instance"}' "$T_TMP/ccm.prom" &&
 		grep -q '^cloudprovider_aws_api_request_duration_seconds_count{request="describe_route_tables"}' "$T_TMP/ccm.prom" &&
 		grep -q '^cloudprovider_aws_api_request_errors{request="describe_route_tables"}' "$T_TMP/ccm.prom" &&
-		grep -q '^cloudprovider_aws_api_throttled_requests_total{operation_name="DescribeInstances"}' "$T_TMP/ccm.prom"
+		grep -q '^cloudprovider_aws_api_throttled_requests_total{operation_name="DescribeInstances"}' "$T_TMP/ccm.prom" &&
+		grep -q '^cloudprovider_aws_tagging_controller_work_item_duration_seconds_count{latency_type="work_item_processing_time"}' "$T_TMP/ccm.prom" &&
+		grep -q '^cloudprovider_aws_tagging_controller_work_item_errors_total{error_type="total_errors"' "$T_TMP/ccm.prom"
 }
 if wait_until 30 ccm_ready; then ok "ccm: the calls made are counted, request values in snake case as upstream (describe_instance, describe_route_tables)"
 else fail "ccm: calls counted in snake case" "$(grep '^cloudprovider' "$T_TMP/ccm.prom" | head -20)"; fi

@@ -90,7 +90,7 @@ TEST(ccm_flags_deckhouse_manifest)
 	ASSERT_EQ(w.ctls[CCM_C_NODE].workers, 1);
 	ASSERT_EQ(w.ctls[CCM_C_SERVICE].workers, 1); /* --concurrent-service-syncs */
 	for (int i = 0; i < CCM_C_N; i++)
-		ASSERT_FALSE(w.ctls[i].disabled);
+		ASSERT_EQ(w.ctls[i].disabled, i == CCM_C_TAGGING); /* off by default, as upstream */
 	ASSERT_NULL(w.serve.cert_dir);
 	ASSERT_NULL(w.serve.cert_file);
 	ASSERT_STREQ(w.m.set.cluster_name, "kubernetes");
@@ -167,6 +167,69 @@ TEST(ccm_flags_land_where_read)
 	ASSERT_STREQ(w.serve.cert_dir, "/tmp/cd");
 	ASSERT_STREQ(w.serve.cert_file, "/c.crt");
 	ASSERT_STREQ(w.serve.key_file, "/k.key");
+	ccm_wiring_release(&w);
+	flags_free(ccm_flag_table);
+}
+
+/* The tagging controller's flags: on with --controllers (upstream's key "tagging"), the tags
+ * sorted with their checksum, the workers, the bucket only with both rate and burst. */
+TEST(ccm_flags_tagging)
+{
+	const char *a1[] = {"ccm",
+			    "--cloud-provider=aws",
+			    "--controllers=*,tagging",
+			    "--tags=team=storage,env=prod",
+			    "--resources=instance",
+			    "--tagging-controller-concurrent-node-syncs=3",
+			    "--tagging-controller-rate-limit=2.5",
+			    "--tagging-controller-burst-limit=7",
+			    "--tagging-controller-enable-batching=false"};
+	const char *a2[] = {"ccm", "--cloud-provider=aws", "--controllers=*,tagging-controller",
+			    "--tags=a=b", "--resources=instance",
+			    "--tagging-controller-rate-limit=5"};
+	struct ccm_wiring w = {0};
+
+	ASSERT_OK(apply(ARRAY_SIZE(a1), a1, &w));
+	ASSERT_TRUE(w.m.controllers & CCM_CTL_TAGGING);
+	ASSERT_FALSE(w.ctls[CCM_C_TAGGING].disabled);
+	ASSERT_STREQ(w.ctls[CCM_C_TAGGING].name, "tagging-controller");
+	ASSERT_EQ(w.ctls[CCM_C_TAGGING].workers, 3);
+	ASSERT_TRUE(w.ctls[CCM_C_TAGGING].queue.qps == 2.5);
+	ASSERT_EQ(w.ctls[CCM_C_TAGGING].queue.burst, 7);
+	ASSERT_FALSE(w.tag_opts.batching);
+	ASSERT_TRUE(w.tag_opts.rate_limited);
+	ccm_wiring_release(&w);
+	/* a rate without a burst: no bucket, as upstream */
+	ASSERT_OK(apply(ARRAY_SIZE(a2), a2, &w));
+	ASSERT_FALSE(w.ctls[CCM_C_TAGGING].disabled);
+	ASSERT_FALSE(w.tag_opts.rate_limited);
+	ASSERT_TRUE(w.ctls[CCM_C_TAGGING].queue.qps == 0);
+	ASSERT_TRUE(w.tag_opts.batching);
+	ccm_wiring_release(&w);
+	flags_free(ccm_flag_table);
+}
+
+/* The tagging controller enabled with inputs upstream's Validate refuses: a usage error. Not
+ * enabled, they are not looked at. */
+TEST(ccm_flags_tagging_refuses)
+{
+	const char *a1[] = {"ccm", "--cloud-provider=aws", "--controllers=*,tagging",
+			    "--resources=instance"};
+	const char *a2[] = {"ccm", "--cloud-provider=aws", "--controllers=*,tagging", "--tags=a=b"};
+	const char *a3[] = {"ccm", "--cloud-provider=aws", "--controllers=*,tagging", "--tags=a=b",
+			    "--resources=volume"};
+	const char *a4[] = {"ccm", "--cloud-provider=aws", "--controllers=*,tagging", "--tags=a=b",
+			    "--resources=instance", "--tagging-controller-rate-limit=-1"};
+	const char *a5[] = {"ccm", "--cloud-provider=aws", "--resources=volume"};
+	struct ccm_wiring w = {0};
+
+	ASSERT_EQ(apply(ARRAY_SIZE(a1), a1, &w), 1002);
+	ASSERT_EQ(apply(ARRAY_SIZE(a2), a2, &w), 1002);
+	ASSERT_EQ(apply(ARRAY_SIZE(a3), a3, &w), 1002);
+	ASSERT_EQ(apply(ARRAY_SIZE(a4), a4, &w), 1002);
+	ccm_wiring_release(&w);
+	ASSERT_OK(apply(ARRAY_SIZE(a5), a5, &w));
+	ASSERT_TRUE(w.ctls[CCM_C_TAGGING].disabled);
 	ccm_wiring_release(&w);
 	flags_free(ccm_flag_table);
 }
@@ -287,6 +350,9 @@ TEST(ccm_flags_every_upstream_flag)
 	    "--webhook-secure-port=10260",
 	    "--tags=a=b",
 	    "--resources=instance",
+	    "--tagging-controller-rate-limit=0",
+	    "--tagging-controller-burst-limit=0",
+	    "--tagging-controller-concurrent-node-syncs=1",
 	    "--disabled-metrics=x",
 	    "--log-flush-frequency=5s",
 	    "--vmodule=x=2",
@@ -336,6 +402,7 @@ TEST(ccm_flags_controllers)
 	ASSERT_EQ(ctl("cloud-node,route", &r), CCM_CTL_NODE | CCM_CTL_ROUTE);
 	ASSERT_EQ(ctl("cloud-node-controller", &r), CCM_CTL_NODE);
 	ASSERT_EQ(ctl("*,tagging-controller", &r), def | CCM_CTL_TAGGING);
+	ASSERT_EQ(ctl("*,tagging", &r), def | CCM_CTL_TAGGING); /* upstream's key */
 	/* the first explicit mention wins */
 	ASSERT_EQ(ctl("-route,route,*", &r), def & ~CCM_CTL_ROUTE);
 	ASSERT_EQ(ctl("route,-route", &r), CCM_CTL_ROUTE);
