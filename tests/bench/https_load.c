@@ -35,9 +35,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *url = argv[1], *ca = argc > 5 ? argv[5] : NULL;
-	int total = atoi(argv[2]), conc = atoi(argv[3]), fresh = strcmp(argv[4], "fresh") == 0;
-	if (total <= 0 || conc <= 0 || conc > total)
+	char *end1, *end2;
+	long total_l = strtol(argv[2], &end1, 10), conc_l = strtol(argv[3], &end2, 10);
+	if (*end1 || *end2 || total_l <= 0 || total_l > 1000000 || conc_l <= 0 || conc_l > total_l) {
+		fprintf(stderr, "https_load: TOTAL and CONCURRENCY: 1 <= CONCURRENCY <= TOTAL <= 1000000\n");
 		return 2;
+	}
+	int total = (int)total_l, conc = (int)conc_l, fresh = strcmp(argv[4], "fresh") == 0;
 	curl_global_init(CURL_GLOBAL_ALL);
 	CURLM *m = curl_multi_init();
 	CURL **h = calloc((size_t)conc, sizeof(*h));

@@ -205,12 +205,12 @@ TEST(ccm_lb_wanted_and_nodes)
 	/* target-node-labels */
 	struct ccm_lb_spec *s = calloc(1, sizeof(*s));
 	s->n_node_labels = 1;
-	strcpy(s->node_labels[0].key, "role");
-	strcpy(s->node_labels[0].value, "lb");
+	snprintf(s->node_labels[0].key, sizeof(s->node_labels[0].key), "%s", "role");
+	snprintf(s->node_labels[0].value, sizeof(s->node_labels[0].value), "%s", "lb");
 	ASSERT_OK(json_parse(nodes[0], strlen(nodes[0]), &j, NULL));
 	ASSERT_TRUE(ccm_lb_node_eligible(j, s, id, sizeof(id)));
 	ASSERT_STREQ(id, "i-1");
-	strcpy(s->node_labels[0].value, "web");
+	snprintf(s->node_labels[0].value, sizeof(s->node_labels[0].value), "%s", "web");
 	ASSERT_FALSE(ccm_lb_node_eligible(j, s, id, sizeof(id)));
 	cJSON_Delete(j);
 	free(s);
@@ -250,7 +250,7 @@ TEST(ccm_lb_subnets)
 	ASSERT_STREQ(chosen[0], "subnet-0c");
 	ASSERT_STREQ(chosen[1], "subnet-1a");
 	/* without the role tag, the cluster tag wins over the lower ID */
-	strcpy(sn[2].id, "subnet-zz");
+	snprintf(sn[2].id, sizeof(sn[2].id), "%s", "subnet-zz");
 	sn[2].role_elb = false;
 	ASSERT_OK(ccm_lb_pick_subnets(sn, n, s, chosen, 8, &nc, err, sizeof(err)));
 	ASSERT_STREQ(chosen[0], "subnet-0b");
@@ -261,13 +261,13 @@ TEST(ccm_lb_subnets)
 	ASSERT_STREQ(chosen[1], "subnet-1p");
 	/* the subnets annotation: by ID and by Name */
 	s->n_subnets = 2;
-	strcpy(s->subnets[0], "private-b");
-	strcpy(s->subnets[1], "subnet-0a");
+	snprintf(s->subnets[0], sizeof(s->subnets[0]), "%s", "private-b");
+	snprintf(s->subnets[1], sizeof(s->subnets[1]), "%s", "subnet-0a");
 	ASSERT_OK(ccm_lb_pick_subnets(sn, n, s, chosen, 8, &nc, err, sizeof(err)));
 	ASSERT_EQ(nc, 2);
 	ASSERT_STREQ(chosen[0], "subnet-0a");
 	ASSERT_STREQ(chosen[1], "subnet-1p");
-	strcpy(s->subnets[1], "missing");
+	snprintf(s->subnets[1], sizeof(s->subnets[1]), "%s", "missing");
 	ASSERT_ERR(ccm_lb_pick_subnets(sn, n, s, chosen, 8, &nc, err, sizeof(err)), ENOENT);
 	/* nothing public */
 	s->n_subnets = 0;
@@ -342,8 +342,8 @@ TEST(ccm_lb_sg_rules_and_plan)
 	s->hc.interval = 10;
 	e->l[1].node_port = 30443;
 	e->n_subnets = 2;
-	strcpy(e->subnets[1], "subnet-1a");
-	strcpy(e->instances[1], "i-2");
+	snprintf(e->subnets[1], sizeof(e->subnets[1]), "%s", "subnet-1a");
+	snprintf(e->instances[1], sizeof(e->instances[1]), "%s", "i-2");
 	ASSERT_OK(ccm_elb_plan_make(s, e, subnets, 2, sgs, 1, ids, 2, p));
 	ASSERT_TRUE(ccm_elb_plan_empty(p));
 	ccm_elb_plan_release(p);
