@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests: product
 # (runs $AWS_K8S ccm through ccm_start in ccm_lib.sh)
+# parallel: no (counts calls early and late in a 30 s throttling window: other programs on the cores shift that window)
 # AWS throttles every EC2 call for 30 seconds (RequestLimitExceeded from the fault proxy) while
 # three Nodes join: the ccm slows down (fewer calls at the end of the window than at its
 # start, a bounded total), changes nothing half-way, and once the throttling stops it

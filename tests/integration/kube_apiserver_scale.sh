@@ -2,6 +2,7 @@
 # tests: peers
 # sanitizer-pass: skip (tests the Python fakes only; aws-k8s is not run)
 # The fake kube-apiserver holds 5,000 Nodes and 20,000 Pods and lists them quickly.
+# parallel: no (time limits on listing 5,000 Nodes and 20,000 Pods)
 . "$(dirname "$0")/../lib/testlib.sh"
 
 PORT=$(free_port)
