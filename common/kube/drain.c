@@ -60,7 +60,7 @@ static int dpod_cmp(const void *a, const void *b)
 
 static struct dpod *dpod_find(struct drain *d, const char *ns, const char *name)
 {
-	struct dpod k;
+	struct dpod k = {0};
 
 	if (str_printf(k.key, sizeof(k.key), "%s/%s", ns, name) < 0)
 		return NULL;

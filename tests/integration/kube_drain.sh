@@ -79,3 +79,74 @@ check "drain evicts 3, skips the DaemonSet and mirror pods" grep -q "result=ok e
 check "kubectl: ds and mirror stay on n1, other stays on n2" \
 	test "$(k get pods -o json | jq -r '[.items[].metadata.name] | sort | join(",")')" = "ds,mirror,other"
 check "3 evictions sent" test "$(reqs 'create pods/eviction')" = 3
+
+# --- a PodDisruptionBudget blocks, then allows (changed mid-drain) ---
+node n3
+node n4
+{
+	pod web-1 n3 ReplicaSet '' '{"app":"web"}'
+	pod web-2 n3 ReplicaSet '' '{"app":"web"}'
+	pod web-3 n4 ReplicaSet '' '{"app":"web"}'
+} | while read -r line; do kd create pods - <<<"$line" >/dev/null; done
+printf '{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","metadata":{"name":"web","namespace":"default"},"spec":{"minAvailable":3,"selector":{"matchLabels":{"app":"web"}}}}' | kcreate poddisruptionbudgets
+ctl DELETE requests >/dev/null
+t0=$(date +%s%N)
+bg drain3 "$AWS_K8S" kube-debug --kubeconfig "$KC" drain n3 --eviction-retry 1s --duration 60s
+check "the drain reports the blocked evictions" wait_for "$T_TMP/drain3.log" 'eviction blocked, will retry' 20
+sleep 2.5
+n=$(reqs 'create pods/eviction')
+s=$((($(ms_since "$t0") + 999) / 1000))
+check "blocked evictions retried after the 1 s delay, not in a hot loop ($n in ${s} s for 2 pods)" \
+	test "$n" -ge 4 -a "$n" -le $((2 * (s + 1)))
+check "both pods still there while blocked" test "$(k get pods -l app=web -o name | wc -l)" = 3
+k patch pdb web --type merge -p '{"spec":{"minAvailable":1}}' >/dev/null
+check "once the PDB allows it the drain ends" wait_for "$T_TMP/drain3.log" '^drain: result=ok evicted=2 ' 30
+check "kubectl: only web-3 (on n4) is left" test "$(k get pods -l app=web -o jsonpath='{.items[*].metadata.name}')" = web-3
+
+# --- the deadline: a PDB that never allows it ---
+pod web-4 n3 ReplicaSet '' '{"app":"web"}' | kd create pods - >/dev/null
+k patch pdb web --type merge -p '{"spec":{"minAvailable":2}}' >/dev/null
+t0=$(date +%s%N)
+out=$(kd drain n3 --eviction-retry 500ms --duration 3s 2>/dev/null)
+ms=$(ms_since "$t0")
+check "the drain times out (ETIMEDOUT) with the blocked pod counted" grep -q "result=ETIMEDOUT evicted=0 skipped=0 refused=0 blocked_by_pdb=1 remaining=1" <<<"$out"
+check "the error names the pod still there" grep -q "1 pod(s) still on node n3: default/web-4 (disruption budget)" <<<"$out"
+check "at the deadline (3 s, took $ms ms)" test "$ms" -ge 2900 -a "$ms" -lt 10000
+
+# --- SIGTERM mid-drain stops promptly; a second run finishes the job ---
+bg drain4 "$AWS_K8S" kube-debug --kubeconfig "$KC" drain n3 --eviction-retry 1s --duration 120s
+wait_for "$T_TMP/drain4.log" 'eviction blocked, will retry' 20
+if stop_within "$(cat "$T_TMP/drain4.pid")" 5 "the drain"; then
+	check "a cancelled drain exits 1" test "$STOP_RC" = 1
+fi
+check "it says it was cancelled" grep -q "^drain: result=ECANCELED .*remaining=1" "$T_TMP/drain4.log"
+k delete pdb web >/dev/null
+out=$(kd drain n3)
+check "a new drain finishes the job" grep -q "result=ok evicted=1 " <<<"$out"
+
+# --- wait until the pod is gone: a finalizer keeps it after the eviction ---
+pod slow n3 ReplicaSet | jq -c '.metadata.finalizers=["example.com/hold"]' | kd create pods - >/dev/null
+bg drain5 "$AWS_K8S" kube-debug --kubeconfig "$KC" drain n3 --duration 60s
+check "the eviction is accepted" wait_for "$T_TMP/drain5.log" '^evicted default/slow$' 20
+sleep 1.5
+check "the drain waits while the pod is terminating" test -z "$(grep '^drain:' "$T_TMP/drain5.log")"
+k patch pod slow --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null
+check "the drain ends once the pod is gone" wait_for "$T_TMP/drain5.log" '^drain: result=ok evicted=1 ' 20
+
+# --- 200 pods ---
+node n9
+for i in $(seq 200); do pod "p$i" n9 ReplicaSet; done | jq -s '{"apiVersion":"v1","kind":"List","items":.}' >"$T_TMP/pods.json"
+k create -f "$T_TMP/pods.json" >/dev/null
+check "200 pods on n9" test "$(k get pods --field-selector spec.nodeName=n9 -o name | wc -l)" = 200
+ctl DELETE requests >/dev/null
+t0=$(date +%s%N)
+out=$(kd drain n9 --quiet)
+ms=$(ms_since "$t0")
+check "200 pods drained" grep -q "result=ok evicted=200 skipped=0 refused=0 blocked_by_pdb=0 remaining=0" <<<"$out"
+check "kubectl: none left on n9" test "$(k get pods --field-selector spec.nodeName=n9 -o name | wc -l)" = 0
+ev=$(reqs 'create pods/eviction')
+ls=$(reqs 'list pods')
+check "one eviction per pod ($ev) and few lists ($ls)" test "$ev" = 200 -a "$ls" -le 5
+echo "# 200 pods: ${ms} ms, $ev evictions, $ls lists"
+
+t_summary
