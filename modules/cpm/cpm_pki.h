@@ -2,7 +2,7 @@
  *
  * The input is a plain struct (the config parser fills it from a kubeadm ClusterConfiguration /
  * InitConfiguration; `cpm certs converge` from its flags). Everything is written under
- * input->root (as kubeadm's --rootfs): ROOT/etc/kubernetes/pki/..., ROOT/etc/kubernetes/*.conf.
+ * input->root (as kubeadm's --rootfs): ROOT/etc/kubernetes/pki/NAME.{crt,key}, ROOT/etc/kubernetes/NAME.conf.
  *
  *   struct cpm_pki_input in = {.root = dir, .node_name = "master-0",
  *                              .advertise_address = "10.0.0.5",
@@ -70,10 +70,12 @@ struct cpm_pki_input {
 
 /* The certificates and keys under ROOT/etc/kubernetes/pki. */
 int cpm_pki_converge(const struct cpm_pki_input *in, bool dry_run, struct cpm_report *rep);
-/* admin.conf, super-admin.conf, controller-manager.conf, scheduler.conf (and kubelet.conf, the
+/* NOT IMPLEMENTED YET (declared for the callers to come; no definition links):
+ * admin.conf, super-admin.conf, controller-manager.conf, scheduler.conf (and kubelet.conf, the
  * symlink when asked) under ROOT/etc/kubernetes; needs the CA from ROOT/etc/kubernetes/pki. */
 int cpm_kubeconfigs_converge(const struct cpm_pki_input *in, bool dry_run,
 			     struct cpm_report *rep);
 
-/* `aws-k8s cpm certs check-expiration|renew <name|all>|converge [flags]`: argv[0] is "certs". */
+/* NOT IMPLEMENTED YET (no definition links):
+ * `aws-k8s cpm certs check-expiration|renew <name|all>|converge [flags]`: argv[0] is "certs". */
 int cpm_certs_main(int argc, char **argv);
