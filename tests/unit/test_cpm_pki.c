@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -308,4 +309,104 @@ TEST(cpm_pki_refuses_missing_ca_and_bad_input)
 	ASSERT_ERR(converge(&in, false, &rep), EINVAL);
 	ASSERT_CONTAINS(rep.steps[rep.n - 1].detail, "service subnet");
 	cpm_report_release(&rep);
+}
+
+/* Runs argv (no shell) and returns its stdout and stderr (at most 64 KiB; NULL when it cannot
+ * start); *status gets the exit status. */
+static char *run_capture(const char *const argv[], int *status)
+{
+	size_t cap = 1 << 16, len = 0;
+	char *out = calloc(1, cap);
+	int p[2], st = -1;
+	pid_t pid;
+
+	if (!out || pipe(p) < 0) {
+		free(out);
+		return NULL;
+	}
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	for (ssize_t n; pid > 0 && len + 1 < cap && (n = read(p[0], out + len, cap - 1 - len)) > 0;)
+		len += (size_t)n;
+	close(p[0]);
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	*status = pid > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return out;
+}
+
+/* Every leaf: `openssl verify` against its CA, and `openssl x509 -text` field by field against
+ * tests/data/cpm/kubeadm-certs.tsv (kubeadm's table for this input). */
+TEST(cpm_pki_openssl_matches_kubeadm_table)
+{
+	struct cpm_report rep = { 0 };
+	char *tsv = test_read_file("tests/data/cpm/kubeadm-certs.tsv", NULL);
+	int rows = 0;
+	ASSERT_NOT_NULL(tsv);
+	ASSERT_OK(setup("openssl"));
+	struct cpm_pki_input in = input(0);
+	ASSERT_EQ(converge(&in, false, &rep), 1);
+	cpm_report_release(&rep);
+
+	char *save = NULL;
+	for (char *line = strtok_r(tsv, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[5], *s2 = NULL, crt[700], ca[700];
+		int n = 0, st;
+		if (line[0] == '#')
+			continue;
+		for (char *c = strtok_r(line, "\t", &s2); c && n < 5; c = strtok_r(NULL, "\t", &s2))
+			f[n++] = c;
+		ASSERT_EQ(n, 5);
+		rows++;
+		snprintf(crt, sizeof(crt), "%s/etc/kubernetes/pki/%s.crt", root, f[0]);
+		snprintf(ca, sizeof(ca), "%s/etc/kubernetes/pki/%s.crt", root, f[1]);
+		const char *const verify[] = { "openssl", "verify", "-CAfile", ca, crt, NULL };
+		char *out = run_capture(verify, &st);
+		ASSERT_NOT_NULL(out);
+		if (st == 127) {
+			free(out);
+			free(tsv);
+			TEST_SKIP("no openssl on PATH");
+		}
+		ASSERT_EQ(st, 0);
+		ASSERT_CONTAINS(out, ": OK");
+		free(out);
+
+		const char *const text[] = { "openssl", "x509", "-noout", "-text", "-in", crt, NULL };
+		out = run_capture(text, &st);
+		ASSERT_NOT_NULL(out);
+		ASSERT_EQ(st, 0);
+		char want[256];
+		snprintf(want, sizeof(want), "Subject: %s\n", f[2]);
+		ASSERT_CONTAINS(out, want);
+		ASSERT_CONTAINS(out, "CA:FALSE");
+		ASSERT_CONTAINS(out, "Digital Signature, Key Encipherment"); /* RSA leaf */
+		snprintf(want, sizeof(want), "X509v3 Extended Key Usage: \n                %s\n", f[3]);
+		ASSERT_CONTAINS(out, want);
+		size_t nsans = 0, seen = 0;
+		if (strcmp(f[4], "-") != 0) {
+			char *s3 = NULL;
+			for (char *t = strtok_r(f[4], ",", &s3); t; t = strtok_r(NULL, ",", &s3)) {
+				snprintf(want, sizeof(want), "%s", t);
+				ASSERT_CONTAINS(out, want);
+				nsans++;
+			}
+		}
+		for (const char *p = out; (p = strstr(p, "DNS:")); p += 4)
+			seen++;
+		for (const char *p = out; (p = strstr(p, "IP Address:")); p += 11)
+			seen++;
+		ASSERT_EQ(seen, nsans);
+		free(out);
+	}
+	ASSERT_EQ(rows, NLEAVES);
+	free(tsv);
 }
