@@ -1,0 +1,81 @@
+/* The control-plane PKI and kubeconfigs as kubeadm writes them, converged on Deckhouse's rules.
+ *
+ * The input is a plain struct (the config parser fills it from a kubeadm ClusterConfiguration /
+ * InitConfiguration; `cpm certs converge` from its flags). Everything is written under
+ * input->root (as kubeadm's --rootfs): ROOT/etc/kubernetes/pki/NAME.{crt,key}, ROOT/etc/kubernetes/NAME.conf.
+ *
+ *   struct cpm_pki_input in = {.root = dir, .node_name = "master-0",
+ *                              .advertise_address = "10.0.0.5",
+ *                              .service_subnet = "10.96.0.0/12",
+ *                              .control_plane_endpoint = "127.0.0.1:6445", .kube_minor = 33};
+ *   struct cpm_report rep = {0};
+ *   r = cpm_pki_converge(&in, false, &rep);
+ *   if (r >= 0) r = cpm_kubeconfigs_converge(&in, false, &rep);
+ *
+ * The CAs (ca, front-proxy-ca, etcd/ca) are inputs, as Deckhouse installs them from the Secret
+ * d8-pki: read, never made or rotated (a missing one is -ENOENT with its path). sa.key/sa.pub
+ * are made as kubeadm does only when both are missing; sa.pub is rewritten from sa.key when it
+ * is missing or does not match it.
+ *
+ * A leaf certificate (apiserver, apiserver-kubelet-client, apiserver-etcd-client,
+ * front-proxy-client, etcd/server, etcd/peer, etcd/healthcheck-client) is (re)made with a new
+ * key when: its .crt or .key is missing or unreadable, the key does not match, it was not issued
+ * by the current CA, its subject (CN, O) or SANs differ from kubeadm's table, or fewer than
+ * CPM_RENEW_BEFORE_S remain (an expired one included: nothing here needs an API server). A
+ * kubeconfig is recreated when it does not parse, lacks its cluster/user/certificate, names
+ * another server or CA, its user (CN/O) differs, or its certificate is within CPM_RENEW_BEFORE_S
+ * of expiring. Files: certificates 0644, keys and kubeconfigs 0600, replaced atomically.
+ *
+ * dry_run: nothing is written; each step that would change says so (CPM_STEP_WOULD_CHANGE and
+ * why). Each file is one step in the report, named by its path under ROOT/etc/kubernetes
+ * ("pki/apiserver.crt", "admin.conf"); the detail says why it changed. Returns 0 when nothing
+ * changed (or would), 1 when something did (or would), -errno on the first failure (a FAILED
+ * step says which and why; later steps are not attempted). */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "modules/cpm/cpm_report.h"
+
+#define CPM_RENEW_BEFORE_S ((int64_t)30 * 24 * 3600)
+#define CPM_DEFAULT_CERT_VALIDITY_S ((int64_t)365 * 24 * 3600)
+/* kubeadm's CertificateBackdate: a new certificate's not-before is this long before now. */
+#define CPM_CERT_BACKDATE_S ((int64_t)5 * 60)
+
+enum cpm_key_algo {
+	CPM_KEY_RSA2048 = 0, /* kubeadm's default */
+	CPM_KEY_ECDSA_P256,
+};
+
+struct cpm_pki_input {
+	const char *root;		    /* NULL or "": "/" */
+	const char *node_name;		    /* required */
+	const char *advertise_address;	    /* required: the node's IP (MY_IP) */
+	int bind_port;			    /* the apiserver's port; 0: 6443 */
+	const char *cluster_name;	    /* the kubeconfigs' cluster name; NULL: "kubernetes" */
+	const char *service_subnet;	    /* "10.96.0.0/12" (first of "a,b"); NULL: 10.96.0.0/12 */
+	const char *dns_domain;		    /* NULL: "cluster.local" */
+	const char *control_plane_endpoint; /* "host[:port]"; NULL/"": advertise:bind_port */
+	const char *const *apiserver_cert_sans;	  /* NULL-terminated DNS names or IPs; may be NULL */
+	const char *const *etcd_server_cert_sans; /* idem */
+	const char *const *etcd_peer_cert_sans;	  /* idem */
+	enum cpm_key_algo algo;
+	int64_t cert_validity_s; /* 0: CPM_DEFAULT_CERT_VALIDITY_S */
+	int64_t ca_validity_s;	 /* informational: CAs are inputs; 0: 10 years */
+	int64_t now;		 /* unix seconds; 0: the clock */
+	int kube_minor;		 /* 1.<minor>; >= 29: group kubeadm:cluster-admins; 0: 33 */
+	bool write_kubelet_conf;	/* also converge kubelet.conf (system:node:<name>) */
+	bool root_kubeconfig_symlink;	/* ROOT/root/.kube/config -> /etc/kubernetes/admin.conf */
+};
+
+/* The certificates and keys under ROOT/etc/kubernetes/pki. */
+int cpm_pki_converge(const struct cpm_pki_input *in, bool dry_run, struct cpm_report *rep);
+/* NOT IMPLEMENTED YET (declared for the callers to come; no definition links):
+ * admin.conf, super-admin.conf, controller-manager.conf, scheduler.conf (and kubelet.conf, the
+ * symlink when asked) under ROOT/etc/kubernetes; needs the CA from ROOT/etc/kubernetes/pki. */
+int cpm_kubeconfigs_converge(const struct cpm_pki_input *in, bool dry_run,
+			     struct cpm_report *rep);
+
+/* NOT IMPLEMENTED YET (no definition links):
+ * `aws-k8s cpm certs check-expiration|renew <name|all>|converge [flags]`: argv[0] is "certs". */
+int cpm_certs_main(int argc, char **argv);
