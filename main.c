@@ -20,6 +20,7 @@
 #include "modules/csi-client/csi_client.h"
 #include "modules/csi-controller/csi_controller.h"
 #include "modules/csi-node/csi_node.h"
+#include "modules/discoverer/discoverer.h"
 #include "modules/ebs-csi-driver/ebs_csi_driver.h"
 #include "modules/kube-debug/kube_debug.h"
 #include "modules/serve/serve.h"
@@ -100,6 +101,8 @@ static const struct cmd commands[] = {
 	  version_ebs_csi },
 	{ "csi-node", csi_node_main, "the EBS CSI node plugin (a DaemonSet on every node)", "node",
 	  version_ebs_csi },
+	{ "discoverer", discoverer_main,
+	  "the cloud-data-discoverer: permission conditions, instance types, discovery data" },
 	{ "ebs-csi-driver", ebs_csi_driver_main,
 	  "the EBS CSI driver as upstream runs it: ebs-csi-driver controller|node|all|metadataLabeler", NULL,
 	  version_ebs_csi },
@@ -120,7 +123,7 @@ static const struct {
 };
 
 /* The commands deploy/ names for the components still to come. */
-static const char *const to_come[] = { "nth", "rbac-proxy", "discoverer", "cpm" };
+static const char *const to_come[] = { "nth", "rbac-proxy", "cpm" };
 
 /* 1 and *ret for a command or an upstream name it replaces, 0 for an unknown name, -ENOSYS for
  * a component not built yet. */

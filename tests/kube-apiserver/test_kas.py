@@ -11,7 +11,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 sys.dont_write_bytecode = True
 
-from kas import fields, patch, proto, selectors  # noqa: E402
+from kas import crdvalidate, fields, patch, proto, selectors  # noqa: E402
 
 
 def labels(sel, lab):
@@ -348,6 +348,34 @@ class FieldValidation(unittest.TestCase):
                                                                  "x-kubernetes-validations": [{"rule": "true"}]}}}}}]}}
         _out, errs = fields.check(node, crd)
         self.assertEqual(errs, ['unknown field "spec.versions[0].schema.openAPIV3Schema.properties.spec.bogus"'])
+
+    def test_custom_resource_values(self):
+        schema = {"type": "object", "properties": {"spec": {
+            "type": "object", "required": ["kind", "size"], "properties": {
+                "kind": {"type": "string", "enum": ["a", "b"]},
+                "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                "disk": {"type": "string", "default": "gp2"},
+                "name": {"type": "string", "minLength": 2, "pattern": "^x"},
+                "q": {"x-kubernetes-int-or-string": True},
+                "list": {"type": "array", "items": {"type": "string"}},
+                "tags": {"type": "object", "additionalProperties": {"type": "string"}}}}}}
+        ok = {"spec": {"kind": "a", "size": 3, "q": "10Mi", "list": ["y"], "tags": {"t": "v"}}}
+        self.assertEqual(crdvalidate.check(schema, ok), [])
+        self.assertEqual(ok["spec"]["disk"], "gp2")  # the default is filled in
+        bad = {"spec": {"kind": "c", "size": 0, "name": "y", "q": [1], "list": [3], "tags": {"t": 1}}}
+        self.assertEqual(crdvalidate.check(schema, bad), [
+            'spec.kind: Unsupported value: "c": supported values: "a", "b"',
+            "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1",
+            'spec.name: Invalid value: "y": spec.name in body should be at least 2 chars long',
+            "spec.name: Invalid value: \"y\": spec.name in body should match '^x'",
+            'spec.q: Invalid value: "array": spec.q in body must be of type integer,string: "array"',
+            'spec.list[0]: Invalid value: "integer": spec.list[0] in body must be of type string: "integer"',
+            'spec.tags.t: Invalid value: "integer": spec.tags.t in body must be of type string: "integer"'])
+        self.assertEqual(crdvalidate.check(schema, {"spec": {"size": "3"}}), [
+            "spec.kind: Required value",
+            'spec.size: Invalid value: "string": spec.size in body must be of type integer: "string"'])
+        self.assertEqual(crdvalidate.check(schema, {"spec": {"kind": "b", "size": 11}}),
+                         ["spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10"])
 
     def test_duplicate_lines(self):
         text = '{"apiVersion": "v1",\n "data": {"a": "1",\n  "a": "2"},\n "kind": "x", "kind": "y"}'

@@ -9,7 +9,7 @@ import random
 import time
 import uuid
 
-from . import fields
+from . import crdvalidate, fields
 from . import patch as patchmod
 from . import proto, selectors
 from .store import DUMPS, Gone, Item, obj_key
@@ -94,6 +94,20 @@ def invalid(res, name, msg):
     if res.group:
         d["group"] = res.group
     return ApiError(422, '%s "%s" is invalid: %s' % (res.kind, name, msg), details=d)
+
+
+def invalid_all(res, name, errs):
+    """422 Invalid with every field error, worded as the real server words several."""
+    causes = []
+    for e in errs:
+        field, _, rest = e.partition(": ")
+        reason = {"Required value": "FieldValueRequired", "Unsupported value": "FieldValueNotSupported",
+                  "Too long": "FieldValueTooLong", "Too many": "FieldValueTooMany"}.get(
+                      rest.split(":")[0], "FieldValueInvalid")
+        causes.append({"reason": reason, "message": rest, "field": field})
+    text = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
+    d = {"name": name, "group": res.group, "kind": res.kind, "causes": causes}
+    return ApiError(422, '%s "%s" is invalid: %s' % (qualified(res), name, text), details=d)
 
 
 UNSUPPORTED = ("the body of the request was in an unknown format - accepted media types include: "
@@ -482,7 +496,12 @@ class Api:
                                 'does not match' % (kind, res.version, res.kind))
 
     def _defaults(self, res, obj, old):
-        """Server-side defaults of a few kinds; old is the previous object on update."""
+        """Server-side defaults of a few kinds; old is the previous object on update. A custom
+        resource gets its schema's defaults and is checked against it (422 Invalid)."""
+        if res.crd and isinstance(res.schema, dict):
+            errs = crdvalidate.check(res.schema, obj)
+            if errs:
+                raise invalid_all(res, (obj.get("metadata") or {}).get("name") or "", errs)
         kind = res.kind if not res.crd else None
         spec = obj.get("spec")
         if kind == "Pod":
