@@ -362,15 +362,17 @@ static int kube_setup(struct nth *n)
 				       .cancel = n->cancel };
 	r = kube_client_new(kc, &co, &n->kube);
 	kube_config_free(kc);
-	if (r < 0)
-		return log_error_errno(r, "failed to create the Kubernetes client");
+	if (r < 0) {
+		log_error("failed to create the Kubernetes client", KV_E(r));
+		return r;
+	}
 	if (!cfg.emit_events)
 		return 0;
 	struct kube_recorder_opts ro = { .component = "aws-node-termination-handler",
 					 .host = cfg.node_name };
 	if ((r = kube_recorder_new(n->kube, &ro, &n->rec)) < 0)
-		return log_error_errno(r, "failed to create the event recorder");
-	return 0;
+		log_error("failed to create the event recorder", KV_E(r));
+	return r < 0 ? r : 0;
 }
 
 /* Upstream retries the uncordon-after-reboot check for 8 s at startup. */
