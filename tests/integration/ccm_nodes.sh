@@ -195,8 +195,9 @@ if [ -n "$got" ]; then ok "the deletion is announced by an event"; else fail "th
 # ---- steady state: calls per period are bounded -------------------------------------------
 tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
 sleep 6
-n=$(calls)
-n_di=$(calls DescribeInstances)
+# one snapshot of the counts: two reads would let a call land between them
+read -r n n_di < <(tb_json "$FAULTPROXY_URL/_control/calls?log=0" |
+	jq -r '"\(.total) \(.counts["ec2:DescribeInstances"] // 0)"')
 # re-sync every 5 s (one DescribeInstances for the 5 initialized Nodes, so at least one in 6 s)
 # and nothing for Ready Nodes; the three uninitialized Nodes retry with backoff (DescribeInstances
 # by Name tag); nothing else

@@ -643,6 +643,8 @@ static int concurrent(int port, int n, const struct client *cl)
 		hs[i] = client_handle(port, "/who", cl, &gs[i]);
 		curl_easy_setopt(hs[i], CURLOPT_FRESH_CONNECT, 1L);
 		curl_easy_setopt(hs[i], CURLOPT_FORBID_REUSE, 1L);
+		/* a count, not a timing test: 200 handshakes on a loaded machine may take a while */
+		curl_easy_setopt(hs[i], CURLOPT_TIMEOUT_MS, 60000L);
 		curl_multi_add_handle(m, hs[i]);
 	}
 	while (running) {
