@@ -22,6 +22,7 @@
 #include "modules/csi-node/csi_node.h"
 #include "modules/ebs-csi-driver/ebs_csi_driver.h"
 #include "modules/kube-debug/kube_debug.h"
+#include "modules/rbac-proxy/rbac_proxy.h"
 #include "modules/serve/serve.h"
 #include "modules/version/version.h"
 
@@ -104,6 +105,8 @@ static const struct cmd commands[] = {
 	  "the EBS CSI driver as upstream runs it: ebs-csi-driver controller|node|all|metadataLabeler", NULL,
 	  version_ebs_csi },
 	{ "kube-debug", kube_debug_main, "drive the Kubernetes client core (tests, debugging)" },
+	{ "rbac-proxy", rbac_proxy_main,
+	  "kube-rbac-proxy: an HTTPS proxy that authorizes requests by TokenReview and SubjectAccessReview" },
 	{ "serve", serve_main, "serve only the shared metrics and health endpoints (diagnostics)" },
 	{ "version", version_main, "print the version, the commit and the library versions" },
 };
@@ -116,11 +119,11 @@ static const struct {
 	{ "aws-cloud-controller-manager", "ccm" },
 	{ "aws-ebs-csi-driver", "ebs-csi-driver" },
 	{ "node-termination-handler", NULL },
-	{ "kube-rbac-proxy", NULL },
+	{ "kube-rbac-proxy", "rbac-proxy" },
 };
 
 /* The commands deploy/ names for the components still to come. */
-static const char *const to_come[] = { "nth", "rbac-proxy", "discoverer", "cpm" };
+static const char *const to_come[] = { "nth", "discoverer", "cpm" };
 
 /* 1 and *ret for a command or an upstream name it replaces, 0 for an unknown name, -ENOSYS for
  * a component not built yet. */
