@@ -24,6 +24,7 @@
 #include "modules/ebs-csi-driver/ebs_csi_driver.h"
 #include "modules/kube-debug/kube_debug.h"
 #include "modules/nth/nth.h"
+#include "modules/rbac-proxy/rbac_proxy.h"
 #include "modules/serve/serve.h"
 #include "modules/version/version.h"
 
@@ -109,6 +110,8 @@ static const struct cmd commands[] = {
 	  version_ebs_csi },
 	{ "kube-debug", kube_debug_main, "drive the Kubernetes client core (tests, debugging)" },
 	{ "nth", nth_main, "the AWS node-termination-handler (IMDS and queue modes)" },
+	{ "rbac-proxy", rbac_proxy_main,
+	  "kube-rbac-proxy: an HTTPS proxy that authorizes requests by TokenReview and SubjectAccessReview" },
 	{ "serve", serve_main, "serve only the shared metrics and health endpoints (diagnostics)" },
 	{ "version", version_main, "print the version, the commit and the library versions" },
 };
@@ -121,11 +124,11 @@ static const struct {
 	{ "aws-cloud-controller-manager", "ccm" },
 	{ "aws-ebs-csi-driver", "ebs-csi-driver" },
 	{ "node-termination-handler", "nth" },
-	{ "kube-rbac-proxy", NULL },
+	{ "kube-rbac-proxy", "rbac-proxy" },
 };
 
 /* The commands deploy/ names for the components still to come. */
-static const char *const to_come[] = { "rbac-proxy", "cpm" };
+static const char *const to_come[] = { "cpm" };
 
 /* 1 and *ret for a command or an upstream name it replaces, 0 for an unknown name, -ENOSYS for
  * a component not built yet. */

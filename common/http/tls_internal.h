@@ -1,4 +1,4 @@
-/* What server.c, tls.c and tls_relay.c share, and nothing else uses.
+/* What server.c, tls.c and tls_relay.c share (and rbac-proxy's event loops: tls_src, tls_peer).
  *
  * HTTPS is served in front of libmicrohttpd, which parses HTTP only (it is built without TLS):
  * the relay's threads accept the TCP connections, do the TLS handshake with OpenSSL, then hand

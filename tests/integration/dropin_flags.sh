@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests: product
 # aws-k8s as a drop-in for the upstream binaries (issue 12): called through symlinks named like
-# them (aws-cloud-controller-manager, aws-ebs-csi-driver; node-termination-handler and
-# kube-rbac-proxy say they are not built yet), with the mode words the EBS chart passes
+# them (aws-cloud-controller-manager, aws-ebs-csi-driver, kube-rbac-proxy; node-termination-handler
+# says it is not built yet), with the mode words the EBS chart passes
 # (controller, node, all: the union of both), with the command lines the upstream charts
 # and Deckhouse pass, with every klog and component-base logging flag in Go's syntaxes (one
 # warning line names those without an effect; -v, --logging-format and --log-file work), and
@@ -139,11 +139,11 @@ started "aws-ebs-csi-driver all with a node id: serves until the endpoint fails"
 	--node-id=i-1234567890abcdef0 --availability-zone=us-east-1a
 started "aws-k8s ebs-csi-driver all" 1 "$NO_NODE_ID" "$AWS_K8S" ebs-csi-driver all --endpoint="$NOSOCK"
 
-# ---- names not built ----
-for n in kube-rbac-proxy; do
-	started "$n: not built yet" 1 "'$n' is not built yet" "$BIN/$n" --help
-	started "aws-k8s $n: not built yet" 1 "'$n' is not built yet" "$AWS_K8S" "$n"
-done
+# ---- kube-rbac-proxy, node-termination-handler, and a name not built ----
+started "kube-rbac-proxy --help: the rbac-proxy's flags" 0 "--secure-listen-address" "$BIN/kube-rbac-proxy" --help
+started "kube-rbac-proxy without --secure-listen-address: a usage error naming it" 2 "--secure-listen-address is required" \
+	"$BIN/kube-rbac-proxy" --upstream=http://127.0.0.1:1/
+started "aws-k8s cpm (deploy/README's name): not built yet" 1 "'cpm' is not built yet" "$AWS_K8S" cpm
 started "node-termination-handler without NODE_NAME: upstream's refusal" 2 "must provide a node-name" \
 	env -u NODE_NAME "$BIN/node-termination-handler"
 OUT=$T_TMP/mode.out
