@@ -22,6 +22,7 @@
 #include "modules/csi-node/csi_node.h"
 #include "modules/ebs-csi-driver/ebs_csi_driver.h"
 #include "modules/kube-debug/kube_debug.h"
+#include "modules/nth/nth.h"
 #include "modules/serve/serve.h"
 #include "modules/version/version.h"
 
@@ -104,6 +105,7 @@ static const struct cmd commands[] = {
 	  "the EBS CSI driver as upstream runs it: ebs-csi-driver controller|node|all|metadataLabeler", NULL,
 	  version_ebs_csi },
 	{ "kube-debug", kube_debug_main, "drive the Kubernetes client core (tests, debugging)" },
+	{ "nth", nth_main, "the AWS node-termination-handler (IMDS and queue modes)" },
 	{ "serve", serve_main, "serve only the shared metrics and health endpoints (diagnostics)" },
 	{ "version", version_main, "print the version, the commit and the library versions" },
 };
@@ -115,12 +117,12 @@ static const struct {
 } upstream[] = {
 	{ "aws-cloud-controller-manager", "ccm" },
 	{ "aws-ebs-csi-driver", "ebs-csi-driver" },
-	{ "node-termination-handler", NULL },
+	{ "node-termination-handler", "nth" },
 	{ "kube-rbac-proxy", NULL },
 };
 
 /* The commands deploy/ names for the components still to come. */
-static const char *const to_come[] = { "nth", "rbac-proxy", "discoverer", "cpm" };
+static const char *const to_come[] = { "rbac-proxy", "discoverer", "cpm" };
 
 /* 1 and *ret for a command or an upstream name it replaces, 0 for an unknown name, -ENOSYS for
  * a component not built yet. */

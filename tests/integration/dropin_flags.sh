@@ -140,11 +140,12 @@ started "aws-ebs-csi-driver all with a node id: serves until the endpoint fails"
 started "aws-k8s ebs-csi-driver all" 1 "$NO_NODE_ID" "$AWS_K8S" ebs-csi-driver all --endpoint="$NOSOCK"
 
 # ---- names not built ----
-for n in node-termination-handler kube-rbac-proxy; do
+for n in kube-rbac-proxy; do
 	started "$n: not built yet" 1 "'$n' is not built yet" "$BIN/$n" --help
 	started "aws-k8s $n: not built yet" 1 "'$n' is not built yet" "$AWS_K8S" "$n"
 done
-started "aws-k8s nth (deploy/README's name): not built yet" 1 "'nth' is not built yet" "$AWS_K8S" nth
+started "node-termination-handler without NODE_NAME: upstream's refusal" 2 "must provide a node-name" \
+	env -u NODE_NAME "$BIN/node-termination-handler"
 OUT=$T_TMP/mode.out
 "$BIN/aws-ebs-csi-driver" bogus >"$OUT" 2>&1
 rc=$?

@@ -235,7 +235,7 @@ if [ -n "$REAL" ]; then
 	out=$(in_root --user aws-cloud-controller-manager --version 2>&1)
 	check "aws-cloud-controller-manager --version through the link" grep -qx "Kubernetes v$VERSION" <<<"$out"
 	out=$(in_root --user node-termination-handler 2>&1)
-	check "node-termination-handler says it is not built yet" grep -q "is not built yet" <<<"$out"
+	check "node-termination-handler asks for its node name" grep -q "must provide a node-name" <<<"$out"
 	missing='' names=$(in_root --user aws-k8s --help | sed -n '/^Called by the name/,/^$/p' |
 		awk '/^  / { print $1 }')
 	for n in $names; do
