@@ -48,7 +48,7 @@ struct http_client {
 	size_t max_response;
 	bool insecure;
 	char *ca_file, *ca_pem, *cert_file, *key_file, *cert_pem, *key_pem;
-	char *user_agent, *unix_socket;
+	char *user_agent, *unix_socket, *proxy;
 
 	pthread_mutex_t lock; /* guards token and the idle pool */
 	char *token;
@@ -152,6 +152,7 @@ void http_client_free(struct http_client *c)
 	free(c->cert_pem);
 	free(c->user_agent);
 	free(c->unix_socket);
+	free(c->proxy);
 	free(c);
 }
 
@@ -192,6 +193,7 @@ int http_client_new(const struct http_client_opts *opts, struct http_client **re
 	    {opts->key_pem, &c->key_pem},
 	    {opts->user_agent ? opts->user_agent : "aws-k8s/" AWSK8S_VERSION, &c->user_agent},
 	    {opts->unix_socket, &c->unix_socket},
+	    {opts->proxy, &c->proxy},
 	    {opts->bearer_token && opts->bearer_token[0] ? opts->bearer_token : NULL, &c->token},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
@@ -540,6 +542,8 @@ static int setup(struct http_client *c, CURL *e, const struct http_request *req,
 		SET(CURLOPT_USERAGENT, c->user_agent);
 	if (c->unix_socket)
 		SET(CURLOPT_UNIX_SOCKET_PATH, c->unix_socket);
+	if (c->proxy)
+		SET(CURLOPT_PROXY, c->proxy);
 	r = setup_tls(c, e);
 	if (r < 0)
 		return r;

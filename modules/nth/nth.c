@@ -9,8 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/aws/imds.h"
+#include "common/base/buf.h"
+#include "common/base/cancel.h"
 #include "common/base/flags.h"
 #include "common/base/log.h"
+#include "common/http/server.h"
+#include "common/kube/config.h"
+#include "common/kube/events.h"
+#include "common/kube/rest.h"
+#include "common/metrics/metrics.h"
 
 static const char nth_usage[] =
 	"The AWS node-termination-handler: drains a Node before EC2 interrupts its instance.\n"
@@ -264,31 +272,197 @@ static void nth_config_logging(const struct nth_config *c)
 		log_verbosity = 4;
 }
 
+/* The /healthz of the probes server: upstream's body. */
+static int probe_healthz(void *ud, const struct http_server_request *req,
+			 struct http_server_reply *rep)
+{
+	rep->content_type = "application/json";
+	return http_reply_text(rep, 200, "{\"health\":\"OK\"}");
+}
+
+static int start_server(long long port, const char *what, struct http_server **ret)
+{
+	char bind[32];
+	int r;
+
+	str_printf(bind, sizeof(bind), ":%lld", port);
+	struct http_server_opts o = { .bind = bind };
+	if ((r = http_server_new(&o, ret)) < 0)
+		return log_error_errno(r, "failed to create the server", KV_S("server", what));
+	if (strcmp(what, "probes") == 0)
+		r = http_server_handle(*ret, cfg.probes_endpoint, false, probe_healthz, NULL);
+	else
+		r = http_server_add_standard(*ret);
+	if (r < 0 || (r = http_server_start(*ret)) < 0)
+		return log_error_errno(r, "failed to start the server", KV_S("server", what),
+				       KV_S("address", bind));
+	log_info("serving", KV_S("server", what), KV_I("port", http_server_port(*ret)));
+	return 0;
+}
+
+/* Reads what upstream reads at startup: the identity document, instance-life-cycle,
+ * local-hostname, public-hostname and public-ipv4 (the last two may be absent). */
+static int read_metadata(struct nth *n)
+{
+	struct aws_imds_identity id;
+	const struct {
+		const char *path;
+		char *dst;
+		size_t n;
+		bool optional;
+	} more[] = {
+		{ "meta-data/instance-life-cycle", n->instance_life_cycle,
+		  sizeof(n->instance_life_cycle), true },
+		{ "meta-data/local-hostname", n->local_hostname, sizeof(n->local_hostname), true },
+		{ "meta-data/public-hostname", n->public_hostname, sizeof(n->public_hostname), true },
+		{ "meta-data/public-ipv4", n->public_ipv4, sizeof(n->public_ipv4), true },
+	};
+	int r;
+
+	if ((r = aws_imds_identity(n->imds, &id)) < 0)
+		return log_error_errno(r, "failed to read the instance identity document",
+				       KV_S("metadata_url", cfg.metadata_url));
+	str_copy(n->account_id, sizeof(n->account_id), id.account_id);
+	str_copy(n->instance_id, sizeof(n->instance_id), id.instance_id);
+	str_copy(n->instance_type, sizeof(n->instance_type), id.instance_type);
+	str_copy(n->region, sizeof(n->region), id.region);
+	str_copy(n->zone, sizeof(n->zone), id.availability_zone);
+	str_copy(n->private_ip, sizeof(n->private_ip), id.private_ip);
+	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+		char *v = NULL;
+		if ((r = aws_imds_get(n->imds, more[i].path, &v)) == 0)
+			str_copy(more[i].dst, more[i].n, v);
+		else if (r != -ENOENT)
+			log_warn("failed to read metadata", KV_S("path", more[i].path), KV_E(r));
+		free(v);
+	}
+	log_info("instance metadata", KV_S("instance", n->instance_id),
+		 KV_S("type", n->instance_type), KV_S("zone", n->zone),
+		 KV_S("life_cycle", n->instance_life_cycle), KV_S("local_hostname", n->local_hostname));
+	return 0;
+}
+
+static int kube_setup(struct nth *n)
+{
+	struct kube_config *kc = NULL;
+	char err[512];
+	int r;
+
+	if (*cfg.kube_host)
+		setenv("KUBERNETES_SERVICE_HOST", cfg.kube_host, 1);
+	if (*cfg.kube_port)
+		setenv("KUBERNETES_SERVICE_PORT", cfg.kube_port, 1);
+	if ((r = kube_config_load(&(struct kube_config_opts){ 0 }, &kc, err, sizeof(err))) < 0) {
+		log_error("no Kubernetes configuration", KV_S("error", err), KV_E(r));
+		return r;
+	}
+	struct kube_client_opts co = { .component = "node-termination-handler",
+				       .qps = cfg.kube_api_qps,
+				       .burst = (int)cfg.kube_api_burst,
+				       .cancel = n->cancel };
+	r = kube_client_new(kc, &co, &n->kube);
+	kube_config_free(kc);
+	if (r < 0)
+		return log_error_errno(r, "failed to create the Kubernetes client");
+	if (!cfg.emit_events)
+		return 0;
+	struct kube_recorder_opts ro = { .component = "aws-node-termination-handler",
+					 .host = cfg.node_name };
+	if ((r = kube_recorder_new(n->kube, &ro, &n->rec)) < 0)
+		return log_error_errno(r, "failed to create the event recorder");
+	return 0;
+}
+
+/* Upstream retries the uncordon-after-reboot check for 8 s at startup. */
+static void uncordon_at_start(struct nth *n)
+{
+	int r = -EAGAIN;
+
+	for (int i = 0; i < 4 && r < 0 && r != -ENOENT; i++) {
+		if (i > 0 && cancel_wait(n->cancel, 2000000000LL))
+			return;
+		r = nth_uncordon_after_reboot(n);
+	}
+	if (r < 0)
+		log_error("failed to check the uncordon after a reboot", KV_S("node", cfg.node_name),
+			  KV_E(r));
+}
+
+static int run_imds(struct nth *n)
+{
+	struct aws_imds_opts io = { .endpoint = cfg.metadata_url,
+				    .attempts = (int)cfg.metadata_tries,
+				    .timeout_ns = 2000000000LL,
+				    .token_ttl_s = 3600 };
+	int r;
+
+	if ((r = aws_imds_new(&io, &n->imds)) < 0)
+		return log_error_errno(r, "failed to create the metadata client",
+				       KV_S("metadata_url", cfg.metadata_url));
+	if ((r = read_metadata(n)) < 0)
+		return r;
+	uncordon_at_start(n);
+	return nth_imds_run(n);
+}
+
+/* Queue mode is nth_sqs*.c's: until it is built, a clear refusal. */
+static int run_queue(struct nth *n)
+{
+	log_error("queue mode (ENABLE_SQS_TERMINATION_DRAINING) is not built yet in this aws-k8s");
+	return -EOPNOTSUPP;
+}
+
 int nth_main(int argc, char **argv)
 {
+	struct http_server *prom = NULL, *probes = NULL;
+	struct nth nth = { .cfg = &cfg, .cancel = cancel_root() };
 	int r, n = flags_parse("nth", nth_usage, nth_flags, argc, argv);
 
 	if (n < 0)
 		return flags_exit_code(n);
+	pthread_mutex_init(&nth.lock, NULL);
 	if (n > 0) {
 		fprintf(stderr, "aws-k8s nth: unexpected argument '%s'\n", argv[0]);
 		r = 2;
 		goto out;
 	}
-	if (nth_config_check(&cfg) < 0 || !cfg.managed_tag) {
+	if (nth_config_check(&cfg) < 0) {
 		r = 2;
 		goto out;
 	}
 	nth_config_deprecated(&cfg);
 	nth_config_logging(&cfg);
-	if (!cfg.managed_tag) {
-		r = 1;
+	if (!cfg.managed_tag || nth_webhook_init(&nth) < 0) {
+		r = 2;
 		goto out;
 	}
-	fprintf(stderr, "aws-k8s nth: %s mode is not built yet in this aws-k8s\n",
-		cfg.enable_sqs ? "queue (SQS)" : "IMDS");
+	log_info("aws-node-termination-handler starting", KV_S("node", cfg.node_name),
+		 KV_S("mode", cfg.enable_sqs ? "queue" : "imds"), KV_B("dry_run", cfg.dry_run),
+		 KV_B("cordon_only", cfg.cordon_only), KV_B("taint_node", cfg.taint_node),
+		 KV_I("node_termination_grace_period", cfg.node_termination_grace_s),
+		 KV_I("pod_termination_grace_period", cfg.pod_termination_grace_s));
 	r = 1;
+	if (cfg.enable_prometheus) {
+		metrics_register_process();
+		if (start_server(cfg.prometheus_port, "prometheus", &prom) < 0)
+			goto out;
+	}
+	if (cfg.enable_probes && start_server(cfg.probes_port, "probes", &probes) < 0)
+		goto out;
+	if (kube_setup(&nth) < 0)
+		goto out;
+	int rr = cfg.enable_sqs ? run_queue(&nth) : run_imds(&nth);
+	r = rr < 0 ? 1 : 0;
+	log_info("aws-node-termination-handler stopped", KV_I("drained", nth.drained),
+		 KV_I("failed", nth.failed));
 out:
+	kube_recorder_free(nth.rec);
+	kube_client_free(nth.kube);
+	aws_imds_free(nth.imds);
+	http_server_free(probes);
+	http_server_free(prom);
+	free(nth.webhook_template);
+	pthread_mutex_destroy(&nth.lock);
 	flags_free(nth_flags);
 	return r;
 }

@@ -156,7 +156,7 @@ struct nth {
 	struct kube_recorder *rec;  /* NULL unless EMIT_KUBERNETES_EVENTS */
 	struct aws_imds *imds;	    /* NULL in queue mode */
 	struct cancel *cancel;	    /* cancelled on SIGTERM/SIGINT */
-	char instance_id[32], instance_type[64], region[32], zone[40], private_ip[64],
+	char account_id[32], instance_id[32], instance_type[64], region[32], zone[40], private_ip[64],
 		local_hostname[256], public_hostname[256], public_ipv4[64], instance_life_cycle[32];
 	char *webhook_template;	    /* the template read (WEBHOOK_TEMPLATE or _FILE) */
 	pthread_mutex_t lock;	    /* guards what follows */
@@ -176,6 +176,16 @@ int nth_handle_event(struct nth *n, struct nth_event *ev);
 /* A canceled or completed event (scheduled maintenance): if no other active event holds the node,
  * uncordon it and remove NTH's labels and taints. 0, or -errno. */
 int nth_cancel_event(struct nth *n, struct nth_event *ev);
+
+/* At startup: if the node carries the UncordonAfterReboot action label and it rebooted since
+ * (now - action-time >= uptime), uncordon it and remove NTH's labels and taints. 0, or -errno. */
+int nth_uncordon_after_reboot(struct nth *n);
+
+/* Checks the webhook settings (headers JSON, template fields) and reads the template file into
+ * n->webhook_template; one line on stderr and -EINVAL when they are wrong. */
+int nth_webhook_init(struct nth *n);
+/* Renders the template for ev (exposed for tests). malloc'd string, or NULL with *err set. */
+char *nth_webhook_render(const struct nth *n, const struct nth_event *ev, char *err, size_t errlen);
 
 /* Sends the webhook for ev (after each drain attempt), if WEBHOOK_URL is set. */
 int nth_webhook_send(struct nth *n, const struct nth_event *ev);
