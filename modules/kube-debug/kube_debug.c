@@ -35,7 +35,13 @@ static const char kube_debug_usage[] =
     "  leader                       take part in leader election (--out FILE: write\n"
     "                               'IDENTITY NANOSECONDS' lines while leading)\n"
     "  event RES NAME TYPE REASON MESSAGE   record an Event --count times ('{i}' in\n"
-    "                               MESSAGE: the repeat's number)";
+    "                               MESSAGE: the repeat's number)\n"
+    "  drain NODE                   evict the node's pods (--duration: deadline, --grace-period,\n"
+    "                               --ignore-daemonsets, --delete-emptydir-data, --force,\n"
+    "                               --eviction-retry, --parallel, --dry-run); does not cordon\n"
+    "  cordon NODE | uncordon NODE  set or clear spec.unschedulable\n"
+    "  taint NODE KEY[=VALUE]:EFFECT   add a taint; KEY[:EFFECT]- removes it\n"
+    "  label NODE KEY=VALUE         set a node label; KEY- removes it";
 
 static const struct flag kube_debug_flags[] = {
     KUBE_FLAGS,
@@ -67,6 +73,17 @@ static const struct flag kube_debug_flags[] = {
     {"group", FLAG_STRING, &dbg.group, NULL, NULL, "API group of an access review."},
     {"out", FLAG_STRING, &dbg.out, NULL, NULL, "Leader: file to append 'ID NS' lines to."},
     {"identity", FLAG_STRING, &dbg.identity, NULL, NULL, "Leader identity (default: host_uuid)."},
+    {"ignore-daemonsets", FLAG_BOOL, &dbg.ignore_daemonsets, "true", NULL,
+     "Drain: skip DaemonSet pods (else the drain is refused)."},
+    {"delete-emptydir-data", FLAG_BOOL, &dbg.delete_emptydir, "false", NULL,
+     "Drain: evict pods with emptyDir volumes (else the drain is refused)."},
+    {"force", FLAG_BOOL, &dbg.force, "false", NULL,
+     "Drain: evict pods no controller manages (else the drain is refused)."},
+    {"dry-run", FLAG_BOOL, &dbg.dry_run, "false", NULL, "Drain: count, evict nothing."},
+    {"eviction-retry", FLAG_DURATION, &dbg.eviction_retry, "5s", NULL,
+     "Drain: wait after an eviction refused by a PodDisruptionBudget."},
+    {"parallel", FLAG_INT, &dbg.parallel, "8", NULL, "Drain: evictions in flight at once.", 1,
+     64},
     {"quiet", FLAG_BOOL, &dbg.quiet, "false", NULL, "Print summaries only."},
     LOG_FLAGS,
     {NULL},
@@ -89,6 +106,9 @@ static int run_action(struct kube_client *kc, int n, char **args)
 	    {"raw", 1, false},		{"watch", 1, true},
 	    {"informer", 1, true},	{"sync", 1, false},
 	    {"leader", 0, false},	{"event", 5, true},
+	    {"drain", 1, false},	{"cordon", 1, false},
+	    {"uncordon", 1, false},	{"taint", 2, false},
+	    {"label", 2, false},
 	};
 	size_t i;
 
@@ -132,6 +152,14 @@ static int run_action(struct kube_client *kc, int n, char **args)
 		return dbg_sync(kc, args[0]);
 	if (!strcmp(a, "leader"))
 		return dbg_leader(kc);
+	if (!strcmp(a, "drain"))
+		return dbg_drain(kc, args[0]);
+	if (!strcmp(a, "cordon") || !strcmp(a, "uncordon"))
+		return dbg_cordon(kc, args[0], a[0] == 'c');
+	if (!strcmp(a, "taint"))
+		return dbg_taint(kc, args[0], args[1]);
+	if (!strcmp(a, "label"))
+		return dbg_label(kc, args[0], args[1]);
 	return dbg_event(kc, &res, args + 1);
 }
 

@@ -12,8 +12,9 @@ struct dbg_opts {
 	char *ns, *label, *field, *rv, *transform, *propagation, *pre_uid, *pre_rv, *group, *out,
 	    *identity;
 	bool cluster_scoped, quiet;
-	long long limit, count, watch_timeout, grace, max_event;
-	int64_t duration, resync;
+	bool ignore_daemonsets, delete_emptydir, force, dry_run; /* drain */
+	long long limit, count, watch_timeout, grace, max_event, parallel;
+	int64_t duration, resync, eviction_retry;
 };
 extern struct dbg_opts dbg;
 
@@ -42,3 +43,9 @@ int dbg_informer(struct kube_client *kc, const struct kube_resource *res);
 int dbg_sync(struct kube_client *kc, const char *resources);
 int dbg_leader(struct kube_client *kc);
 int dbg_event(struct kube_client *kc, const struct kube_resource *res, char **args);
+
+/* kube_debug_drain.c: node actions (common/kube/drain.h) */
+int dbg_drain(struct kube_client *kc, const char *node);
+int dbg_cordon(struct kube_client *kc, const char *node, bool on);
+int dbg_taint(struct kube_client *kc, const char *node, const char *spec);
+int dbg_label(struct kube_client *kc, const char *node, const char *spec);
