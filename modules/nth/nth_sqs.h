@@ -68,3 +68,34 @@ void nth_sqs_parsed_release(struct nth_sqs_parsed *p);
 /* "SPOT_ITN", "REBALANCE_RECOMMENDATION", "STATE_CHANGE", "ASG_LIFECYCLE", "ASG_LAUNCH_LIFECYCLE",
  * "SCHEDULED_EVENT": upstream's kinds. */
 const char *nth_sqs_kind_name(enum nth_sqs_kind k);
+
+/* ---- the queue loop (nth_sqs.c) ---- */
+
+struct nth;
+
+/* Queue mode: long-polls QUEUE_URL until n->cancel is cancelled and acts on each message with
+ * at most WORKERS messages in hand:
+ *   - SKIP and INVALID messages are logged once and deleted;
+ *   - each event's instance is described (EC2): an instance EC2 says does not exist
+ *     (InvalidInstanceID.NotFound: a foreign account's or a gone one), one without a private
+ *     DNS name that is not running, and with CHECK_TAG_BEFORE_DRAINING one without the
+ *     MANAGED_TAG key, is skipped; a message whose events are all skipped is deleted;
+ *   - the Node is found by providerID (USE_PROVIDER_ID), else by the label
+ *     kubernetes.io/hostname (private DNS name or its first label), else by name; no Node
+ *     leaves the message (or deletes it with DELETE_SQS_MSG_IF_NODE_NOT_FOUND);
+ *   - nth_handle_event drains it; ASG terminations get heartbeats (HEARTBEAT_INTERVAL) during
+ *     the drain and CompleteLifecycleAction(CONTINUE) after it (COMPLETE_LIFECYCLE_ACTION_
+ *     DELAY_SECONDS later); launches are completed once their Node is Ready;
+ *   - the message is deleted only when every event of it succeeded; any failure (taint,
+ *     cordon, drain, AWS) leaves it to come back after SQS_MSG_VISIBILITY_TIMEOUT_SEC. While a
+ *     message is handled its visibility is extended past the drain's deadline, so that it does
+ *     not come back to another worker in the middle.
+ * 0 on a stop, or -errno when the queue cannot be used (no region, bad URL). */
+int nth_sqs_run(struct nth *n);
+
+/* Counters of the loop (tests, bench): messages received, deleted, kept; events acted on and
+ * skipped. */
+struct nth_sqs_stats {
+	unsigned long received, deleted, kept, acted, skipped, receive_calls;
+};
+void nth_sqs_stats_get(struct nth_sqs_stats *ret);
