@@ -2,6 +2,7 @@
  * main function. The monitors are in nth_imds*.c (IMDS mode) and nth_sqs*.c (queue mode); acting
  * on an event is nth_handle.c. */
 #include "modules/nth/nth.h"
+#include "modules/nth/nth_sqs.h"
 
 #include <errno.h>
 #include <strings.h>
@@ -407,11 +408,10 @@ static int run_imds(struct nth *n)
 	return nth_imds_run(n);
 }
 
-/* Queue mode is nth_sqs*.c's: until it is built, a clear refusal. */
+/* Queue mode: nth_sqs*.c. */
 static int run_queue(struct nth *n)
 {
-	log_error("queue mode (ENABLE_SQS_TERMINATION_DRAINING) is not built yet in this aws-k8s");
-	return -EOPNOTSUPP;
+	return nth_sqs_run(n);
 }
 
 int nth_main(int argc, char **argv)
