@@ -62,7 +62,7 @@ static struct dpod *dpod_find(struct drain *d, const char *ns, const char *name)
 {
 	struct dpod k = {0};
 
-	if (str_printf(k.key, sizeof(k.key), "%s/%s", ns, name) < 0)
+	if (d->n == 0 || str_printf(k.key, sizeof(k.key), "%s/%s", ns, name) < 0)
 		return NULL;
 	return bsearch(&k, d->pods, d->n, sizeof(*d->pods), dpod_cmp);
 }
@@ -368,7 +368,8 @@ static int drain_run(struct drain *d, struct kube_drain_result *res)
 			   d->refused_names.data);
 		return -EPERM;
 	}
-	qsort(d->pods, d->n, sizeof(*d->pods), dpod_cmp);
+	if (d->n > 1) /* d->pods is NULL on a node without pods */
+		qsort(d->pods, d->n, sizeof(*d->pods), dpod_cmp);
 	for (size_t i = 1; i < d->n; i++)
 		if (strcmp(d->pods[i - 1].key, d->pods[i].key) == 0) {
 			str_printf(res->err, sizeof(res->err), "pod %s listed twice", d->pods[i].key);

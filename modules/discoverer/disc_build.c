@@ -38,7 +38,8 @@ cJSON *disc_catalog(struct disc_itype *t, size_t n)
 	char num[32];
 	cJSON *cat = cJSON_CreateObject(), *md, *list;
 
-	qsort(t, n, sizeof(*t), itype_cmp);
+	if (n > 1)
+		qsort(t, n, sizeof(*t), itype_cmp);
 	if (!cat || !cJSON_AddStringToObject(cat, "apiVersion", "deckhouse.io/v1alpha1") ||
 	    !cJSON_AddStringToObject(cat, "kind", "InstanceTypesCatalog") ||
 	    !(md = cJSON_AddObjectToObject(cat, "metadata")) ||
