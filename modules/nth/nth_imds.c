@@ -4,11 +4,12 @@
  * is handled once it is due (now >= start - NODE_TERMINATION_GRACE_PERIOD). A drain that did not
  * finish (a PodDisruptionBudget) is tried again 10 s later, never in a hot loop and never by
  * exiting. A canceled or completed scheduled event uncordons the node when no other handled event
- * holds it (handled: drained, or tried and blocked). The event uncordoned after a reboot at
- * startup is ignored, as upstream does: it can still be listed active. A malformed or failing
- * answer is logged once per distinct error (again after a good answer, a 404 included), counted
- * in events_error_total, and changes nothing: upstream's panic after four identical errors is
- * not copied. Event IDs are upstream's (the same taint and label values). */
+ * holds it (handled: drained, or tried and blocked; or, for an event this run never saw active,
+ * when the node carries its event-id label from an earlier run). The event uncordoned after a
+ * reboot at startup is ignored, as upstream does: it can still be listed active. A malformed or
+ * failing answer is logged once per distinct error (again after a good answer, a 404 included),
+ * counted in events_error_total, and changes nothing: upstream's panic after four identical
+ * errors is not copied. Event IDs are upstream's (the same taint and label values). */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>

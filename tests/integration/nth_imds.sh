@@ -160,7 +160,7 @@ expect_drained() {
 	check "$n: labelled with the event ID" test "${got##*|}" = "$v"
 	pods=$(k get pods -o jsonpath='{.items[*].metadata.name}' --field-selector "spec.nodeName=$n")
 	check "$n: the ReplicaSet pod was evicted, the DaemonSet pod is kept" test "$pods" = "$n-ds"
-	if wait_until 10 has_reasons "$n" "$@"; then ok "$n: Kubernetes events $* on the Node"
+	if wait_until 20 has_reasons "$n" "$@"; then ok "$n: Kubernetes events $* on the Node"
 	else fail "$n: Kubernetes events $*" "got $(reasons "$n")"; fi
 }
 # stopped LOG WHAT: SIGTERM, then exit 0 within 15 s, and no error logged on the way out
@@ -191,7 +191,7 @@ flow_sched() {
 	fake sched events "[$(ev system-reboot $E1 canceled)]"
 	wait_until 30 clean sched
 	check "sched: the event canceled: uncordoned, NTH's taint and labels removed" clean sched
-	wait_until 10 has_reasons sched Uncordon
+	wait_until 20 has_reasons sched Uncordon
 	check "sched: Kubernetes event Uncordon" has_reasons sched Uncordon
 	fake sched events "[$(ev system-reboot $E1 canceled),$(ev instance-stop $E2 active)]"
 	wait_until 30 p_cordoned sched
@@ -251,7 +251,7 @@ flow_pdb() {
 	check "pdb: the drain blocked past NODE_TERMINATION_GRACE_PERIOD (6 s) is left for later" \
 		wait_for "$T/nth-pdb.log" "trying again later" 40
 	check "pdb: cordoned, the pod still there" test "$(cordoned pdb && echo y)/$(pod_there pdb-web && echo y)" = "y/y"
-	wait_until 10 has_reasons pdb CordonAndDrainError
+	wait_until 20 has_reasons pdb CordonAndDrainError
 	check "pdb: Kubernetes event CordonAndDrainError" has_reasons pdb CordonAndDrainError
 	attempts() { count nth-pdb "handling interruption event"; }
 	two() { [ "$(attempts)" -ge 2 ]; }
@@ -370,7 +370,7 @@ flow_reb() {
 	id=$(v63 "rebalance-recommendation-$(sha "&{$t1}")")
 	check "rebmon (monitoring only): cordoned, tainted aws-node-termination-handler/rebalance-recommendation=<event ID>" \
 		test "$(cordoned rebmon && echo y)/$(taints rebmon)" = "y/keep=me:NoSchedule aws-node-termination-handler/rebalance-recommendation=$id:NoSchedule"
-	wait_until 10 has_reasons rebmon RebalanceRecommendation PreDrain Cordon
+	wait_until 20 has_reasons rebmon RebalanceRecommendation PreDrain Cordon
 	check "rebmon: Kubernetes events RebalanceRecommendation PreDrain Cordon" has_reasons rebmon RebalanceRecommendation PreDrain Cordon
 	more_polls rebmon events/recommendations/rebalance 3
 	check "rebmon: not drained (no CordonAndDrain event, both pods kept, no eviction)" \
