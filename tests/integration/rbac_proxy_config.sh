@@ -5,7 +5,9 @@
 # parameter (one SubjectAccessReview per value, 400 without one) and static rules (by user and by
 # a client certificate's group), --auth-token-audiences, --allow-paths (404 outside),
 # --forward-authorization-header, --proxy-endpoints-port, --tls-min-version, --tls-cipher-suites,
-# the HTTP/2 flags accepted with a warning and --oidc-issuer refused.
+# the HTTP/2 flags accepted with a warning and --oidc-issuer refused; an HTTPS upstream that
+# requires a client certificate (--upstream-ca-file, --upstream-client-cert-file/-key-file): its
+# certificate verified against the CA and its address.
 . "$(dirname "$0")/../lib/testlib.sh"
 
 KAS_PORT=$(free_port) UP_PORT=$(free_port) PX_PORT=$(free_port) EP_PORT=$(free_port)
@@ -114,6 +116,59 @@ grep "have no effect" "$T_TMP/proxy3.log" | grep -q "http2-max-concurrent-stream
 	fail "HTTP/2 flags: accepted, named in the start-up warning" "$(head -3 "$T_TMP/proxy3.log")"
 alpn=$(echo | openssl s_client -connect 127.0.0.1:$PX3_PORT -alpn h2,http/1.1 2>/dev/null </dev/null | grep -i "ALPN")
 grep -q "h2$" <<<"$alpn" && fail "no HTTP/2 offered by ALPN" "$alpn" || ok "no HTTP/2 offered by ALPN"
+
+# an HTTPS upstream requiring a client certificate
+ca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" -days 2 \
+	-keyout "$T_TMP/$1.key" -out "$T_TMP/$1.crt" 2>/dev/null; }
+# leaf NAME CA [SAN]: a certificate NAME signed by CA
+leaf() {
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+		-keyout "$T_TMP/$1.key" -out "$T_TMP/$1.csr" 2>/dev/null &&
+		openssl x509 -req -in "$T_TMP/$1.csr" -CA "$T_TMP/$2.crt" -CAkey "$T_TMP/$2.key" -days 2 \
+			${3:+-extfile <(printf 'subjectAltName=%s' "$3")} -out "$T_TMP/$1.crt" 2>/dev/null
+}
+ca up-ca && ca other-ca && ca up-client-ca && leaf up-server up-ca IP:127.0.0.1 &&
+	leaf up-wrong-name up-ca DNS:elsewhere.example && leaf proxy-client up-client-ca
+peer check "the certificates for the HTTPS upstream are made" test -s "$T_TMP/proxy-client.crt"
+UPS_PORT=$(free_port) UPW_PORT=$(free_port)
+REC2=$T_TMP/upstream-tls.jsonl
+bg upstream_tls "$T_ROOT/tests/rbac-upstream/run" --port "$UPS_PORT" --record "$REC2" \
+	--tls-cert "$T_TMP/up-server.crt" --tls-key "$T_TMP/up-server.key" --client-ca "$T_TMP/up-client-ca.crt"
+bg upstream_wrong "$T_ROOT/tests/rbac-upstream/run" --port "$UPW_PORT" --record "$T_TMP/wrong.jsonl" \
+	--tls-cert "$T_TMP/up-wrong-name.crt" --tls-key "$T_TMP/up-wrong-name.key"
+# up_ready: the HTTPS upstream answers a client with a certificate of its client CA
+up_ready() {
+	for _ in $(seq 150); do
+		curl -sk --cert "$T_TMP/proxy-client.crt" --key "$T_TMP/proxy-client.key" -o /dev/null \
+			"https://127.0.0.1:$UPS_PORT/ready" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+peer check "the HTTPS upstream answers" up_ready
+# uproxy NAME UPSTREAM-PORT ARGS...: a proxy without authorization in front of the HTTPS upstream
+uproxy() {
+	local name=$1 up=$2 port
+	shift 2
+	port=$(free_port)
+	bg "$name" "$AWS_K8S" rbac-proxy --secure-listen-address=127.0.0.1:$port --upstream=https://127.0.0.1:$up/ \
+		--kubeconfig="$T_TMP/kc" --ignore-paths=/* "$@"
+	wait_http "https://127.0.0.1:$port/livez-none" 20
+	UP_URL=https://127.0.0.1:$port
+}
+uproxy px_tls "$UPS_PORT" --upstream-ca-file="$T_TMP/up-ca.crt" \
+	--upstream-client-cert-file="$T_TMP/proxy-client.crt" --upstream-client-key-file="$T_TMP/proxy-client.key"
+status "HTTPS upstream: CA and client certificate" 200 "$UP_URL/tls"
+cn=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1].get("client_cn"))' "$REC2" 2>&1)
+[ "$cn" = proxy-client ] && ok "HTTPS upstream: it sees the proxy's client certificate" ||
+	fail "HTTPS upstream: it sees the proxy's client certificate" "$cn"
+uproxy px_nocert "$UPS_PORT" --upstream-ca-file="$T_TMP/up-ca.crt"
+status "HTTPS upstream: no client certificate, refused by it" 502 "$UP_URL/tls"
+uproxy px_othca "$UPS_PORT" --upstream-ca-file="$T_TMP/other-ca.crt" \
+	--upstream-client-cert-file="$T_TMP/proxy-client.crt" --upstream-client-key-file="$T_TMP/proxy-client.key"
+status "HTTPS upstream: its certificate from another CA" 502 "$UP_URL/tls"
+uproxy px_name "$UPW_PORT" --upstream-ca-file="$T_TMP/up-ca.crt"
+status "HTTPS upstream: its certificate for another name" 502 "$UP_URL/tls"
 
 "$AWS_K8S" rbac-proxy --secure-listen-address=127.0.0.1:$(free_port) --upstream=http://127.0.0.1:$UP_PORT/ \
 	--kubeconfig="$T_TMP/kc" --oidc-issuer=https://issuer.example >"$T_TMP/oidc.out" 2>&1
