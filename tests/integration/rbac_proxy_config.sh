@@ -5,7 +5,8 @@
 # parameter (one SubjectAccessReview per value, 400 without one) and static rules (by user and by
 # a client certificate's group), --auth-token-audiences, --allow-paths (404 outside),
 # --forward-authorization-header, --proxy-endpoints-port, --tls-min-version, --tls-cipher-suites,
-# the HTTP/2 flags accepted with a warning and --oidc-issuer refused; an HTTPS upstream that
+# the HTTP/2 flags accepted with a warning and --oidc-issuer refused; hop-by-hop headers; rewrites
+# by header (KUBE_RBAC_PROXY_CONFIG); an HTTPS upstream that
 # requires a client certificate (--upstream-ca-file, --upstream-client-cert-file/-key-file): its
 # certificate verified against the CA and its address.
 . "$(dirname "$0")/../lib/testlib.sh"
@@ -85,9 +86,35 @@ status "static rule by user: another namespace" 403 -H "Authorization: Bearer st
 status "static rule by a client certificate's group (O)" 200 --cert "$T_TMP/kc.mon.crt" --key "$T_TMP/kc.mon.key" "$PX/metrics?namespace=ns-x"
 [ "$(last x-remote-groups)" = "monitoring|system:authenticated" ] && ok "client certificate: groups = O" ||
 	fail "client certificate: groups = O" "$(last x-remote-groups)"
+# hop-by-hop headers, and a custom one the client's Connection header names, stay at the proxy
+status "hop-by-hop headers" 200 -H "$N" -H "Keep-Alive: timeout=5" -H "TE: trailers" -H "Upgrade: h2c" \
+	-H "Proxy-Authorization: Basic c2VjcmV0" -H "Proxy-Connection: keep-alive" -H "X-Hop: 1" \
+	-H "Connection: keep-alive, X-Hop" -H "X-End-To-End: 1" "$PX/metrics?namespace=ns-a"
+hops="$(last keep-alive)$(last te)$(last upgrade)$(last proxy-authorization)$(last proxy-connection)$(last x-hop)"
+[ -z "$hops" ] && [ "$(last x-end-to-end)" = 1 ] && ok "hop-by-hop headers removed, end-to-end ones kept" ||
+	fail "hop-by-hop headers removed, end-to-end ones kept" "$(tail -1 "$REC")"
 got=$(curl -sk --max-time 10 "https://127.0.0.1:$EP_PORT/healthz")
 [ "$got" = ok ] && ok "--proxy-endpoints-port: /healthz answers ok" || fail "--proxy-endpoints-port: /healthz answers ok" "$got"
 status "--proxy-endpoints-port: nothing else there" 404 "https://127.0.0.1:$EP_PORT/metrics?namespace=ns-a"
+
+# rewrites by header, from KUBE_RBAC_PROXY_CONFIG
+PX4_PORT=$(free_port)
+KUBE_RBAC_PROXY_CONFIG='
+authorization:
+  rewrites:
+    byHttpHeader:
+      name: X-Namespace
+  resourceAttributes:
+    namespace: "{{.Value}}"
+    resource: services
+    subresource: proxy
+    name: metrics
+' bg proxy4 "$AWS_K8S" rbac-proxy --secure-listen-address=127.0.0.1:$PX4_PORT \
+	--upstream=http://127.0.0.1:$UP_PORT/ --kubeconfig="$T_TMP/kc" --auth-token-audiences=kube-rbac-proxy
+check "the header-rewrite proxy answers" wait_http "https://127.0.0.1:$PX4_PORT/" 20
+status "rewrite by header: an allowed namespace" 200 -H "$N" -H "X-Namespace: ns-b" "https://127.0.0.1:$PX4_PORT/metrics"
+status "rewrite by header: a refused namespace" 403 -H "$N" -H "X-Namespace: ns-c" "https://127.0.0.1:$PX4_PORT/metrics"
+status "rewrite by header: no header" 400 -H "$N" "https://127.0.0.1:$PX4_PORT/metrics"
 
 # TLS settings, with an ECDSA certificate
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=px -days 2 \
