@@ -6,7 +6,7 @@
 # a client certificate's group), --auth-token-audiences, --allow-paths (404 outside),
 # --forward-authorization-header, --proxy-endpoints-port, --tls-min-version, --tls-cipher-suites,
 # the HTTP/2 flags accepted with a warning and --oidc-issuer refused; hop-by-hop headers; rewrites
-# by header (KUBE_RBAC_PROXY_CONFIG); an HTTPS upstream that
+# by header (KUBE_RBAC_PROXY_CONFIG); the caches; an HTTPS upstream that
 # requires a client certificate (--upstream-ca-file, --upstream-client-cert-file/-key-file): its
 # certificate verified against the CA and its address.
 . "$(dirname "$0")/../lib/testlib.sh"
@@ -17,9 +17,12 @@ REC=$T_TMP/upstream.jsonl
 cat >"$T_TMP/auth.json" <<'JSON'
 {"tokens": [{"token": "ns-token", "user": "nsuser", "audiences": ["kube-rbac-proxy"]},
             {"token": "api-token", "user": "nsuser"},
-            {"token": "stat-token", "user": "stat", "audiences": ["kube-rbac-proxy"]}],
+            {"token": "stat-token", "user": "stat", "audiences": ["kube-rbac-proxy"]},
+            {"token": "cache-token", "user": "cacheuser", "audiences": ["kube-rbac-proxy"]}],
  "rules": [{"users": ["nsuser"], "verbs": ["get"], "apiGroups": [""], "resources": ["services/proxy"],
-            "resourceNames": ["metrics"], "namespaces": ["ns-a", "ns-b"]}],
+            "resourceNames": ["metrics"], "namespaces": ["ns-a", "ns-b"]},
+           {"users": ["cacheuser"], "verbs": ["get"], "apiGroups": [""], "resources": ["services/proxy"],
+            "namespaces": ["ns-b"]}],
  "clientCerts": [{"name": "mon", "user": "mon", "groups": ["monitoring"]}]}
 JSON
 bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$KAS_PORT" --kubeconfig-out "$T_TMP/kc" --config "$T_TMP/auth.json"
@@ -86,6 +89,20 @@ status "static rule by user: another namespace" 403 -H "Authorization: Bearer st
 status "static rule by a client certificate's group (O)" 200 --cert "$T_TMP/kc.mon.crt" --key "$T_TMP/kc.mon.key" "$PX/metrics?namespace=ns-x"
 [ "$(last x-remote-groups)" = "monitoring|system:authenticated" ] && ok "client certificate: groups = O" ||
 	fail "client certificate: groups = O" "$(last x-remote-groups)"
+# the caches at their default lifetimes (2 min TokenReview, 5 min allowed, 30 s denied): ten
+# requests of a new token, allowed and denied, make one TokenReview and one review per decision
+curl -sk -o /dev/null -X DELETE "https://127.0.0.1:$KAS_PORT/_control/requests"
+codes=
+for _ in 1 2 3 4 5; do
+	codes+=$(curl -sk -o /dev/null -w ' %{http_code}' -H "Authorization: Bearer cache-token" "$PX/metrics?namespace=ns-b")
+	codes+=$(curl -sk -o /dev/null -w ' %{http_code}' -H "Authorization: Bearer cache-token" "$PX/metrics?namespace=ns-z")
+done
+[ "$codes" = "$(printf ' 200 403%.0s' 1 2 3 4 5)" ] && ok "cached decisions answer as the first ones" ||
+	fail "cached decisions answer as the first ones" "$codes"
+counts=$(curl -sk "https://127.0.0.1:$KAS_PORT/_control/requests" | jq -c '.counters | with_entries(select(.key | test("review")))')
+[ "$(jq '[.[]] | add' <<<"$counts")" = 3 ] && jq -e 'to_entries | map(select(.key | test("tokenreview"))) | .[0].value == 1' <<<"$counts" >/dev/null &&
+	ok "cached: 10 requests, 1 TokenReview and 2 SubjectAccessReviews" || fail "cached: 10 requests, 1 TokenReview and 2 SubjectAccessReviews" "$counts"
+
 # hop-by-hop headers, and a custom one the client's Connection header names, stay at the proxy
 status "hop-by-hop headers" 200 -H "$N" -H "Keep-Alive: timeout=5" -H "TE: trailers" -H "Upgrade: h2c" \
 	-H "Proxy-Authorization: Basic c2VjcmV0" -H "Proxy-Connection: keep-alive" -H "X-Hop: 1" \
