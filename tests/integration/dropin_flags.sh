@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests: product
 # aws-k8s as a drop-in for the upstream binaries (issue 12): called through symlinks named like
-# them (aws-cloud-controller-manager, aws-ebs-csi-driver, kube-rbac-proxy; node-termination-handler
-# says it is not built yet), with the mode words the EBS chart passes
+# them (aws-cloud-controller-manager, aws-ebs-csi-driver, kube-rbac-proxy,
+# node-termination-handler with Go's single-dash flags), with the mode words the EBS chart passes
 # (controller, node, all: the union of both), with the command lines the upstream charts
 # and Deckhouse pass, with every klog and component-base logging flag in Go's syntaxes (one
 # warning line names those without an effect; -v, --logging-format and --log-file work), and
@@ -146,6 +146,9 @@ started "kube-rbac-proxy without --secure-listen-address: a usage error naming i
 started "aws-k8s cpm (deploy/README's name): not built yet" 1 "'cpm' is not built yet" "$AWS_K8S" cpm
 started "node-termination-handler without NODE_NAME: upstream's refusal" 2 "must provide a node-name" \
 	env -u NODE_NAME "$BIN/node-termination-handler"
+started "node-termination-handler with Go's single-dash flags: past its flags (no Kubernetes here)" 1 \
+	"no Kubernetes configuration" env -u NODE_NAME -u KUBECONFIG -u KUBERNETES_SERVICE_HOST NAMESPACE=kube-system \
+	"$BIN/node-termination-handler" -node-name=n1 -metadata-url=http://127.0.0.1:1 -metadata-tries=1 -dry-run
 OUT=$T_TMP/mode.out
 "$BIN/aws-ebs-csi-driver" bogus >"$OUT" 2>&1
 rc=$?
