@@ -291,7 +291,7 @@ rc=$(fc csi-node pre-stop-hook --timeout=5x)
 [ "$rc" = 2 ] && grep -q "invalid duration value '5x'" "$T_TMP/fc.out" &&
 	ok "flags-check: a bad value is refused with the parser's message" ||
 	fail "flags-check: a bad value is refused with the parser's message" "exit $rc: $(cat "$T_TMP/fc.out")"
-rc=$(fc cpm --v=2)
+rc=$(fc capa --v=2)
 [ "$rc" = 1 ] && grep -q "not built yet" "$T_TMP/fc.out" &&
 	ok "flags-check: a command not built yet exits 1" ||
 	fail "flags-check: a command not built yet exits 1" "exit $rc: $(cat "$T_TMP/fc.out")"

@@ -143,7 +143,7 @@ started "aws-k8s ebs-csi-driver all" 1 "$NO_NODE_ID" "$AWS_K8S" ebs-csi-driver a
 started "kube-rbac-proxy --help: the rbac-proxy's flags" 0 "--secure-listen-address" "$BIN/kube-rbac-proxy" --help
 started "kube-rbac-proxy without --secure-listen-address: a usage error naming it" 2 "--secure-listen-address is required" \
 	"$BIN/kube-rbac-proxy" --upstream=http://127.0.0.1:1/
-started "aws-k8s cpm (deploy/README's name): not built yet" 1 "'cpm' is not built yet" "$AWS_K8S" cpm
+started "aws-k8s capa (issue 20, still to come): not built yet" 1 "'capa' is not built yet" "$AWS_K8S" capa
 started "node-termination-handler without NODE_NAME: upstream's refusal" 2 "must provide a node-name" \
 	env -u NODE_NAME "$BIN/node-termination-handler"
 started "node-termination-handler with Go's single-dash flags: past its flags (no Kubernetes here)" 1 \
