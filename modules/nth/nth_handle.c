@@ -293,12 +293,16 @@ int nth_uncordon_after_reboot(struct nth *n)
 
 	if ((r = kube_get(n->kube, KUBE_REF(&kube_nodes, NULL, node), &obj, NULL)) < 0)
 		return r;
-	const char *action = json_str_key(json_find(obj, "metadata.labels"), NTH_LABEL_ACTION);
-	const char *at = json_str_key(json_find(obj, "metadata.labels"), NTH_LABEL_ACTION_TIME);
+	const cJSON *labels = json_find(obj, "metadata.labels");
+	const char *action = json_str_key(labels, NTH_LABEL_ACTION);
+	const char *at = json_str_key(labels, NTH_LABEL_ACTION_TIME);
+	const char *id = json_str_key(labels, NTH_LABEL_EVENT_ID);
+	char event_id[sizeof(n->rebooted_event_id)];
 	if (!action || strcmp(action, NTH_ACTION_UNCORDON_AFTER_REBOOT) != 0 || !at) {
 		cJSON_Delete(obj);
 		return 0;
 	}
+	str_copy(event_id, sizeof(event_id), id ? id : "");
 	errno = 0;
 	long long t = strtoll(at, &end, 10);
 	bool bad = errno || end == at || *end;
@@ -325,8 +329,11 @@ int nth_uncordon_after_reboot(struct nth *n)
 		return 0;
 	}
 	r = undo_node(n, node);
-	if (r == 0)
-		log_info("uncordoned the node after its reboot", KV_S("node", node));
+	if (r == 0) {
+		log_info("uncordoned the node after its reboot", KV_S("node", node),
+			 KV_S("event", event_id));
+		str_copy(n->rebooted_event_id, sizeof(n->rebooted_event_id), event_id);
+	}
 	return step_done(n, &ev, "Uncordon", "uncordon", r, "Node successfully uncordoned after reboot",
 			 NULL);
 }

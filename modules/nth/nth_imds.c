@@ -4,9 +4,11 @@
  * is handled once it is due (now >= start - NODE_TERMINATION_GRACE_PERIOD). A drain that did not
  * finish (a PodDisruptionBudget) is tried again 10 s later, never in a hot loop and never by
  * exiting. A canceled or completed scheduled event uncordons the node when no other handled event
- * holds it. A malformed or failing answer is logged once per distinct error (again after a
- * success), counted in events_error_total, and changes nothing: upstream's panic after four
- * identical errors is not copied. */
+ * holds it (handled: drained, or tried and blocked). The event uncordoned after a reboot at
+ * startup is ignored, as upstream does: it can still be listed active. A malformed or failing
+ * answer is logged once per distinct error (again after a good answer, a 404 included), counted
+ * in events_error_total, and changes nothing: upstream's panic after four identical errors is
+ * not copied. Event IDs are upstream's (the same taint and label values). */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -30,6 +32,7 @@ enum ev_state { EV_PENDING, EV_DONE, EV_CANCELED };
 struct stored {
 	struct nth_event ev;
 	enum ev_state state;
+	bool attempted;	       /* handled at least once: the node may be cordoned */
 	int64_t retry_at_mono; /* after a failed attempt */
 };
 
@@ -122,13 +125,18 @@ static void new_event(struct imds_run *s, struct nth_event *ev, enum nth_kind ki
 	str_copy(ev->instance_type, sizeof(ev->instance_type), s->n->instance_type);
 }
 
-/* GETs a metadata path. 1 with the body, 0 for a 404 (no notice), or -errno after logging. */
+/* GETs a metadata path. 1 with the body, 0 for a 404 (no notice: a good answer too), or -errno
+ * after logging. */
 static int get(struct imds_run *s, enum monitor m, const char *path, struct buf *out)
 {
 	int r = aws_imds_get_buf(s->n->imds, path, out);
 
-	if (r == -ENOENT)
+	if (r == -ENOENT) {
+		mon_ok(s, m);
 		return 0;
+	}
+	if (r == -ECANCELED) /* stopping: not the metadata's fault */
+		return r;
 	if (r < 0) {
 		mon_error(s, m, path, r);
 		return r;
@@ -158,7 +166,8 @@ static void poll_spot(struct imds_run *s)
 	struct nth_event ev;
 	char hex[72], key[160];
 	new_event(s, &ev, NTH_KIND_SPOT_ITN);
-	str_printf(key, sizeof(key), "%s%s", action, when);
+	/* upstream hashes Go's %v of the decoded *InstanceAction: "&{terminate 2020-...}" */
+	str_printf(key, sizeof(key), "&{%s %s}", action, when);
 	sha256_hex(key, hex, sizeof(hex));
 	str_printf(ev.event_id, sizeof(ev.event_id), "spot-itn-%s", hex);
 	str_printf(ev.description, sizeof(ev.description),
@@ -204,7 +213,8 @@ static bool other_active(struct imds_run *s, const struct stored *except)
 
 static void cancel_one(struct imds_run *s, struct stored *st, const char *state)
 {
-	bool was_done = st->state == EV_DONE;
+	/* a drain that did not finish (a PDB) has cordoned and tainted the node all the same */
+	bool was_done = st->state == EV_DONE || st->attempted;
 
 	str_copy(st->ev.state, sizeof(st->ev.state), state);
 	st->state = EV_CANCELED;
@@ -300,9 +310,11 @@ static void poll_rebalance(struct imds_run *s)
 		goto out;
 	}
 	struct nth_event ev;
-	char hex[72];
+	char hex[72], key[96];
 	new_event(s, &ev, NTH_KIND_REBALANCE);
-	sha256_hex(when, hex, sizeof(hex));
+	/* upstream hashes Go's %v of the decoded *RebalanceRecommendation: "&{2020-...}" */
+	str_printf(key, sizeof(key), "&{%s}", when);
+	sha256_hex(key, hex, sizeof(hex));
 	str_printf(ev.event_id, sizeof(ev.event_id), "rebalance-recommendation-%s", hex);
 	str_printf(ev.description, sizeof(ev.description),
 		   "Rebalance recommendation received. Instance rebalance recommended at %s", when);
@@ -353,6 +365,7 @@ static void handle_due(struct imds_run *s)
 		if (st->state != EV_PENDING || now_real_ns() < st->ev.start_ns - grace ||
 		    now_mono_ns() < st->retry_at_mono)
 			continue;
+		st->attempted = true;
 		int r = nth_handle_event(s->n, &st->ev);
 		if (r == 0) {
 			st->state = EV_DONE;
@@ -373,6 +386,12 @@ int nth_imds_run(struct nth *n)
 	if (!s)
 		return -ENOMEM;
 	s->n = n;
+	if (n->rebooted_event_id[0]) {
+		/* uncordoned after the reboot it announced: the event can still be listed active */
+		struct stored *st = &s->store[s->len++];
+		str_copy(st->ev.event_id, sizeof(st->ev.event_id), n->rebooted_event_id);
+		st->state = EV_CANCELED;
+	}
 	log_info("started the IMDS monitors", KV_B("spot", c->enable_spot_itn),
 		 KV_B("scheduled", c->enable_scheduled),
 		 KV_B("rebalance", c->enable_rebalance_monitoring || c->enable_rebalance_draining),
