@@ -147,7 +147,8 @@ def checks(paths):
         names = [x["name"] for x in pod_spec(ctrl)["containers"]]
         want = ["ebs-plugin", "csi-provisioner", "csi-attacher", "csi-snapshotter",
                 "csi-resizer", "liveness-probe"]
-        check("csi-controller: the upstream sidecars", names == want, str(names))
+        check("csi-controller: the upstream sidecars (and kube-rbac-proxy last, if any)",
+              names[:6] == want and names[6:] in ([], ["kube-rbac-proxy"]), str(names))
     drv = find(objs, "CSIDriver", "ebs.csi.aws.com")
     if drv:
         check("CSIDriver ebs.csi.aws.com: attachRequired, no podInfoOnMount, fsGroupPolicy File",
@@ -209,6 +210,59 @@ def checks(paths):
             ("", "events", "create"), ("", "events", "patch")}
         check("nth (%s): the ClusterRole has the upstream chart's rules, no more" % mode,
               got == want, "extra %s, missing %s" % (sorted(got - want), sorted(want - got)))
+    # aws-k8s rbac-proxy sidecars (deploy/rbac-proxy): the workload's metrics on 127.0.0.1 only,
+    # the proxy's configuration names that upstream and a SAR on this very workload, the pod's
+    # ServiceAccount may create TokenReviews and SubjectAccessReviews, the probes reach it
+    for o in objs:
+        spec = pod_spec(o)
+        px = [c for c in (spec or {}).get("containers", []) if c["name"] == "kube-rbac-proxy"
+              and runs_aws_k8s(c.get("command", []))]
+        if not px:
+            continue
+        c, w = px[0], "%s/%s kube-rbac-proxy" % (o["kind"], o["metadata"]["name"])
+        main = spec["containers"][0]
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        args = dict(a[2:].split("=", 1) for a in c.get("args", []) if "=" in a)
+        if "KUBE_RBAC_PROXY_CONFIG" in env:
+            cfg = yaml.safe_load(env["KUBE_RBAC_PROXY_CONFIG"])
+            ups = cfg.get("upstreams") or []
+            url = ups[0]["upstream"] if ups else ""
+            ra = (ups[0].get("authorization") or {}).get("resourceAttributes", {}) if ups else {}
+            port = re.match(r"https?://127\.0\.0\.1:(\d+)/", url)
+            margs = main.get("args", [])
+            bound = port and ("--http-endpoint=127.0.0.1:" + port.group(1) in margs or
+                              ("--bind-address=127.0.0.1" in margs and
+                               "--secure-port=" + port.group(1) in margs))
+            check(w + ": the workload's metrics on 127.0.0.1, the proxy's upstream", bool(bound),
+                  "%s, %s" % (url, margs))
+            check(w + ": the SAR is get <workload>/prometheus-metrics on this workload",
+                  ra.get("name") == o["metadata"]["name"] and
+                  ra.get("resource") == o["kind"].lower() + "s" and
+                  ra.get("subresource") == "prometheus-metrics" and
+                  ra.get("namespace") == o["metadata"].get("namespace"), str(ra))
+            # the rendered names: kustomize renames resourceNames equal to a generated name
+            check(w + ": a Role in its namespace lets a scraper get it (its rendered name)",
+                  any(r["kind"] == "Role" and r["metadata"].get("namespace") == ra.get("namespace")
+                      and any(ra.get("apiGroup") in x.get("apiGroups", []) and "get" in x["verbs"]
+                              and "%s/%s" % (ra.get("resource"), ra.get("subresource")) in x["resources"]
+                              and (not x.get("resourceNames") or ra.get("name") in x["resourceNames"])
+                              for x in r.get("rules", [])) for r in objs), str(ra))
+        sa = spec.get("serviceAccountName")
+        def grants(role):
+            rules = (find(objs, "ClusterRole", role) or {}).get("rules", [])
+            return all(any(res in r.get("resources", []) and "create" in r.get("verbs", [])
+                           for r in rules) for res in ("tokenreviews", "subjectaccessreviews"))
+        check(w + ": its ServiceAccount may create TokenReviews and SubjectAccessReviews",
+              any(b["kind"] == "ClusterRoleBinding" and grants(b["roleRef"]["name"]) and
+                  any(s["kind"] == "ServiceAccount" and s["name"] == sa for s in b["subjects"])
+                  for b in objs), sa)
+        lport = args.get("secure-listen-address", "").rsplit(":", 1)[-1]
+        probes = [c.get(p, {}).get("httpGet", {}) for p in ("livenessProbe", "readinessProbe")]
+        check(w + ": the probes ask the proxy over HTTPS",
+              all(str(p.get("port")) == lport and p.get("scheme") == "HTTPS" for p in probes),
+              "%s %s" % (lport, probes))
+        vols = {v["name"] for v in spec.get("volumes", [])}
+        check(w + ": its volumes exist", all(m["name"] in vols for m in c.get("volumeMounts", [])))
     for o in objs:
         spec = pod_spec(o)
         for c in (spec or {}).get("containers", []):
