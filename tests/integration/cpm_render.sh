@@ -13,6 +13,7 @@
 # admin kubeconfigs recreated, each renewal changing the checksum of the manifests that name the
 # file. Bad input: missing CA, no node name, unsupported certificatesDir, usage errors.
 . "$(dirname "$0")/../lib/testlib.sh"
+. "$(dirname "$0")/cpm_lib.sh"
 
 D=$T_ROOT/tests/data/cpm
 R=$T_TMP/root
@@ -20,19 +21,11 @@ P=$R/etc/kubernetes/pki
 CFG4=$D/kubeadm-config-v1beta4.yaml
 export KUBECACHEDIR=$T_TMP/kcache
 
-# mkca FILE CN: a kubeadm-like CA (as Deckhouse installs it from d8-pki)
-mkca() {
-	mkdir -p "$(dirname "$P/$1")"
-	openssl req -x509 -newkey rsa:2048 -nodes -keyout "$P/$1.key" -out "$P/$1.crt" -days 3650 \
-		-subj "/CN=$2" -addext "keyUsage=critical,digitalSignature,keyEncipherment,keyCertSign" \
-		-addext "basicConstraints=critical,CA:TRUE" -addext "subjectAltName=DNS:$2" 2>/dev/null
-	chmod 600 "$P/$1.key"
-}
 render() { NODE_NAME=master-0 MY_IP=10.0.0.5 "$AWS_K8S" cpm render --config "${CFG:-$CFG4}" --root "$R" "$@"; }
 # snapshot: path, mode, mtime (ns) and sha256 of every file under the root
 snapshot() { (cd "$R" && find . -type f -printf '%p %m %T@\n' | sort && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
 
-peer check "the three CAs are made with openssl" bash -c "$(declare -f mkca); P='$P'; mkca ca kubernetes && mkca front-proxy-ca front-proxy-ca && mkca etcd/ca etcd-ca"
+peer check "the three CAs are made with openssl" cpm_mkcas "$P"
 
 # ---- first render ----------------------------------------------------------------------------
 out=$(render 2>&1)
