@@ -239,7 +239,7 @@ leaf_days() {
 			-extfile "$T_TMP/ext" -out "$P/$f.crt" 2>/dev/null
 }
 enddate() { openssl x509 -in "$P/$1.crt" -noout -enddate; }
-step_of() { grep -E "^\[[a-z]+\] +$1 " <<<"$2" | head -1; }
+step_of() { grep -E "^\[[a-z ]+\] +$1 " <<<"$2" | head -1; }
 
 peer check "apiserver.crt re-signed by openssl with 29 days left" leaf_days apiserver 29 ca /CN=kube-apiserver
 before_sum=$(grep checksum "$R/etc/kubernetes/manifests/kube-apiserver.yaml")
@@ -285,6 +285,24 @@ out=$(CFG=$T_TMP/cfg-ep.yaml render 2>&1)
 	kc_check admin.conf kubernetes-admin kubeadm:cluster-admins https://127.0.0.1:7445 >/dev/null &&
 	ok "a moved control-plane endpoint: admin.conf and super-admin.conf recreated, scheduler.conf kept" ||
 	fail "a moved control-plane endpoint: admin kubeconfigs recreated" "$(grep -v unchanged <<<"$out")"
+
+# ---- --dry-run with something to do; the root kubeconfig symlink --------------------------------
+rm "$P/etcd/healthcheck-client.key"
+snapshot >"$T_TMP/snap1"
+out=$(CFG=$T_TMP/cfg-ep.yaml render --dry-run 2>&1)
+rc=$?
+snapshot >"$T_TMP/snap2"
+[ $rc = 0 ] && [[ "$(step_of pki/etcd/healthcheck-client.crt "$out")" == "[would change]"*"would renew: its key is missing" ]] &&
+	grep -q '^render (dry run): 1 would change, 16 unchanged' <<<"$out" && cmp -s "$T_TMP/snap1" "$T_TMP/snap2" &&
+	ok "--dry-run with a key deleted: says it would renew, writes nothing" ||
+	fail "--dry-run with a key deleted: says it would renew, writes nothing" "exit $rc: $(grep -v unchanged <<<"$out")"
+out=$(CFG=$T_TMP/cfg-ep.yaml render --root-kubeconfig-symlink 2>&1)
+[ "$(readlink "$R/root/.kube/config")" = /etc/kubernetes/admin.conf ] && [[ "$(step_of /root/.kube/config "$out")" == "[created]"* ]] &&
+	ok "--root-kubeconfig-symlink: ROOT/root/.kube/config -> /etc/kubernetes/admin.conf" ||
+	fail "--root-kubeconfig-symlink" "$(readlink "$R/root/.kube/config"); $(grep -v unchanged <<<"$out")"
+out=$(CFG=$T_TMP/cfg-ep.yaml render --root-kubeconfig-symlink 2>&1)
+grep -q '^render: 0 created, 0 updated, 18 unchanged' <<<"$out" && ok "--root-kubeconfig-symlink again: nothing changes" ||
+	fail "--root-kubeconfig-symlink again: nothing changes" "$(tail -2 <<<"$out")"
 
 # ---- v1beta3, the node from InitConfiguration ----------------------------------------------------
 R3=$T_TMP/root3
