@@ -96,9 +96,12 @@ static void print_table(char (*cells)[COLS][CELL], size_t rows, int cols)
 	for (int c = 0; c < cols - 1; c++)
 		w[c] = w[c] < 10 ? 10 : w[c];
 	for (size_t r = 0; r < rows; r++) {
-		for (int c = 0; c < cols - 1; c++)
+		int last = cols - 1;
+		while (last > 0 && !cells[r][last][0]) /* a !MISSING! row: no padding after it */
+			last--;
+		for (int c = 0; c < last; c++)
 			printf("%-*s", (int)w[c], cells[r][c]);
-		printf("%s\n", cells[r][cols - 1]);
+		printf("%s\n", cells[r][last]);
 	}
 }
 

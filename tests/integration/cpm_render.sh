@@ -8,11 +8,14 @@
 # users, groups and servers of kubeadm's table; every manifest is accepted by `kubectl create
 # --dry-run=server --validate=strict` against the test API server and its command read back
 # equals tests/data/cpm/manifest-flags.tsv; the checksum annotation is recomputed by hand; a
-# second run changes no file (content and mtime). Renewal: 29 days left -> renewed, 31 -> kept,
-# a SAN added -> renewed, a key deleted -> renewed, a moved control-plane endpoint -> the
-# admin kubeconfigs recreated, each renewal changing the checksum of the manifests that name the
-# file. Bad input: missing CA, no node name, unsupported certificatesDir, usage errors.
+# second run changes no file (content and mtime). Renewal: 29 days left -> renewed, 31 -> kept
+# (a leaf and admin.conf), a SAN added -> renewed, a key deleted -> renewed, a moved
+# control-plane endpoint -> the admin kubeconfigs recreated, all 7 leaves expired (openssl ca,
+# 2024-2025) -> all renewed by one render with no API server anywhere; each renewal changes the
+# checksum of the manifests that name the file. --dry-run writes nothing; the root kubeconfig
+# symlink. Bad input: missing CA, no node name, unsupported certificatesDir, usage errors.
 . "$(dirname "$0")/../lib/testlib.sh"
+. "$(dirname "$0")/cpm_lib.sh"
 
 D=$T_ROOT/tests/data/cpm
 R=$T_TMP/root
@@ -20,19 +23,11 @@ P=$R/etc/kubernetes/pki
 CFG4=$D/kubeadm-config-v1beta4.yaml
 export KUBECACHEDIR=$T_TMP/kcache
 
-# mkca FILE CN: a kubeadm-like CA (as Deckhouse installs it from d8-pki)
-mkca() {
-	mkdir -p "$(dirname "$P/$1")"
-	openssl req -x509 -newkey rsa:2048 -nodes -keyout "$P/$1.key" -out "$P/$1.crt" -days 3650 \
-		-subj "/CN=$2" -addext "keyUsage=critical,digitalSignature,keyEncipherment,keyCertSign" \
-		-addext "basicConstraints=critical,CA:TRUE" -addext "subjectAltName=DNS:$2" 2>/dev/null
-	chmod 600 "$P/$1.key"
-}
 render() { NODE_NAME=master-0 MY_IP=10.0.0.5 "$AWS_K8S" cpm render --config "${CFG:-$CFG4}" --root "$R" "$@"; }
 # snapshot: path, mode, mtime (ns) and sha256 of every file under the root
 snapshot() { (cd "$R" && find . -type f -printf '%p %m %T@\n' | sort && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
 
-peer check "the three CAs are made with openssl" bash -c "$(declare -f mkca); P='$P'; mkca ca kubernetes && mkca front-proxy-ca front-proxy-ca && mkca etcd/ca etcd-ca"
+peer check "the three CAs are made with openssl" cpm_mkcas "$P"
 
 # ---- first render ----------------------------------------------------------------------------
 out=$(render 2>&1)
@@ -246,7 +241,7 @@ leaf_days() {
 			-extfile "$T_TMP/ext" -out "$P/$f.crt" 2>/dev/null
 }
 enddate() { openssl x509 -in "$P/$1.crt" -noout -enddate; }
-step_of() { grep -E "^\[[a-z]+\] +$1 " <<<"$2" | head -1; }
+step_of() { grep -E "^\[[a-z ]+\] +$1 " <<<"$2" | head -1; }
 
 peer check "apiserver.crt re-signed by openssl with 29 days left" leaf_days apiserver 29 ca /CN=kube-apiserver
 before_sum=$(grep checksum "$R/etc/kubernetes/manifests/kube-apiserver.yaml")
@@ -292,6 +287,85 @@ out=$(CFG=$T_TMP/cfg-ep.yaml render 2>&1)
 	kc_check admin.conf kubernetes-admin kubeadm:cluster-admins https://127.0.0.1:7445 >/dev/null &&
 	ok "a moved control-plane endpoint: admin.conf and super-admin.conf recreated, scheduler.conf kept" ||
 	fail "a moved control-plane endpoint: admin kubeconfigs recreated" "$(grep -v unchanged <<<"$out")"
+
+# kc_days FILE DAYS SUBJECT: the kubeconfig's client certificate re-signed by pki/ca (same key and
+# names, openssl) valid DAYS days
+kc_days() {
+	local f=$R/etc/kubernetes/$1 d=$T_TMP/kcd
+	mkdir -p "$d"
+	python3 -c 'import sys, yaml, base64; k = yaml.safe_load(open(sys.argv[1])); open(sys.argv[2], "wb").write(base64.b64decode(k["users"][0]["user"]["client-key-data"]))' "$f" "$d/key" &&
+		printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\nauthorityKeyIdentifier=keyid\n' >"$d/ext" &&
+		openssl req -new -key "$d/key" -subj "$3" -out "$d/csr" 2>/dev/null &&
+		openssl x509 -req -in "$d/csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -days "$2" -extfile "$d/ext" -out "$d/crt" 2>/dev/null &&
+		python3 -c 'import sys, yaml, base64
+k = yaml.safe_load(open(sys.argv[1]))
+k["users"][0]["user"]["client-certificate-data"] = base64.b64encode(open(sys.argv[2], "rb").read()).decode()
+open(sys.argv[1], "w").write(yaml.safe_dump(k))' "$f" "$d/crt"
+}
+peer check "admin.conf's certificate re-signed by openssl with 29 days left" kc_days admin.conf 29 /O=kubeadm:cluster-admins/CN=kubernetes-admin
+out=$(CFG=$T_TMP/cfg-ep.yaml render 2>&1)
+[[ "$(step_of admin.conf "$out")" =~ ^\[updated\].*"expires in 2"[89]" days (< 30)"$ ]] &&
+	kc_check admin.conf kubernetes-admin kubeadm:cluster-admins https://127.0.0.1:7445 >/dev/null &&
+	openssl x509 -in "$T_TMP/kc.admin.conf/crt" -noout -checkend $((360 * 86400)) >/dev/null &&
+	ok "admin.conf with 29 days left: recreated for a year" || fail "admin.conf with 29 days left: recreated" "$(step_of admin.conf "$out")"
+peer check "admin.conf's certificate re-signed by openssl with 31 days left" kc_days admin.conf 31 /O=kubeadm:cluster-admins/CN=kubernetes-admin
+cp "$R/etc/kubernetes/admin.conf" "$T_TMP/admin.31"
+out=$(CFG=$T_TMP/cfg-ep.yaml render 2>&1)
+[[ "$(step_of admin.conf "$out")" == "[unchanged]"* ]] && cmp -s "$T_TMP/admin.31" "$R/etc/kubernetes/admin.conf" &&
+	ok "admin.conf with 31 days left: kept as it is" || fail "admin.conf with 31 days left: kept" "$(step_of admin.conf "$out")"
+
+# ---- every leaf expired (the masters were off; no API server anywhere) ---------------------------
+# expire FILE CA: re-issue pki/FILE with its key, subject, SANs and usages, valid from 2024 to 2025
+expire() {
+	local f=$1 ca=$2 subj sans eku d=$T_TMP/ca-db
+	mkdir -p "$d/new" && : >"$d/index.txt" && [ -f "$d/serial" ] || echo 1000 >"$d/serial"
+	printf '[ca]\ndefault_ca=d\n[d]\ndatabase=%s/index.txt\nnew_certs_dir=%s/new\nserial=%s/serial\ndefault_md=sha256\npolicy=p\nunique_subject=no\n[p]\ncommonName=supplied\norganizationName=optional\n' \
+		"$d" "$d" "$d" >"$d/ca.cnf"
+	subj=$(openssl x509 -in "$P/$f.crt" -noout -subject -nameopt oneline | sed 's/^subject=//; s/ = /=/g; s/, /\//g; s/^/\//')
+	sans=$(openssl x509 -in "$P/$f.crt" -noout -ext subjectAltName 2>/dev/null | tail -n +2 | sed 's/IP Address:/IP:/g; s/ //g')
+	eku=$(openssl x509 -in "$P/$f.crt" -noout -ext extendedKeyUsage | tail -n +2 | sed 's/TLS Web Server Authentication/serverAuth/; s/TLS Web Client Authentication/clientAuth/g; s/ //g')
+	printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=%s\nauthorityKeyIdentifier=keyid\n%s\n' \
+		"$eku" "${sans:+subjectAltName=$sans}" >"$d/ext"
+	openssl req -new -key "$P/$f.key" -subj "$subj" -out "$d/csr" 2>/dev/null &&
+		openssl ca -batch -config "$d/ca.cnf" -cert "$P/$ca.crt" -keyfile "$P/$ca.key" -preserveDN -notext \
+			-startdate 20240101000000Z -enddate 20250101000000Z -extfile "$d/ext" -in "$d/csr" -out "$P/$f.crt" 2>/dev/null &&
+		openssl x509 -in "$P/$f.crt" -noout -checkend 0 >/dev/null && return 1 || return 0
+}
+n=0
+while IFS=$'\t' read -r file ca _; do
+	case $file in '#'* | '') continue ;; esac
+	expire "$file" "$ca" && n=$((n + 1))
+done <"$D/kubeadm-certs.tsv"
+[ $n = 7 ] && peer ok "the 7 leaves re-issued by openssl ca, expired since 2025" || peer fail "the 7 leaves re-issued expired" "$n of 7"
+out=$(CFG=$T_TMP/cfg-ep.yaml render 2>&1)
+rc=$?
+n=0
+while IFS=$'\t' read -r file ca _; do
+	case $file in '#'* | '') continue ;; esac
+	[[ "$(step_of "pki/$file.crt" "$out")" == "[updated]"*"expired "*" days ago" ]] &&
+		openssl verify -CAfile "$P/$ca.crt" "$P/$file.crt" >/dev/null &&
+		openssl x509 -in "$P/$file.crt" -noout -checkend $((360 * 86400)) >/dev/null && n=$((n + 1))
+done <"$D/kubeadm-certs.tsv"
+[ $rc = 0 ] && [ $n = 7 ] && ok "all 7 leaves expired: each renewed for a year by one render, without any API server" ||
+	fail "all 7 leaves expired: each renewed" "exit $rc, $n of 7: $(grep -v unchanged <<<"$out")"
+
+# ---- --dry-run with something to do; the root kubeconfig symlink --------------------------------
+rm "$P/etcd/healthcheck-client.key"
+snapshot >"$T_TMP/snap1"
+out=$(CFG=$T_TMP/cfg-ep.yaml render --dry-run 2>&1)
+rc=$?
+snapshot >"$T_TMP/snap2"
+[ $rc = 0 ] && [[ "$(step_of pki/etcd/healthcheck-client.crt "$out")" == "[would change]"*"would renew: its key is missing" ]] &&
+	grep -q '^render (dry run): 1 would change, 16 unchanged' <<<"$out" && cmp -s "$T_TMP/snap1" "$T_TMP/snap2" &&
+	ok "--dry-run with a key deleted: says it would renew, writes nothing" ||
+	fail "--dry-run with a key deleted: says it would renew, writes nothing" "exit $rc: $(grep -v unchanged <<<"$out")"
+out=$(CFG=$T_TMP/cfg-ep.yaml render --root-kubeconfig-symlink 2>&1)
+[ "$(readlink "$R/root/.kube/config")" = /etc/kubernetes/admin.conf ] && [[ "$(step_of /root/.kube/config "$out")" == "[created]"* ]] &&
+	ok "--root-kubeconfig-symlink: ROOT/root/.kube/config -> /etc/kubernetes/admin.conf" ||
+	fail "--root-kubeconfig-symlink" "$(readlink "$R/root/.kube/config"); $(grep -v unchanged <<<"$out")"
+out=$(CFG=$T_TMP/cfg-ep.yaml render --root-kubeconfig-symlink 2>&1)
+grep -q '^render: 0 created, 0 updated, 18 unchanged' <<<"$out" && ok "--root-kubeconfig-symlink again: nothing changes" ||
+	fail "--root-kubeconfig-symlink again: nothing changes" "$(tail -2 <<<"$out")"
 
 # ---- v1beta3, the node from InitConfiguration ----------------------------------------------------
 R3=$T_TMP/root3
