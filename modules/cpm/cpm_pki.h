@@ -1,8 +1,9 @@
 /* The control-plane PKI and kubeconfigs as kubeadm writes them, converged on Deckhouse's rules.
  *
- * The input is a plain struct (the config parser fills it from a kubeadm ClusterConfiguration /
- * InitConfiguration; `cpm certs converge` from its flags). Everything is written under
- * input->root (as kubeadm's --rootfs): ROOT/etc/kubernetes/pki/NAME.{crt,key}, ROOT/etc/kubernetes/NAME.conf.
+ * The input is a plain struct (cpm_config_pki_input fills it from a kubeadm ClusterConfiguration /
+ * InitConfiguration). Everything is written under input->root (as kubeadm's --rootfs):
+ * ROOT/etc/kubernetes/pki/NAME.{crt,key}, ROOT/etc/kubernetes/NAME.conf. Keys are PKCS#8 PEM
+ * ("PRIVATE KEY"), which every Kubernetes component reads; kubeadm writes PKCS#1 / SEC1.
  *
  *   struct cpm_pki_input in = {.root = dir, .node_name = "master-0",
  *                              .advertise_address = "10.0.0.5",

@@ -178,6 +178,10 @@ int nth_handle_event(struct nth *n, struct nth_event *ev);
  * uncordon it and remove NTH's labels and taints. 0, or -errno. */
 int nth_cancel_event(struct nth *n, struct nth_event *ev);
 
+/* Whether ev->node_name carries ev's event-id label (NTH handled ev, perhaps in an earlier run):
+ * 1 or 0, or -errno. */
+int nth_node_marked(struct nth *n, const struct nth_event *ev);
+
 /* At startup: if the node carries the UncordonAfterReboot action label and it rebooted since
  * (now - action-time >= uptime), uncordon it, remove NTH's labels and taints and keep its
  * event-id label in n->rebooted_event_id (the IMDS monitors ignore that event, which can still be

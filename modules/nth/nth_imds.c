@@ -92,13 +92,14 @@ static struct stored *find(struct imds_run *s, const char *id)
 	return NULL;
 }
 
-/* Adds ev unless its ID is known; the oldest finished entry makes room when the store is full. */
-static void add(struct imds_run *s, const struct nth_event *ev)
+/* Adds ev unless its ID is known; the oldest finished entry makes room when the store is full.
+ * The entry added, or NULL. */
+static struct stored *add(struct imds_run *s, const struct nth_event *ev)
 {
 	struct stored *st = find(s, ev->event_id);
 
 	if (st)
-		return;
+		return NULL;
 	if (s->len == STORE_MAX) {
 		size_t i;
 		for (i = 0; i < s->len && s->store[i].state == EV_PENDING; i++)
@@ -106,15 +107,17 @@ static void add(struct imds_run *s, const struct nth_event *ev)
 		if (i == s->len) {
 			log_error("too many pending interruption events; ignoring one",
 				  KV_S("event", ev->event_id));
-			return;
+			return NULL;
 		}
 		memmove(&s->store[i], &s->store[i + 1], (s->len - i - 1) * sizeof(s->store[0]));
 		s->len--;
 	}
 	st = &s->store[s->len++];
 	*st = (struct stored){ .ev = *ev, .state = EV_PENDING };
-	log_info("interruption event received", KV_S("kind", nth_kind_name(ev->kind)),
-		 KV_S("event", ev->event_id), KV_S("description", ev->description));
+	if (strcmp(ev->state, "canceled") != 0 && strcmp(ev->state, "completed") != 0)
+		log_info("interruption event received", KV_S("kind", nth_kind_name(ev->kind)),
+			 KV_S("event", ev->event_id), KV_S("description", ev->description));
+	return st;
 }
 
 static void new_event(struct imds_run *s, struct nth_event *ev, enum nth_kind kind)
@@ -234,6 +237,32 @@ static void cancel_one(struct imds_run *s, struct stored *st, const char *state)
 	}
 }
 
+/* A canceled or completed event this run never saw active: an earlier run may have cordoned the
+ * node for it (the event changed while nth was down). Looked at once: uncordon when the node
+ * carries its event-id label. */
+static void cancel_unknown(struct imds_run *s, struct nth_event *ev)
+{
+	int r = nth_node_marked(s->n, ev);
+
+	if (r < 0) {
+		log_v(2, "cannot read the node; looking at the canceled event again later",
+		      KV_S("event", ev->event_id), KV_E(r));
+		return;
+	}
+	if (r > 0) {
+		log_info("an event handled before this run was canceled",
+			 KV_S("event", ev->event_id), KV_S("state", ev->state));
+		if (other_active(s, NULL))
+			log_info("event canceled, but another event still holds the node",
+				 KV_S("event", ev->event_id));
+		else if (nth_cancel_event(s->n, ev) < 0)
+			return; /* try again at the next poll */
+	}
+	struct stored *st = add(s, ev);
+	if (st)
+		st->state = EV_CANCELED;
+}
+
 static void poll_scheduled(struct imds_run *s)
 {
 	struct buf b;
@@ -268,16 +297,18 @@ static void poll_scheduled(struct imds_run *s)
 			   *state = json_str(it, "State"), *desc = json_str(it, "Description"),
 			   *nb = json_str(it, "NotBefore"), *na = json_str(it, "NotAfter");
 		struct stored *st = find(s, id);
-		if (strcmp(state, "canceled") == 0 || strcmp(state, "completed") == 0) {
-			if (st && st->state != EV_CANCELED)
-				cancel_one(s, st, state);
-			continue;
-		}
 		struct nth_event ev;
 		new_event(s, &ev, NTH_KIND_SCHEDULED);
 		str_copy(ev.event_id, sizeof(ev.event_id), id);
 		str_copy(ev.state, sizeof(ev.state), state);
 		str_copy(ev.code, sizeof(ev.code), code);
+		if (strcmp(state, "canceled") == 0 || strcmp(state, "completed") == 0) {
+			if (st && st->state != EV_CANCELED)
+				cancel_one(s, st, state);
+			else if (!st)
+				cancel_unknown(s, &ev);
+			continue;
+		}
 		str_printf(ev.description, sizeof(ev.description),
 			   "%s will occur between %s and %s because %s", code, nb, na ? na : "",
 			   desc ? desc : "");
