@@ -159,6 +159,7 @@ struct nth {
 	char account_id[32], instance_id[32], instance_type[64], region[32], zone[40], private_ip[64],
 		local_hostname[256], public_hostname[256], public_ipv4[64], instance_life_cycle[32];
 	char *webhook_template;	    /* the template read (WEBHOOK_TEMPLATE or _FILE) */
+	char rebooted_event_id[128]; /* the event uncordoned after a reboot: ignored from then on */
 	pthread_mutex_t lock;	    /* guards what follows */
 	unsigned long drained, failed; /* counts of handled events (tests, bench) */
 };
@@ -177,8 +178,14 @@ int nth_handle_event(struct nth *n, struct nth_event *ev);
  * uncordon it and remove NTH's labels and taints. 0, or -errno. */
 int nth_cancel_event(struct nth *n, struct nth_event *ev);
 
+/* Whether ev->node_name carries ev's event-id label (NTH handled ev, perhaps in an earlier run):
+ * 1 or 0, or -errno. */
+int nth_node_marked(struct nth *n, const struct nth_event *ev);
+
 /* At startup: if the node carries the UncordonAfterReboot action label and it rebooted since
- * (now - action-time >= uptime), uncordon it and remove NTH's labels and taints. 0, or -errno. */
+ * (now - action-time >= uptime), uncordon it, remove NTH's labels and taints and keep its
+ * event-id label in n->rebooted_event_id (the IMDS monitors ignore that event, which can still be
+ * listed active after the reboot, as upstream does). 0, or -errno. */
 int nth_uncordon_after_reboot(struct nth *n);
 
 /* Checks the webhook settings (headers JSON, template fields) and reads the template file into

@@ -89,6 +89,21 @@ static int node_cordoned(struct nth *n, const char *node)
 	return unsched;
 }
 
+int nth_node_marked(struct nth *n, const struct nth_event *ev)
+{
+	cJSON *obj = NULL;
+	char value[64];
+	int r = kube_get(n->kube, KUBE_REF(&kube_nodes, NULL, ev->node_name), &obj, NULL);
+
+	if (r < 0)
+		return r;
+	const char *id = json_str_key(json_find(obj, "metadata.labels"), NTH_LABEL_EVENT_ID);
+	label_value(ev->event_id, value, sizeof(value));
+	r = id && *value && strcmp(id, value) == 0;
+	cJSON_Delete(obj);
+	return r;
+}
+
 /* Upstream's pre-drain: the event-id label, the uncordon-after-reboot labels (restart codes, on a
  * node not cordoned yet), the exclude-from-load-balancers label, the kind's taint, the hook. */
 static int pre_drain(struct nth *n, struct nth_event *ev)
@@ -261,6 +276,10 @@ int nth_cancel_event(struct nth *n, struct nth_event *ev)
 		return 0;
 	}
 	r = undo_node(n, ev->node_name);
+	if (r == -ECANCELED) /* stopping: the next run finishes it */
+		return r;
+	if (r == 0)
+		log_info("node uncordoned", KV_S("node", ev->node_name), KV_S("event", ev->event_id));
 	return step_done(n, ev, "Uncordon", "uncordon", r, "Node successfully uncordoned", NULL);
 }
 
@@ -293,12 +312,16 @@ int nth_uncordon_after_reboot(struct nth *n)
 
 	if ((r = kube_get(n->kube, KUBE_REF(&kube_nodes, NULL, node), &obj, NULL)) < 0)
 		return r;
-	const char *action = json_str_key(json_find(obj, "metadata.labels"), NTH_LABEL_ACTION);
-	const char *at = json_str_key(json_find(obj, "metadata.labels"), NTH_LABEL_ACTION_TIME);
+	const cJSON *labels = json_find(obj, "metadata.labels");
+	const char *action = json_str_key(labels, NTH_LABEL_ACTION);
+	const char *at = json_str_key(labels, NTH_LABEL_ACTION_TIME);
+	const char *id = json_str_key(labels, NTH_LABEL_EVENT_ID);
+	char event_id[sizeof(n->rebooted_event_id)];
 	if (!action || strcmp(action, NTH_ACTION_UNCORDON_AFTER_REBOOT) != 0 || !at) {
 		cJSON_Delete(obj);
 		return 0;
 	}
+	str_copy(event_id, sizeof(event_id), id ? id : "");
 	errno = 0;
 	long long t = strtoll(at, &end, 10);
 	bool bad = errno || end == at || *end;
@@ -325,8 +348,13 @@ int nth_uncordon_after_reboot(struct nth *n)
 		return 0;
 	}
 	r = undo_node(n, node);
-	if (r == 0)
-		log_info("uncordoned the node after its reboot", KV_S("node", node));
+	if (r == -ECANCELED)
+		return r;
+	if (r == 0) {
+		log_info("uncordoned the node after its reboot", KV_S("node", node),
+			 KV_S("event", event_id));
+		str_copy(n->rebooted_event_id, sizeof(n->rebooted_event_id), event_id);
+	}
 	return step_done(n, &ev, "Uncordon", "uncordon", r, "Node successfully uncordoned after reboot",
 			 NULL);
 }

@@ -4,9 +4,11 @@
  * is handled once it is due (now >= start - NODE_TERMINATION_GRACE_PERIOD). A drain that did not
  * finish (a PodDisruptionBudget) is tried again 10 s later, never in a hot loop and never by
  * exiting. A canceled or completed scheduled event uncordons the node when no other handled event
- * holds it. A malformed or failing answer is logged once per distinct error (again after a
- * success), counted in events_error_total, and changes nothing: upstream's panic after four
- * identical errors is not copied. */
+ * holds it (handled: drained, or tried and blocked). The event uncordoned after a reboot at
+ * startup is ignored, as upstream does: it can still be listed active. A malformed or failing
+ * answer is logged once per distinct error (again after a good answer, a 404 included), counted
+ * in events_error_total, and changes nothing: upstream's panic after four identical errors is
+ * not copied. Event IDs are upstream's (the same taint and label values). */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -30,6 +32,7 @@ enum ev_state { EV_PENDING, EV_DONE, EV_CANCELED };
 struct stored {
 	struct nth_event ev;
 	enum ev_state state;
+	bool attempted;	       /* handled at least once: the node may be cordoned */
 	int64_t retry_at_mono; /* after a failed attempt */
 };
 
@@ -89,13 +92,14 @@ static struct stored *find(struct imds_run *s, const char *id)
 	return NULL;
 }
 
-/* Adds ev unless its ID is known; the oldest finished entry makes room when the store is full. */
-static void add(struct imds_run *s, const struct nth_event *ev)
+/* Adds ev unless its ID is known; the oldest finished entry makes room when the store is full.
+ * The entry added, or NULL. */
+static struct stored *add(struct imds_run *s, const struct nth_event *ev)
 {
 	struct stored *st = find(s, ev->event_id);
 
 	if (st)
-		return;
+		return NULL;
 	if (s->len == STORE_MAX) {
 		size_t i;
 		for (i = 0; i < s->len && s->store[i].state == EV_PENDING; i++)
@@ -103,15 +107,17 @@ static void add(struct imds_run *s, const struct nth_event *ev)
 		if (i == s->len) {
 			log_error("too many pending interruption events; ignoring one",
 				  KV_S("event", ev->event_id));
-			return;
+			return NULL;
 		}
 		memmove(&s->store[i], &s->store[i + 1], (s->len - i - 1) * sizeof(s->store[0]));
 		s->len--;
 	}
 	st = &s->store[s->len++];
 	*st = (struct stored){ .ev = *ev, .state = EV_PENDING };
-	log_info("interruption event received", KV_S("kind", nth_kind_name(ev->kind)),
-		 KV_S("event", ev->event_id), KV_S("description", ev->description));
+	if (strcmp(ev->state, "canceled") != 0 && strcmp(ev->state, "completed") != 0)
+		log_info("interruption event received", KV_S("kind", nth_kind_name(ev->kind)),
+			 KV_S("event", ev->event_id), KV_S("description", ev->description));
+	return st;
 }
 
 static void new_event(struct imds_run *s, struct nth_event *ev, enum nth_kind kind)
@@ -122,13 +128,18 @@ static void new_event(struct imds_run *s, struct nth_event *ev, enum nth_kind ki
 	str_copy(ev->instance_type, sizeof(ev->instance_type), s->n->instance_type);
 }
 
-/* GETs a metadata path. 1 with the body, 0 for a 404 (no notice), or -errno after logging. */
+/* GETs a metadata path. 1 with the body, 0 for a 404 (no notice: a good answer too), or -errno
+ * after logging. */
 static int get(struct imds_run *s, enum monitor m, const char *path, struct buf *out)
 {
 	int r = aws_imds_get_buf(s->n->imds, path, out);
 
-	if (r == -ENOENT)
+	if (r == -ENOENT) {
+		mon_ok(s, m);
 		return 0;
+	}
+	if (r == -ECANCELED) /* stopping: not the metadata's fault */
+		return r;
 	if (r < 0) {
 		mon_error(s, m, path, r);
 		return r;
@@ -158,7 +169,8 @@ static void poll_spot(struct imds_run *s)
 	struct nth_event ev;
 	char hex[72], key[160];
 	new_event(s, &ev, NTH_KIND_SPOT_ITN);
-	str_printf(key, sizeof(key), "%s%s", action, when);
+	/* upstream hashes Go's %v of the decoded *InstanceAction: "&{terminate 2020-...}" */
+	str_printf(key, sizeof(key), "&{%s %s}", action, when);
 	sha256_hex(key, hex, sizeof(hex));
 	str_printf(ev.event_id, sizeof(ev.event_id), "spot-itn-%s", hex);
 	str_printf(ev.description, sizeof(ev.description),
@@ -204,7 +216,8 @@ static bool other_active(struct imds_run *s, const struct stored *except)
 
 static void cancel_one(struct imds_run *s, struct stored *st, const char *state)
 {
-	bool was_done = st->state == EV_DONE;
+	/* a drain that did not finish (a PDB) has cordoned and tainted the node all the same */
+	bool was_done = st->state == EV_DONE || st->attempted;
 
 	str_copy(st->ev.state, sizeof(st->ev.state), state);
 	st->state = EV_CANCELED;
@@ -222,6 +235,32 @@ static void cancel_one(struct imds_run *s, struct stored *st, const char *state)
 		st->state = EV_DONE; /* try the uncordon again at the next poll */
 		st->ev.state[0] = '\0';
 	}
+}
+
+/* A canceled or completed event this run never saw active: an earlier run may have cordoned the
+ * node for it (the event changed while nth was down). Looked at once: uncordon when the node
+ * carries its event-id label. */
+static void cancel_unknown(struct imds_run *s, struct nth_event *ev)
+{
+	int r = nth_node_marked(s->n, ev);
+
+	if (r < 0) {
+		log_v(2, "cannot read the node; looking at the canceled event again later",
+		      KV_S("event", ev->event_id), KV_E(r));
+		return;
+	}
+	if (r > 0) {
+		log_info("an event handled before this run was canceled",
+			 KV_S("event", ev->event_id), KV_S("state", ev->state));
+		if (other_active(s, NULL))
+			log_info("event canceled, but another event still holds the node",
+				 KV_S("event", ev->event_id));
+		else if (nth_cancel_event(s->n, ev) < 0)
+			return; /* try again at the next poll */
+	}
+	struct stored *st = add(s, ev);
+	if (st)
+		st->state = EV_CANCELED;
 }
 
 static void poll_scheduled(struct imds_run *s)
@@ -258,16 +297,18 @@ static void poll_scheduled(struct imds_run *s)
 			   *state = json_str(it, "State"), *desc = json_str(it, "Description"),
 			   *nb = json_str(it, "NotBefore"), *na = json_str(it, "NotAfter");
 		struct stored *st = find(s, id);
-		if (strcmp(state, "canceled") == 0 || strcmp(state, "completed") == 0) {
-			if (st && st->state != EV_CANCELED)
-				cancel_one(s, st, state);
-			continue;
-		}
 		struct nth_event ev;
 		new_event(s, &ev, NTH_KIND_SCHEDULED);
 		str_copy(ev.event_id, sizeof(ev.event_id), id);
 		str_copy(ev.state, sizeof(ev.state), state);
 		str_copy(ev.code, sizeof(ev.code), code);
+		if (strcmp(state, "canceled") == 0 || strcmp(state, "completed") == 0) {
+			if (st && st->state != EV_CANCELED)
+				cancel_one(s, st, state);
+			else if (!st)
+				cancel_unknown(s, &ev);
+			continue;
+		}
 		str_printf(ev.description, sizeof(ev.description),
 			   "%s will occur between %s and %s because %s", code, nb, na ? na : "",
 			   desc ? desc : "");
@@ -300,9 +341,11 @@ static void poll_rebalance(struct imds_run *s)
 		goto out;
 	}
 	struct nth_event ev;
-	char hex[72];
+	char hex[72], key[96];
 	new_event(s, &ev, NTH_KIND_REBALANCE);
-	sha256_hex(when, hex, sizeof(hex));
+	/* upstream hashes Go's %v of the decoded *RebalanceRecommendation: "&{2020-...}" */
+	str_printf(key, sizeof(key), "&{%s}", when);
+	sha256_hex(key, hex, sizeof(hex));
 	str_printf(ev.event_id, sizeof(ev.event_id), "rebalance-recommendation-%s", hex);
 	str_printf(ev.description, sizeof(ev.description),
 		   "Rebalance recommendation received. Instance rebalance recommended at %s", when);
@@ -353,6 +396,7 @@ static void handle_due(struct imds_run *s)
 		if (st->state != EV_PENDING || now_real_ns() < st->ev.start_ns - grace ||
 		    now_mono_ns() < st->retry_at_mono)
 			continue;
+		st->attempted = true;
 		int r = nth_handle_event(s->n, &st->ev);
 		if (r == 0) {
 			st->state = EV_DONE;
@@ -373,6 +417,12 @@ int nth_imds_run(struct nth *n)
 	if (!s)
 		return -ENOMEM;
 	s->n = n;
+	if (n->rebooted_event_id[0]) {
+		/* uncordoned after the reboot it announced: the event can still be listed active */
+		struct stored *st = &s->store[s->len++];
+		str_copy(st->ev.event_id, sizeof(st->ev.event_id), n->rebooted_event_id);
+		st->state = EV_CANCELED;
+	}
 	log_info("started the IMDS monitors", KV_B("spot", c->enable_spot_itn),
 		 KV_B("scheduled", c->enable_scheduled),
 		 KV_B("rebalance", c->enable_rebalance_monitoring || c->enable_rebalance_draining),

@@ -8,7 +8,8 @@
 # env) is accepted by `aws-k8s flags-check`, the subcommand's own flag parser; and the objects
 # say what deploy/README.md promises (leader election, anti-affinity, tolerations, privileged
 # node plugin with Bidirectional propagation, the preStop hook, the CSIDriver, the default
-# classes, resources on every aws-k8s container).
+# classes, nth's two modes with the upstream chart's RBAC, probe and metrics ports, resources on
+# every aws-k8s container).
 # The test API server checks field names (strict decoding), not values, required fields or
 # references (the Role of a RoleBinding, a PriorityClass, a Secret): the python checks below
 # cover the values this project sets.
@@ -162,6 +163,53 @@ def checks(paths):
         vsc = [o for o in objs if o["kind"] == "VolumeSnapshotClass"]
         check("a VolumeSnapshotClass of ebs.csi.aws.com",
               len(vsc) == 1 and vsc[0]["driver"] == "ebs.csi.aws.com", str(vsc))
+    nth_ds = find(objs, "DaemonSet", "aws-node-termination-handler")
+    nth_dep = find(objs, "Deployment", "aws-node-termination-handler")
+    if nth_ds or nth_dep:
+        check("nth: one mode per rendering (IMDS DaemonSet or queue Deployment)",
+              not (nth_ds and nth_dep))
+    for nth in (nth_ds, nth_dep):
+        if not nth:
+            continue
+        mode = "IMDS" if nth is nth_ds else "queue"
+        s = pod_spec(nth)
+        c = container(nth, "aws-node-termination-handler")
+        env = {e["name"]: e for e in c.get("env", [])}
+        val = lambda k: env.get(k, {}).get("value")
+        check("nth (%s): NODE_NAME from spec.nodeName" % mode,
+              env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+              == "spec.nodeName", str(env.get("NODE_NAME")))
+        check("nth (%s): ENABLE_SQS_TERMINATION_DRAINING=%s" % (mode, str(nth is nth_dep).lower()),
+              val("ENABLE_SQS_TERMINATION_DRAINING") == ("true" if nth is nth_dep else "false"))
+        if nth is nth_ds:
+            check("nth (IMDS): every taint tolerated, host networking, every Linux node",
+                  {"operator": "Exists"} in s.get("tolerations", []) and s.get("hostNetwork") is True
+                  and s.get("nodeSelector") == {"kubernetes.io/os": "linux"}, str(s.get("tolerations")))
+        else:
+            check("nth (queue): QUEUE_URL set, one replica, no host networking",
+                  "QUEUE_URL" in env and nth["spec"]["replicas"] == 1 and not s.get("hostNetwork"))
+        probe = c.get("livenessProbe", {}).get("httpGet", {})
+        check("nth (%s): the liveness probe is the probes server (ENABLE_PROBES_SERVER, its port and path)" % mode,
+              val("ENABLE_PROBES_SERVER") == "true" and str(probe.get("port")) == val("PROBES_SERVER_PORT")
+              and probe.get("path") == val("PROBES_SERVER_ENDPOINT"), "%s %s" % (probe, env.get("PROBES_SERVER_PORT")))
+        ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+        check("nth (%s): port http-metrics is PROMETHEUS_SERVER_PORT" % mode,
+              val("ENABLE_PROMETHEUS_SERVER") == "true" and
+              str(ports.get("http-metrics")) == val("PROMETHEUS_SERVER_PORT"), str(ports))
+        rb = find(objs, "ClusterRoleBinding", "aws-node-termination-handler")
+        role = find(objs, "ClusterRole", "aws-node-termination-handler")
+        check("nth (%s): its ClusterRole is bound to its ServiceAccount" % mode,
+              rb and role and rb["roleRef"]["name"] == role["metadata"]["name"] and
+              rb["subjects"][0]["name"] == s["serviceAccountName"] and
+              find(objs, "ServiceAccount", s["serviceAccountName"]) is not None)
+        got = {(g, r, v) for rule in (role or {}).get("rules", []) for g in rule["apiGroups"]
+               for r in rule["resources"] for v in rule["verbs"]}
+        want = {("", "nodes", v) for v in ("get", "list", "patch", "update")} | {
+            ("", "pods", "get"), ("", "pods", "list"), ("", "pods/eviction", "create"),
+            ("apps", "daemonsets", "get"), ("extensions", "daemonsets", "get"),
+            ("", "events", "create"), ("", "events", "patch")}
+        check("nth (%s): the ClusterRole has the upstream chart's rules, no more" % mode,
+              got == want, "extra %s, missing %s" % (sorted(got - want), sorted(want - got)))
     # aws-k8s rbac-proxy sidecars (deploy/rbac-proxy): the workload's metrics on 127.0.0.1 only,
     # the proxy's configuration names that upstream and a SAR on this very workload, the pod's
     # ServiceAccount may create TokenReviews and SubjectAccessReviews, the probes reach it
@@ -297,7 +345,7 @@ rc=$(fc csi-node pre-stop-hook --timeout=5x)
 [ "$rc" = 2 ] && grep -q "invalid duration value '5x'" "$T_TMP/fc.out" &&
 	ok "flags-check: a bad value is refused with the parser's message" ||
 	fail "flags-check: a bad value is refused with the parser's message" "exit $rc: $(cat "$T_TMP/fc.out")"
-rc=$(fc cpm --v=2)
+rc=$(fc capa --v=2)
 [ "$rc" = 1 ] && grep -q "not built yet" "$T_TMP/fc.out" &&
 	ok "flags-check: a command not built yet exits 1" ||
 	fail "flags-check: a command not built yet exits 1" "exit $rc: $(cat "$T_TMP/fc.out")"
