@@ -17,6 +17,7 @@
 #include "common/base/signals.h"
 #include "modules/aws/aws.h"
 #include "modules/ccm/ccm.h"
+#include "modules/cpm/cpm.h"
 #include "modules/csi-client/csi_client.h"
 #include "modules/csi-controller/csi_controller.h"
 #include "modules/csi-node/csi_node.h"
@@ -97,6 +98,8 @@ static const struct cmd commands[] = {
 	{ "aws", aws_main, "call any AWS API action through the shared AWS client (debugging)" },
 	{ "ccm", ccm_main, "the AWS cloud-controller-manager (cloud-node, lifecycle, route)", NULL,
 	  version_kubernetes },
+	{ "cpm", cpm_main,
+	  "the control-plane manager: render kubeadm's PKI, kubeconfigs and static pods; certs" },
 	{ "csi-client", csi_client_main, "call a CSI plugin over its socket and print the reply as JSON" },
 	{ "csi-controller", csi_controller_main,
 	  "the EBS CSI controller plugin (volumes, attachments, snapshots)", "controller",
@@ -127,8 +130,8 @@ static const struct {
 	{ "kube-rbac-proxy", "rbac-proxy" },
 };
 
-/* The commands deploy/ names for the components still to come. */
-static const char *const to_come[] = { "cpm" };
+/* The commands of the components still to come (issue 20: Cluster API Provider AWS). */
+static const char *const to_come[] = { "capa" };
 
 /* 1 and *ret for a command or an upstream name it replaces, 0 for an unknown name, -ENOSYS for
  * a component not built yet. */

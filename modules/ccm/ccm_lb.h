@@ -2,7 +2,9 @@
  * annotations and traffic policy, checked as upstream checks them), the classic ELB that
  * follows (name, listeners, health check, attributes), the subnets it goes into, the rules of
  * its security group, which Nodes it sends traffic to, and the plan that turns what AWS has
- * into what is wanted. Nothing here makes a call; ccm_svc.c and ccm_lb_aws.c act on it. */
+ * into what is wanted. Nothing here makes a call; ccm_svc*.c and ccm_lb_aws.c act on it.
+ * ccm_lb.c: the spec and the Nodes; ccm_lb_net.c: subnets and security-group rules;
+ * ccm_elb.c: the classic ELB as described and its plan. */
 #pragma once
 #include <cjson/cJSON.h>
 #include <libxml/tree.h>

@@ -6,9 +6,8 @@
  *   2. when the Service, its annotations and the eligible Nodes are what the last successful
  *      sync saw (less than VERIFY_NS ago), nothing is called at all;
  *   3. the finalizer, before anything is made;
- *   4. the instances (DescribeInstances by ID, cached), the subnets (cached per VPC), the ELB's
- *      security group k8s-elb-<name> and its rules, the ELB (created, or planned against its
- *      description and changed), its attributes, the node security-group rules;
+ *   4. the instances (DescribeInstances by ID, cached) and the subnets (cached per VPC), here;
+ *      then the load balancer itself: ccm_svc_elb.c for a classic ELB;
  *   5. status.loadBalancer.ingress[].hostname.
  * A Service no longer of type LoadBalancer, or being deleted, with the finalizer: the ELB, the
  * node rules and the group are deleted, then the finalizer is removed. */
@@ -27,12 +26,9 @@
 #include "common/kube/informer.h"
 #include "common/kube/kmap.h"
 #include "common/kube/rest.h"
-#include "modules/ccm/ccm_controllers.h"
-#include "modules/ccm/ccm_lb.h"
-#include "modules/ccm/ccm_lb_aws.h"
+#include "modules/ccm/ccm_svc.h"
 
 #define VERIFY_NS (10 * 60 * NSEC_PER_SEC)
-#define CACHE_TTL_NS (10 * 60 * NSEC_PER_SEC)
 #define NODE_TRIGGER_NS (NSEC_PER_SEC)
 #define CACHE_MAX 100000
 
@@ -40,47 +36,6 @@ struct synced {
 	uint64_t fp;
 	int64_t at;
 };
-
-struct cached_inst {
-	struct ccm_lb_inst i;
-	int64_t at;
-};
-
-struct cached_subnets {
-	struct ccm_subnet *s;
-	size_t n;
-	int64_t at;
-};
-
-struct ccm_svc_ctl {
-	struct ccm *m;
-	struct controller *c;
-	pthread_mutex_t lock;
-	struct kmap synced;  /* Service key -> struct synced */
-	struct kmap insts;   /* instance ID -> struct cached_inst */
-	struct kmap subnets; /* VPC ID -> struct cached_subnets */
-};
-
-static void subnets_free(void *p)
-{
-	struct cached_subnets *cs = p;
-	if (cs)
-		free(cs->s);
-	free(cs);
-}
-
-/* Events --------------------------------------------------------------------------------- */
-
-static void svc_event(struct ccm *m, const cJSON *svc, const char *type, const char *reason,
-		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void svc_event(struct ccm *m, const cJSON *svc, const char *type, const char *reason,
-		      const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	ccm_eventv(m, svc, &kube_services, type, reason, fmt, ap);
-	va_end(ap);
-}
 
 /* Kubernetes writes ----------------------------------------------------------------------- */
 
@@ -232,115 +187,7 @@ static void synced_forget(struct ccm_svc_ctl *ctl, const char *key)
 	pthread_mutex_unlock(&ctl->lock);
 }
 
-/* The instances' VPC and groups: described only when not cached (or the cache is old). */
-static int instances(struct ccm_svc_ctl *ctl, const char (*ids)[32], size_t n,
-		     struct ccm_lb_inst **ret, size_t *ret_n, struct aws_error *err)
-{
-	char(*miss)[32] = calloc(n + 1, 32);
-	struct ccm_lb_inst *out = calloc(n + 1, sizeof(*out)), *got = NULL;
-	size_t n_miss = 0, n_got = 0, k = 0;
-	int64_t now = now_mono_ns();
-	int r = 0;
-
-	if (!miss || !out) {
-		r = -ENOMEM;
-		goto out;
-	}
-	pthread_mutex_lock(&ctl->lock);
-	for (size_t i = 0; i < n; i++) {
-		struct cached_inst *c = kmap_get(&ctl->insts, ids[i]);
-		if (c && now - c->at < CACHE_TTL_NS)
-			out[k++] = c->i;
-		else
-			str_copy(miss[n_miss++], 32, ids[i]);
-	}
-	pthread_mutex_unlock(&ctl->lock);
-	if (n_miss &&
-	    (r = ccm_lb_describe_instances(ccm_cloud_client(ctl->m->cloud), (const char(*)[32])miss,
-					   n_miss, &got, &n_got, err)) < 0)
-		goto out;
-	pthread_mutex_lock(&ctl->lock);
-	if (ctl->insts.size + n_got >= CACHE_MAX)
-		kmap_clear(&ctl->insts, free);
-	for (size_t i = 0; i < n_got; i++) {
-		struct cached_inst *c = malloc(sizeof(*c)), *old = NULL;
-		out[k++] = got[i];
-		if (!c)
-			continue;
-		*c = (struct cached_inst){got[i], now};
-		if (kmap_put(&ctl->insts, got[i].id, c, (void **)&old) < 0)
-			free(c);
-		free(old);
-	}
-	pthread_mutex_unlock(&ctl->lock);
-	*ret = out;
-	*ret_n = k;
-	out = NULL;
-out:
-	free(out);
-	free(got);
-	free(miss);
-	return r;
-}
-
-static int subnets(struct ccm_svc_ctl *ctl, const char *vpc, struct ccm_subnet **ret, size_t *n,
-		   struct aws_error *err)
-{
-	struct cached_subnets *cs, *old = NULL;
-	int64_t now = now_mono_ns();
-	int r;
-
-	pthread_mutex_lock(&ctl->lock);
-	cs = kmap_get(&ctl->subnets, vpc);
-	if (cs && now - cs->at < CACHE_TTL_NS && (*ret = calloc(cs->n + 1, sizeof(**ret)))) {
-		memcpy(*ret, cs->s, cs->n * sizeof(**ret));
-		*n = cs->n;
-		pthread_mutex_unlock(&ctl->lock);
-		return 0;
-	}
-	pthread_mutex_unlock(&ctl->lock);
-	if ((r = ccm_lb_subnets(ccm_cloud_client(ctl->m->cloud), vpc, ctl->m->cluster_id, ret, n,
-				err)) < 0)
-		return r;
-	if (!(cs = calloc(1, sizeof(*cs))) || !(cs->s = calloc(*n + 1, sizeof(*cs->s)))) {
-		free(cs);
-		return 0;
-	}
-	memcpy(cs->s, *ret, *n * sizeof(**ret));
-	cs->n = *n;
-	cs->at = now;
-	pthread_mutex_lock(&ctl->lock);
-	if (kmap_put(&ctl->subnets, vpc, cs, (void **)&old) < 0)
-		subnets_free(cs);
-	subnets_free(old);
-	pthread_mutex_unlock(&ctl->lock);
-	return 0;
-}
-
-/* Ensure ---------------------------------------------------------------------------------- */
-
-struct ensure {
-	struct ccm_lb_spec spec;
-	char (*ids)[32];
-	size_t n_ids;
-	struct ccm_lb_inst *inst;
-	size_t n_inst;
-	struct ccm_subnet *subnets;
-	size_t n_subnets;
-	char chosen[CCM_LB_MAX_SUBNETS][32];
-	size_t n_chosen;
-	char sgs[CCM_LB_MAX_SGS + 1][32];
-	size_t n_sgs;
-	char managed_sg[32];
-	struct ccm_sg_perm perms[CCM_LB_MAX_PERMS];
-	struct ccm_sg_perm want[CCM_LB_MAX_PERMS];
-	struct ccm_sg_perm add[CCM_LB_MAX_PERMS], del[CCM_LB_MAX_PERMS];
-	struct ccm_elb elb;
-	struct ccm_elb_plan plan;
-	char err[512];
-};
-
-static void ensure_free(struct ensure *e)
+static void ensure_free(struct ccm_svc_ensure *e)
 {
 	free(e->ids);
 	free(e->inst);
@@ -348,223 +195,6 @@ static void ensure_free(struct ensure *e)
 	ccm_elb_release(&e->elb);
 	ccm_elb_plan_release(&e->plan);
 	free(e);
-}
-
-/* The ELB's own group k8s-elb-<name> and its ingress. */
-static int ensure_elb_sg(struct ccm *m, struct ensure *e, const char *vpc, struct aws_error *err)
-{
-	struct aws_client *c = ccm_cloud_client(m->cloud);
-	char name[64], desc[400];
-	size_t n_have = 0, n_want, n_add = 0, n_del = 0;
-	struct ccm_sg_perm *add = e->add, *del = e->del;
-	int r;
-
-	snprintf(name, sizeof(name), "k8s-elb-%s", e->spec.name);
-	r = ccm_sg_find(c, vpc, name, e->managed_sg, e->perms, CCM_LB_MAX_PERMS, &n_have, err);
-	if (r == -ENOENT) {
-		snprintf(desc, sizeof(desc), "Security group for Kubernetes ELB %s (%s)",
-			 e->spec.name, e->spec.svc);
-		r = ccm_sg_create(c, vpc, name, desc, m->cluster_id, e->spec.svc, e->managed_sg,
-				  err);
-		if (r == 0)
-			log_info("created the load balancer's security group",
-				 KV_S("service", e->spec.svc), KV_S("group", e->managed_sg));
-	}
-	if (r < 0)
-		return r;
-	n_want = ccm_lb_sg_rules(&e->spec, e->want, CCM_LB_MAX_PERMS);
-	for (size_t i = 0; i < n_want; i++) {
-		bool have = false;
-		for (size_t k = 0; k < n_have && !have; k++)
-			have = ccm_sg_perm_equal(&e->want[i], &e->perms[k]);
-		if (!have)
-			add[n_add++] = e->want[i];
-	}
-	for (size_t k = 0; k < n_have; k++) {
-		bool want = false;
-		for (size_t i = 0; i < n_want && !want; i++)
-			want = ccm_sg_perm_equal(&e->want[i], &e->perms[k]);
-		if (!want)
-			del[n_del++] = e->perms[k];
-	}
-	if ((r = ccm_sg_ingress(c, e->managed_sg, add, n_add, false, err)) < 0 ||
-	    (r = ccm_sg_ingress(c, e->managed_sg, del, n_del, true, err)) < 0)
-		return r;
-	return 0;
-}
-
-/* "All traffic from the ELB's group" on each instance's node group; stale ones revoked. */
-static int ensure_node_rules(struct ccm *m, struct ensure *e, struct aws_error *err)
-{
-	struct aws_client *c = ccm_cloud_client(m->cloud);
-	char node_sgs[64][32], refs[64][32];
-	size_t n_node_sgs = 0, n_refs = 0;
-	struct ccm_sg_perm rule = {.proto = "-1", .from = -1, .to = -1};
-	int r;
-
-	str_copy(rule.group, sizeof(rule.group), e->sgs[0]);
-	for (size_t i = 0; i < e->n_inst; i++) {
-		char id[32];
-		size_t n_perms = 0;
-		bool dup = false, have = false;
-		for (size_t k = 0; k < i && !dup; k++)
-			dup = e->inst[k].n_sgs == e->inst[i].n_sgs &&
-			      memcmp(e->inst[k].sgs, e->inst[i].sgs, e->inst[i].n_sgs * 32) == 0;
-		if (dup)
-			continue;
-		r = ccm_lb_node_sg(c, &e->inst[i], m->cluster_id, id, e->perms, CCM_LB_MAX_PERMS,
-				   &n_perms, err);
-		if (r < 0) {
-			log_warn("no single node security group for an instance; its rule is not "
-				 "made",
-				 KV_S("instance", e->inst[i].id), KV_E(r));
-			continue;
-		}
-		for (size_t k = 0; k < n_perms && !have; k++)
-			have = ccm_sg_perm_equal(&e->perms[k], &rule);
-		if (!have && (r = ccm_sg_ingress(c, id, &rule, 1, false, err)) < 0 && r != -EEXIST)
-			return r;
-		if (n_node_sgs < 64)
-			str_copy(node_sgs[n_node_sgs++], 32, id);
-	}
-	if ((r = ccm_sg_referencing(c, rule.group, refs, 64, &n_refs, err)) < 0)
-		return r;
-	for (size_t i = 0; i < n_refs; i++) {
-		bool keep = strcmp(refs[i], rule.group) == 0;
-		for (size_t k = 0; k < n_node_sgs && !keep; k++)
-			keep = strcmp(refs[i], node_sgs[k]) == 0;
-		if (!keep && (r = ccm_sg_ingress(c, refs[i], &rule, 1, true, err)) < 0 && r != -ENOENT)
-			return r;
-	}
-	return 0;
-}
-
-static int ensure_lb(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ensure *e,
-		     struct aws_error *err)
-{
-	struct ccm *m = ctl->m;
-	struct aws_client *c = ccm_cloud_client(m->cloud);
-	const char *vpc = m->cfg->vpc;
-	bool created = false;
-	int r;
-
-	if ((r = instances(ctl, (const char(*)[32])e->ids, e->n_ids, &e->inst, &e->n_inst, err)) <
-	    0)
-		return r;
-	for (size_t i = 0; (!vpc || !*vpc) && i < e->n_inst; i++)
-		if (e->inst[i].vpc[0])
-			vpc = e->inst[i].vpc;
-	if (!vpc || !*vpc) {
-		snprintf(e->err, sizeof(e->err), "no VPC: set [Global] VPC or add a Node");
-		return -ENOENT;
-	}
-	if ((r = subnets(ctl, vpc, &e->subnets, &e->n_subnets, err)) < 0)
-		return r;
-	if ((r = ccm_lb_pick_subnets(e->subnets, e->n_subnets, &e->spec, e->chosen,
-				     CCM_LB_MAX_SUBNETS, &e->n_chosen, e->err,
-				     sizeof(e->err))) < 0)
-		return r;
-	if (e->spec.n_sgs) {
-		for (size_t i = 0; i < e->spec.n_sgs; i++)
-			str_copy(e->sgs[e->n_sgs++], 32, e->spec.sgs[i]);
-	} else if (m->cfg->elb_security_group && *m->cfg->elb_security_group) {
-		str_copy(e->sgs[e->n_sgs++], 32, m->cfg->elb_security_group);
-	} else {
-		if ((r = ensure_elb_sg(m, e, vpc, err)) < 0)
-			return r;
-		str_copy(e->sgs[e->n_sgs++], 32, e->managed_sg);
-	}
-	for (size_t i = 0; i < e->spec.n_extra_sgs && e->n_sgs <= CCM_LB_MAX_SGS; i++)
-		str_copy(e->sgs[e->n_sgs++], 32, e->spec.extra_sgs[i]);
-
-	r = ccm_elb_describe(c, e->spec.name, &e->elb, err);
-	if (r == 0) {
-		if ((r = ccm_elb_plan_make(&e->spec, &e->elb, (const char(*)[32])e->chosen,
-					   e->n_chosen, (const char(*)[32])e->sgs, e->n_sgs,
-					   (const char(*)[32])e->ids, e->n_ids, &e->plan)) < 0)
-			return r;
-		if (e->plan.recreate) {
-			svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletingLoadBalancer",
-				  "Deleting load balancer: the scheme changed");
-			if ((r = ccm_elb_delete(c, e->spec.name, err)) < 0)
-				return r;
-			ccm_elb_release(&e->elb);
-			ccm_elb_plan_release(&e->plan);
-			r = -ENOENT;
-		}
-	}
-	if (r == -ENOENT) {
-		if ((r = ccm_elb_create(c, &e->spec, m->cluster_id, (const char(*)[32])e->chosen,
-					e->n_chosen, (const char(*)[32])e->sgs, e->n_sgs, err)) < 0)
-			return r;
-		log_info("created the load balancer", KV_S("service", e->spec.svc),
-			 KV_S("name", e->spec.name));
-		created = true;
-		if ((r = ccm_elb_describe(c, e->spec.name, &e->elb, err)) < 0)
-			return r;
-		if ((r = ccm_elb_plan_make(&e->spec, &e->elb, (const char(*)[32])e->chosen,
-					   e->n_chosen, (const char(*)[32])e->sgs, e->n_sgs,
-					   (const char(*)[32])e->ids, e->n_ids, &e->plan)) < 0)
-			return r;
-		e->plan.hc = true;
-	}
-	if (r < 0)
-		return r;
-	bool hosts = e->plan.n_reg || e->plan.n_dereg;
-	if ((r = ccm_elb_apply(c, &e->spec, &e->plan, (const char(*)[32])e->sgs, e->n_sgs, err)) <
-	    0)
-		return r;
-	if (hosts && !created)
-		svc_event(m, svc, KUBE_EVENT_NORMAL, "UpdatedLoadBalancer",
-			  "Updated load balancer with new hosts (%zu registered, %zu deregistered)",
-			  e->plan.n_reg, e->plan.n_dereg);
-	/* attributes are not described back: set when made and whenever the Service changed */
-	if ((r = ccm_elb_attributes(c, &e->spec, err)) < 0)
-		return r;
-	if (!m->cfg->disable_sg_ingress && (r = ensure_node_rules(m, e, err)) < 0)
-		return r;
-	return 0;
-}
-
-/* Delete ---------------------------------------------------------------------------------- */
-
-static int delete_lb(struct ccm_svc_ctl *ctl, const cJSON *svc, struct aws_error *err)
-{
-	struct ccm *m = ctl->m;
-	struct aws_client *c = ccm_cloud_client(m->cloud);
-	char name[33], sg_name[64], sg[32], refs[64][32];
-	struct ccm_sg_perm *perms = calloc(CCM_LB_MAX_PERMS, sizeof(*perms));
-	size_t n_perms = 0, n_refs = 0;
-	int r;
-
-	if (!perms)
-		return -ENOMEM;
-	ccm_lb_name(json_str(svc, "metadata.uid"), name);
-	if ((r = ccm_elb_delete(c, name, err)) < 0)
-		goto out;
-	snprintf(sg_name, sizeof(sg_name), "k8s-elb-%s", name);
-	r = ccm_sg_find(c, NULL, sg_name, sg, perms, CCM_LB_MAX_PERMS, &n_perms, err);
-	if (r == -ENOENT) {
-		r = 0;
-		goto out;
-	}
-	if (r < 0 || (r = ccm_sg_referencing(c, sg, refs, 64, &n_refs, err)) < 0)
-		goto out;
-	for (size_t i = 0; i < n_refs; i++) {
-		struct ccm_sg_perm rule = {.proto = "-1", .from = -1, .to = -1};
-		str_copy(rule.group, sizeof(rule.group), sg);
-		if (strcmp(refs[i], sg) != 0 &&
-		    (r = ccm_sg_ingress(c, refs[i], &rule, 1, true, err)) < 0 && r != -ENOENT)
-			goto out;
-	}
-	/* DependencyViolation while the ELB's interfaces go away: retried with backoff */
-	r = ccm_sg_delete(c, sg, err);
-	if (r == 0)
-		log_info("deleted the load balancer's security group",
-			 KV_S("service", json_str(svc, "metadata.name")), KV_S("group", sg));
-out:
-	free(perms);
-	return r;
 }
 
 /* Reconcile ------------------------------------------------------------------------------- */
@@ -580,9 +210,9 @@ static int reconcile_delete(struct ccm_svc_ctl *ctl, const char *key, const cJSO
 		return 0;
 	if (!ccm_may_act(m))
 		return -ECANCELED;
-	svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletingLoadBalancer", "Deleting load balancer");
-	if ((r = delete_lb(ctl, svc, &err)) < 0) {
-		svc_event(m, svc, KUBE_EVENT_WARNING, "SyncLoadBalancerFailed",
+	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletingLoadBalancer", "Deleting load balancer");
+	if ((r = ccm_svc_elb_delete(ctl, svc, &err)) < 0) {
+		ccm_svc_event(m, svc, KUBE_EVENT_WARNING, "SyncLoadBalancerFailed",
 			  "Error deleting load balancer (will retry): %s", err.message);
 		log_error("deleting the load balancer failed", KV_S("service", key),
 			  KV_S("error", err.message), KV_E(r));
@@ -590,7 +220,7 @@ static int reconcile_delete(struct ccm_svc_ctl *ctl, const char *key, const cJSO
 	}
 	if ((r = set_status(m, svc, NULL)) < 0 || (r = set_finalizer(m, svc, false)) < 0)
 		return r;
-	svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletedLoadBalancer", "Deleted load balancer");
+	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletedLoadBalancer", "Deleted load balancer");
 	log_info("deleted the load balancer", KV_S("service", key));
 	return 0;
 }
@@ -600,7 +230,7 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 	struct ccm_svc_ctl *ctl = ud;
 	struct ccm *m = ctl->m;
 	struct kube_obj *o = NULL;
-	struct ensure *e = NULL;
+	struct ccm_svc_ensure *e = NULL;
 	struct aws_error err = {0};
 	int r;
 
@@ -628,7 +258,7 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 		r = -EINVAL;
 	}
 	if (r < 0) {
-		svc_event(m, svc, KUBE_EVENT_WARNING, "SyncLoadBalancerFailed",
+		ccm_svc_event(m, svc, KUBE_EVENT_WARNING, "SyncLoadBalancerFailed",
 			  "Error syncing load balancer: %s", e->err);
 		log_warn("load balancer rejected", KV_S("service", key), KV_S("reason", e->err));
 		r = 0; /* again when the Service changes */
@@ -648,21 +278,21 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 	}
 	if ((r = set_finalizer(m, svc, true)) < 0)
 		goto out;
-	svc_event(m, svc, KUBE_EVENT_NORMAL, "EnsuringLoadBalancer", "Ensuring load balancer");
+	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "EnsuringLoadBalancer", "Ensuring load balancer");
 	if (e->n_ids == 0)
-		svc_event(m, svc, KUBE_EVENT_WARNING, "UnAvailableLoadBalancer",
+		ccm_svc_event(m, svc, KUBE_EVENT_WARNING, "UnAvailableLoadBalancer",
 			  "There are no available nodes for LoadBalancer");
-	if ((r = ensure_lb(ctl, svc, e, &err)) < 0) {
-		svc_event(m, svc, KUBE_EVENT_WARNING, "SyncLoadBalancerFailed",
+	if ((r = ccm_svc_elb_ensure(ctl, svc, e, &err)) < 0) {
+		ccm_svc_event(m, svc, KUBE_EVENT_WARNING, "SyncLoadBalancerFailed",
 			  "Error syncing load balancer: %s", e->err[0] ? e->err : err.message);
 		log_error("syncing the load balancer failed", KV_S("service", key),
 			  KV_S("error", e->err[0] ? e->err : err.message), KV_E(r));
 		goto out;
 	}
-	if ((r = set_status(m, svc, e->elb.dns)) < 0)
+	if ((r = set_status(m, svc, e->dns)) < 0)
 		goto out;
 	synced_set(ctl, key, fp);
-	svc_event(m, svc, KUBE_EVENT_NORMAL, "EnsuredLoadBalancer", "Ensured load balancer");
+	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "EnsuredLoadBalancer", "Ensured load balancer");
 	*requeue_after_ns = VERIFY_NS + NSEC_PER_SEC;
 out:
 	if (e)
@@ -689,8 +319,7 @@ void ccm_svc_free(struct ccm_svc_ctl *ctl)
 	if (!ctl)
 		return;
 	kmap_clear(&ctl->synced, free);
-	kmap_clear(&ctl->insts, free);
-	kmap_clear(&ctl->subnets, subnets_free);
+	ccm_svc_cache_clear(ctl);
 	pthread_mutex_destroy(&ctl->lock);
 	free(ctl);
 }

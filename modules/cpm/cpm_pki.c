@@ -7,10 +7,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/base/fileutil.h"
 #include "common/base/secret.h"
 #include "common/x509/x509.h"
+#include "modules/cpm/cpm_files.h"
 #include "modules/cpm/cpm_pki.h"
 
 #define PKI_FILE_MAX ((size_t)256 * 1024)
@@ -377,29 +379,19 @@ static const char *leaf_check(const struct cpm_pki_input *in, const struct leaf 
 	return why;
 }
 
-static int dir_make(const char *path)
+int cpm_key_new(enum cpm_key_algo algo, struct x509_key **ret, char *err, size_t errlen)
 {
-	char buf[4096];
-	size_t n = strlen(path);
-
-	if (n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
+	switch (algo) {
+	case CPM_KEY_ECDSA_P256:
+		return x509_key_new_ec(ret, err, errlen);
+	case CPM_KEY_RSA3072:
+		return x509_key_new_rsa(3072, ret, err, errlen);
+	case CPM_KEY_RSA4096:
+		return x509_key_new_rsa(4096, ret, err, errlen);
+	case CPM_KEY_RSA2048:
+		break;
 	}
-	return mkdir(buf, 0755) < 0 && errno != EEXIST ? -errno : 0;
-}
-
-static int cpm_new_key(enum cpm_key_algo algo, struct x509_key **ret, char *err, size_t errlen)
-{
-	return algo == CPM_KEY_ECDSA_P256 ? x509_key_new_ec(ret, err, errlen)
-					  : x509_key_new_rsa(2048, ret, err, errlen);
+	return x509_key_new_rsa(2048, ret, err, errlen);
 }
 
 /* Writes key (0600) then certificate (0644) under pki/. */
@@ -408,7 +400,7 @@ static int cpm_pki_write_pair(const struct cpm_pki_input *in, const char *file,
 		       size_t errlen)
 {
 	_cleanup_secret_ char *kpem = NULL;
-	char path[4096], *cpem = NULL, *slash;
+	char path[4096], *cpem = NULL;
 	int r;
 
 	r = x509_key_to_pem(key, &kpem, err, errlen);
@@ -416,11 +408,8 @@ static int cpm_pki_write_pair(const struct cpm_pki_input *in, const char *file,
 		r = x509_cert_to_pem(crt, &cpem, err, errlen);
 	if (r >= 0)
 		r = pki_path(in, file, ".key", path, sizeof(path));
-	if (r >= 0 && (slash = strrchr(path, '/'))) {
-		*slash = 0;
-		r = dir_make(path);
-		*slash = '/';
-	}
+	if (r >= 0)
+		r = cpm_mkdirs_for(path);
 	if (r >= 0)
 		r = file_write_atomic(path, kpem, strlen(kpem), FILE_MODE_SECRET);
 	if (r >= 0)
@@ -448,7 +437,7 @@ static int leaf_make(const struct cpm_pki_input *in, const struct leaf *l, const
 		.duration_s = in->cert_validity_s > 0 ? in->cert_validity_s
 						      : CPM_DEFAULT_CERT_VALIDITY_S,
 	};
-	int r = cpm_new_key(in->algo, &key, err, errlen);
+	int r = cpm_key_new(in->algo, &key, err, errlen);
 
 	if (r >= 0)
 		r = x509_cert_signed(&s, key, ca->crt, ca->key, &crt, err, errlen);
@@ -479,6 +468,165 @@ static void cas_free(struct ca_pair *cas)
 		x509_cert_free(cas[i].crt);
 		x509_key_free(cas[i].key);
 	}
+}
+
+/* sa.key / sa.pub: made when both are missing, sa.pub rewritten from sa.key when it is missing
+ * or does not match. Returns 0 unchanged, 1 changed (or would), -errno. */
+int cpm_sa_converge(const struct cpm_pki_input *in, bool dry_run, struct cpm_report *rep)
+{
+	_cleanup_x509_key_ struct x509_key *key = NULL, *pub = NULL;
+	_cleanup_secret_ char *kpem = NULL;
+	char kpath[4096], ppath[4096], err[300] = "", *ppem = NULL, *have = NULL;
+	int64_t t0 = cpm_report_clock_ms();
+	const char *why = NULL;
+	bool created = false;
+	int r;
+
+	if (pki_path(in, "sa", ".key", kpath, sizeof(kpath)) < 0 ||
+	    pki_path(in, "sa", ".pub", ppath, sizeof(ppath)) < 0)
+		return -ENAMETOOLONG;
+	r = read_pem(kpath, &kpem);
+	if (r == -ENOENT) {
+		if (access(ppath, F_OK) == 0) {
+			cpm_report_add(rep, "pki/sa.key", CPM_STEP_FAILED, cpm_report_clock_ms() - t0,
+				       "%s is missing while sa.pub is there (install both from d8-pki)",
+				       kpath);
+			return -ENOENT;
+		}
+		if (dry_run) {
+			cpm_report_add(rep, "pki/sa.key", CPM_STEP_WOULD_CHANGE,
+				       cpm_report_clock_ms() - t0, "would create: missing");
+			return 1;
+		}
+		r = cpm_key_new(in->algo, &key, err, sizeof(err));
+		if (r >= 0)
+			r = x509_key_to_pem(key, &kpem, err, sizeof(err));
+		if (r >= 0)
+			r = cpm_mkdirs_for(kpath);
+		if (r >= 0)
+			r = file_write_atomic(kpath, kpem, strlen(kpem), FILE_MODE_SECRET);
+		if (r < 0) {
+			cpm_report_add(rep, "pki/sa.key", CPM_STEP_FAILED, cpm_report_clock_ms() - t0,
+				       "%s", err[0] ? err : strerror(-r));
+			return r;
+		}
+		created = true;
+		cpm_report_add(rep, "pki/sa.key", CPM_STEP_CREATED, cpm_report_clock_ms() - t0,
+			       "missing");
+	} else {
+		if (r >= 0)
+			r = x509_key_from_pem(kpem, &key, err, sizeof(err));
+		if (r < 0) {
+			cpm_report_add(rep, "pki/sa.key", CPM_STEP_FAILED, cpm_report_clock_ms() - t0,
+				       "%s: %s", kpath, err[0] ? err : strerror(-r));
+			return r;
+		}
+		cpm_report_add(rep, "pki/sa.key", CPM_STEP_UNCHANGED, cpm_report_clock_ms() - t0,
+			       NULL);
+	}
+	t0 = cpm_report_clock_ms();
+	r = read_pem(ppath, &have);
+	if (r == -ENOENT)
+		why = "missing";
+	else if (r < 0 || x509_key_from_public_pem(have, &pub, err, sizeof(err)) < 0)
+		why = "it cannot be read";
+	else if (!x509_key_same_public(key, pub))
+		why = "it does not match sa.key";
+	free(have);
+	if (!why) {
+		cpm_report_add(rep, "pki/sa.pub", CPM_STEP_UNCHANGED, cpm_report_clock_ms() - t0, NULL);
+		return created ? 1 : 0;
+	}
+	if (dry_run) {
+		cpm_report_add(rep, "pki/sa.pub", CPM_STEP_WOULD_CHANGE, cpm_report_clock_ms() - t0,
+			       "would write: %s", why);
+		return 1;
+	}
+	r = x509_key_public_to_pem(key, &ppem, err, sizeof(err));
+	if (r >= 0)
+		r = file_write_atomic(ppath, ppem, strlen(ppem), 0644);
+	free(ppem);
+	cpm_report_add(rep, "pki/sa.pub",
+		       r < 0 ? CPM_STEP_FAILED : created || strcmp(why, "missing") == 0
+						 ? CPM_STEP_CREATED
+						 : CPM_STEP_UPDATED,
+		       cpm_report_clock_ms() - t0, "%s", r < 0 ? (err[0] ? err : strerror(-r)) : why);
+	return r < 0 ? r : 1;
+}
+
+int cpm_ca_load(const struct cpm_pki_input *in, const char *name, struct x509_cert **ret_crt,
+		struct x509_key **ret_key, char *err, size_t errlen)
+{
+	struct ca_pair ca = { 0 };
+	int r = -EINVAL;
+
+	for (int i = 0; i < CA_COUNT; i++)
+		if (strcmp(ca_files[i], name) == 0) {
+			r = ca_load(in, (enum ca_id)i, &ca, err, errlen);
+			break;
+		}
+	if (r < 0) {
+		x509_cert_free(ca.crt);
+		x509_key_free(ca.key);
+		if (r == -EINVAL && !err[0])
+			snprintf(err, errlen, "\"%s\" is not a CA of the table", name);
+		return r;
+	}
+	*ret_crt = ca.crt;
+	*ret_key = ca.key;
+	return 0;
+}
+
+int cpm_pki_renew(const struct cpm_pki_input *in, const char *file, char *err, size_t errlen)
+{
+	_cleanup_x509_cert_ struct x509_cert *old = NULL;
+	_cleanup_x509_names_ struct x509_names n = { 0 };
+	struct ca_pair ca = { 0 };
+	const struct leaf *l = NULL;
+	struct want *w = NULL;
+	char path[4096], *pem = NULL;
+	int r;
+
+	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++)
+		if (strcmp(leaves[i].file, file) == 0)
+			l = &leaves[i];
+	if (!l) {
+		snprintf(err, errlen, "\"%s\" is not a certificate of the table", file);
+		return -EINVAL;
+	}
+	r = pki_path(in, file, ".crt", path, sizeof(path));
+	if (r >= 0)
+		r = read_pem(path, &pem);
+	if (r >= 0)
+		r = x509_cert_from_pem(pem, &old, err, errlen);
+	if (r >= 0)
+		r = x509_cert_names(old, &n, err, errlen);
+	free(pem);
+	if (r < 0) {
+		char e[256];
+		snprintf(e, sizeof(e), "%s", err[0] ? err : strerror(-r));
+		snprintf(err, errlen, "cannot read %s: %s", path, e);
+		return r;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	/* kubeadm's renewal keeps the names of the certificate on disk */
+	w->cn = n.cn;
+	for (size_t i = 0; n.orgs && n.orgs[i] && i < 1; i++)
+		w->orgs[i] = n.orgs[i];
+	for (size_t i = 0; n.dns && n.dns[i] && w->ndns < SANS_MAX; i++)
+		w->dns[w->ndns++] = n.dns[i];
+	for (size_t i = 0; n.ips && n.ips[i] && w->nips < SANS_MAX; i++)
+		w->ips[w->nips++] = n.ips[i];
+	r = ca_load(in, l->ca, &ca, err, errlen);
+	if (r >= 0)
+		r = leaf_make(in, l, &ca, w, in->now > 0 ? in->now : (int64_t)time(NULL), err,
+			      errlen);
+	x509_cert_free(ca.crt);
+	x509_key_free(ca.key);
+	free(w);
+	return r;
 }
 
 int cpm_pki_converge(const struct cpm_pki_input *in, bool dry_run, struct cpm_report *rep)

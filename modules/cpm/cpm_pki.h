@@ -1,8 +1,9 @@
 /* The control-plane PKI and kubeconfigs as kubeadm writes them, converged on Deckhouse's rules.
  *
- * The input is a plain struct (the config parser fills it from a kubeadm ClusterConfiguration /
- * InitConfiguration; `cpm certs converge` from its flags). Everything is written under
- * input->root (as kubeadm's --rootfs): ROOT/etc/kubernetes/pki/NAME.{crt,key}, ROOT/etc/kubernetes/NAME.conf.
+ * The input is a plain struct (cpm_config_pki_input fills it from a kubeadm ClusterConfiguration /
+ * InitConfiguration). Everything is written under input->root (as kubeadm's --rootfs):
+ * ROOT/etc/kubernetes/pki/NAME.{crt,key}, ROOT/etc/kubernetes/NAME.conf. Keys are PKCS#8 PEM
+ * ("PRIVATE KEY"), which every Kubernetes component reads; kubeadm writes PKCS#1 / SEC1.
  *
  *   struct cpm_pki_input in = {.root = dir, .node_name = "master-0",
  *                              .advertise_address = "10.0.0.5",
@@ -10,6 +11,7 @@
  *                              .control_plane_endpoint = "127.0.0.1:6445", .kube_minor = 33};
  *   struct cpm_report rep = {0};
  *   r = cpm_pki_converge(&in, false, &rep);
+ *   if (r >= 0) r = cpm_sa_converge(&in, false, &rep);
  *   if (r >= 0) r = cpm_kubeconfigs_converge(&in, false, &rep);
  *
  * The CAs (ca, front-proxy-ca, etcd/ca) are inputs, as Deckhouse installs them from the Secret
@@ -45,6 +47,8 @@
 enum cpm_key_algo {
 	CPM_KEY_RSA2048 = 0, /* kubeadm's default */
 	CPM_KEY_ECDSA_P256,
+	CPM_KEY_RSA3072,
+	CPM_KEY_RSA4096,
 };
 
 struct cpm_pki_input {
@@ -68,14 +72,31 @@ struct cpm_pki_input {
 	bool root_kubeconfig_symlink;	/* ROOT/root/.kube/config -> /etc/kubernetes/admin.conf */
 };
 
-/* The certificates and keys under ROOT/etc/kubernetes/pki. */
+struct x509_cert;
+struct x509_key;
+
+/* The leaf certificates and keys under ROOT/etc/kubernetes/pki. */
 int cpm_pki_converge(const struct cpm_pki_input *in, bool dry_run, struct cpm_report *rep);
-/* NOT IMPLEMENTED YET (declared for the callers to come; no definition links):
- * admin.conf, super-admin.conf, controller-manager.conf, scheduler.conf (and kubelet.conf, the
- * symlink when asked) under ROOT/etc/kubernetes; needs the CA from ROOT/etc/kubernetes/pki. */
+/* sa.key and sa.pub (steps "pki/sa.key", "pki/sa.pub"), same return values. */
+int cpm_sa_converge(const struct cpm_pki_input *in, bool dry_run, struct cpm_report *rep);
+/* admin.conf, super-admin.conf, controller-manager.conf, scheduler.conf (and kubelet.conf, the
+ * symlink when asked) under ROOT/etc/kubernetes, on the rules above (cpm_kubeconfig.c); needs
+ * the CA from ROOT/etc/kubernetes/pki. Same return values as cpm_pki_converge. */
 int cpm_kubeconfigs_converge(const struct cpm_pki_input *in, bool dry_run,
 			     struct cpm_report *rep);
-
-/* NOT IMPLEMENTED YET (no definition links):
- * `aws-k8s cpm certs check-expiration|renew <name|all>|converge [flags]`: argv[0] is "certs". */
-int cpm_certs_main(int argc, char **argv);
+/* `kubeadm certs renew FILE` for one leaf ("apiserver", "etcd/server"): unconditionally a new
+ * key and certificate with the names of the one on disk, signed by the current CA. */
+int cpm_pki_renew(const struct cpm_pki_input *in, const char *file, char *err, size_t errlen);
+/* The kubeconfig NAME ("admin.conf") renewed the same way: its server and CA kept, a new key and
+ * client certificate with the names of the current one (cpm_kubeconfig.c). */
+int cpm_kubeconfig_renew(const struct cpm_pki_input *in, const char *name, char *err,
+			 size_t errlen);
+/* The CA pair "ca", "front-proxy-ca" or "etcd/ca" (the key must match; a CA). */
+int cpm_ca_load(const struct cpm_pki_input *in, const char *name, struct x509_cert **ret_crt,
+		struct x509_key **ret_key, char *err, size_t errlen);
+/* A new key of the algorithm. */
+int cpm_key_new(enum cpm_key_algo algo, struct x509_key **ret, char *err, size_t errlen);
+/* The client certificate of the kubeconfig NAME ("admin.conf"): -ENOENT when the file is
+ * missing, -EBADMSG when it holds none (cpm_kubeconfig.c). */
+int cpm_kubeconfig_cert(const struct cpm_pki_input *in, const char *name,
+			struct x509_cert **ret);

@@ -13,6 +13,7 @@
 #include "common/base/cancel.h"
 #include "common/base/flags.h"
 #include "common/base/log.h"
+#include "common/base/timeutil.h"
 #include "common/http/server.h"
 #include "common/kube/kubeflags.h"
 #include "common/kube/rest.h"
@@ -21,14 +22,40 @@
 
 static const char disc_usage[] =
 	"Discovers the cloud's data for the cluster every --discovery-period, as Deckhouse's\n"
-	"cloud-data-discoverer does: permission conditions (ConfigMap\n"
-	"kube-system/d8-cloud-provider-conditions), the instance-type catalog (InstanceTypesCatalog\n"
-	"for-cluster-autoscaler), the discovery data (Secret kube-system/d8-cloud-provider-discovery-data,\n"
-	"AWSCloudDiscoveryData from the cluster-tagged subnets and the prefix's security groups), the\n"
-	"node-manager Secret kube-system/d8-node-manager-cloud-provider, orphaned EBS volumes and\n"
-	"instances allowing IMDSv1 (metrics). An object is written only when it changed. AWS\n"
-	"credentials and region come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
-	"AWS_REGION...). /healthz answers 503 while the last period's writes failed after every retry.";
+	"cloud-data-discoverer does, and writes an object only when it changed:\n"
+	"  - permission conditions: DryRun DescribeAddressesAttribute and DescribeInstanceTopology;\n"
+	"    an AWS 4xx reply with an error code other than DryRunOperation is a condition\n"
+	"    (UnsupportedOperation on the topology call is not), in ConfigMap\n"
+	"    kube-system/d8-cloud-provider-conditions (not created while empty);\n"
+	"  - the instance-type catalog: InstanceTypesCatalog for-cluster-autoscaler;\n"
+	"  - the discovery data (Secret kube-system/d8-cloud-provider-discovery-data,\n"
+	"    AWSCloudDiscoveryData from the cluster-tagged subnets and the prefix's security groups)\n"
+	"    and from it the node-manager Secret kube-system/d8-node-manager-cloud-provider;\n"
+	"  - metrics: orphaned EBS volumes (the CSI driver's volumes of the cluster without a\n"
+	"    PersistentVolume), instances of the node profile allowing IMDSv1.\n"
+	"Kubernetes writes are retried (--write-retries, --write-retry-initial, --write-retry-max);\n"
+	"/healthz answers 503 while the last period's writes failed after every retry. The\n"
+	"cluster's UUID, prefix and layout come from the flags, else from Deckhouse's ConfigMap\n"
+	"kube-system/d8-cluster-uuid and Secrets d8-cluster-configuration and\n"
+	"d8-provider-cluster-configuration. With --once: one period, exit 0 when every step\n"
+	"succeeded, else 1.\n"
+	"\n"
+	"Environment:\n"
+	"  AWS_REGION, AWS_DEFAULT_REGION           the region (else the instance metadata's)\n"
+	"  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY static keys (also copied into the node-manager\n"
+	"                                           Secret, as Deckhouse's), AWS_SESSION_TOKEN\n"
+	"  AWS_PROFILE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE, AWS_ROLE_ARN,\n"
+	"  AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_SESSION_NAME, AWS_CONTAINER_CREDENTIALS_FULL_URI,\n"
+	"  AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE),\n"
+	"  AWS_EC2_METADATA_DISABLED                the rest of the SDKs' credential chain (IRSA,\n"
+	"                                           shared files, container, instance profile)\n"
+	"  AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_EC2, AWS_IGNORE_CONFIGURED_ENDPOINT_URLS,\n"
+	"  AWS_USE_FIPS_ENDPOINT, AWS_USE_DUALSTACK_ENDPOINT, AWS_CA_BUNDLE, AWS_MAX_ATTEMPTS\n"
+	"                                           endpoints and retries, as the SDKs read them\n"
+	"  AWS_EC2_METADATA_SERVICE_ENDPOINT(_MODE) the instance metadata service\n"
+	"  KUBECONFIG, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT\n"
+	"                                           the Kubernetes API (else the in-cluster config)\n"
+	"and the variables named after the flags below ([$NAME]); a flag on the command line wins.";
 
 static int64_t period_ns;
 static char *listen_address;
@@ -139,6 +166,7 @@ static int step_catalog(struct disc *d)
 		return r;
 	cJSON *cat = disc_catalog(t, n);
 	free(t);
+	log_info("instance types", KV_U("types", n));
 	if (!cat)
 		return -ENOMEM;
 	static const struct kube_resource catalogs = { "deckhouse.io", "v1alpha1",
@@ -275,6 +303,7 @@ static int disc_period(struct disc *d)
 	int (*const steps[])(struct disc *) = { step_conditions, step_catalog, step_data,
 						step_orphans, step_imds };
 	unsigned long before = d->writes;
+	int64_t t0 = now_mono_ns();
 	int result = 0;
 
 	d->write_failed = false;
@@ -285,7 +314,8 @@ static int disc_period(struct disc *d)
 		if (r < 0 && result == 0)
 			result = r;
 	}
-	log_info("discovery period done", KV_U("writes", d->writes - before), KV_E(result));
+	log_info("discovery period done", KV_U("writes", d->writes - before),
+		 KV_D("seconds", (double)(now_mono_ns() - t0) / 1e9), KV_E(result));
 	return result;
 }
 

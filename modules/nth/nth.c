@@ -27,7 +27,18 @@ static const char nth_usage[] =
 	"metadata for spot interruptions, scheduled maintenance, rebalance recommendations and the\n"
 	"ASG target lifecycle state. Queue mode (ENABLE_SQS_TERMINATION_DRAINING=true, QUEUE_URL; a\n"
 	"Deployment) reads EventBridge events from SQS. Every flag also reads the environment\n"
-	"variable upstream reads ([$NAME] below); a flag on the command line wins.";
+	"variable upstream reads ([$NAME] below); a flag on the command line wins.\n"
+	"\n"
+	"Also read from the environment: KUBECONFIG (else the in-cluster service account); in\n"
+	"queue mode the AWS SDK's variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
+	"AWS_SESSION_TOKEN, AWS_ROLE_ARN with AWS_WEB_IDENTITY_TOKEN_FILE (IRSA), AWS_PROFILE,\n"
+	"AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE, AWS_CONTAINER_CREDENTIALS_*_URI,\n"
+	"AWS_DEFAULT_REGION, AWS_ENDPOINT_URL, AWS_CA_BUNDLE, AWS_MAX_ATTEMPTS; else the instance\n"
+	"profile). The region is AWS_REGION, else the queue URL's.\n"
+	"Served: /metrics on PROMETHEUS_SERVER_PORT (upstream's actions_total{node_action,\n"
+	"node_status}, actions_node_total{+node_name,node_event_id}, events_error_total\n"
+	"{event_error_where}, process_*); PROBES_SERVER_ENDPOINT on PROBES_SERVER_PORT\n"
+	"({\"health\":\"OK\"}).";
 
 static struct nth_config cfg;
 static long long grace_period_deprecated;
@@ -45,7 +56,7 @@ static const struct flag nth_flags[] = {
 	  "The kubernetes node name." },
 	{ "pod-name", FLAG_STRING, &cfg.pod_name, "", "POD_NAME",
 	  "The name of the pod running the node-termination-handler (never evicted)." },
-	{ "pod-namespace", FLAG_STRING, &cfg.pod_namespace, "", "POD_NAMESPACE",
+	{ "pod-namespace", FLAG_STRING, &cfg.pod_namespace, "", "NAMESPACE",
 	  "The namespace of the pod running the node-termination-handler." },
 	{ "metadata-url", FLAG_STRING, &cfg.metadata_url, "http://169.254.169.254",
 	  "INSTANCE_METADATA_URL",
@@ -77,7 +88,7 @@ static const struct flag nth_flags[] = {
 	{ "enable-rebalance-draining", FLAG_BOOL, &cfg.enable_rebalance_draining, "false",
 	  "ENABLE_REBALANCE_DRAINING",
 	  "If true, drain nodes when the rebalance recommendation notice is received." },
-	{ "enable-asg-lifecycle-draining", FLAG_BOOL, &cfg.enable_asg_lifecycle, "true",
+	{ "enable-asg-lifecycle-draining", FLAG_BOOL, &cfg.enable_asg_lifecycle, "false",
 	  "ENABLE_ASG_LIFECYCLE_DRAINING",
 	  "If true, drain nodes when the ASG target lifecycle state is Terminated." },
 	{ "enable-sqs-termination-draining", FLAG_BOOL, &cfg.enable_sqs, "false",

@@ -22,14 +22,46 @@
 static const char rbac_usage[] =
 	"An HTTPS reverse proxy that authenticates requests (client certificate or bearer token by\n"
 	"TokenReview) and authorizes them (SubjectAccessReview) before passing them to --upstream,\n"
-	"as kube-rbac-proxy does. Deckhouse's KUBE_RBAC_PROXY_CONFIG (excludePaths, upstreams) and\n"
-	"--stale-cache-interval are supported. Identity headers sent by clients are always removed,\n"
-	"paths are normalised before any check, and Authorization is not forwarded unless\n"
-	"--forward-authorization-header is set (Deckhouse's fork always forwards it).";
+	"as kube-rbac-proxy does; also started by the name kube-rbac-proxy. Deckhouse's fork's\n"
+	"KUBE_RBAC_PROXY_CONFIG, --stale-cache-interval and --livez-path are supported.\n"
+	"\n"
+	"Configuration (--config-file, or the YAML itself in KUBE_RBAC_PROXY_CONFIG, which wins):\n"
+	"  authorization: {resourceAttributes: {namespace, apiGroup, apiVersion, resource,\n"
+	"    subresource, name}, rewrites: {byQueryParameter: {name}, byHttpHeader: {name}},\n"
+	"    static: [{user: {name, groups}, verb, path, resourceRequest, namespace, ...}]}\n"
+	"  excludePaths: [paths proxied without authentication]          (Deckhouse)\n"
+	"  upstreams: [{upstream: URL, path: prefix, authorization: {...}, upstreamCaFile,\n"
+	"    upstreamInsecureSkipVerify}]   (Deckhouse: the prefix is replaced by the URL's path)\n"
+	"Without resourceAttributes the SubjectAccessReview asks for the request's path and verb\n"
+	"(GET get, POST create, PUT update, PATCH patch, DELETE delete). Decisions are cached:\n"
+	"TokenReviews --authn-cache-ttl, allowed --authz-allow-cache-ttl, denied\n"
+	"--authz-deny-cache-ttl; with --stale-cache-interval a decision that held within it is\n"
+	"reused while the API server fails, new ones fail closed.\n"
+	"\n"
+	"Security (where this differs from kube-rbac-proxy): identity headers a client sends\n"
+	"(--auth-header-*-field-name) are always removed; paths are percent-decoded and cleaned\n"
+	"('..', '.', '//', encoded slashes) before --allow-paths, --ignore-paths, excludePaths and\n"
+	"the SubjectAccessReview, and the clean path goes upstream; Authorization is not forwarded\n"
+	"unless --forward-authorization-header is set (Deckhouse's fork always forwards it); a\n"
+	"client's Connection header cannot remove the proxy's own headers; tokens are never logged,\n"
+	"at any --v. Only HTTP/1.1 is served: the HTTP/2 flags are accepted and named in the\n"
+	"start-up warning; --oidc-issuer is refused.\n"
+	"\n"
+	"Statuses: 401 no or bad credentials, 403 denied, 404 outside --allow-paths, 400 a missing\n"
+	"rewrite value, 408 a head slower than --read-header-timeout, 413 a body over\n"
+	"--max-request-body-bytes, 414 a path over 8 KiB, 431 a head over --max-header-bytes, 500 the\n"
+	"API server failed, 502 the upstream failed, 503 the review queue is full, 504 the upstream\n"
+	"timed out.\n"
+	"\n"
+	"Example (Deckhouse's sidecar):\n"
+	"  KUBE_RBAC_PROXY_CONFIG='upstreams: [{upstream: http://127.0.0.1:8081/, path: /, ...}]'\n"
+	"  kube-rbac-proxy --secure-listen-address=$(POD_IP):8443 --client-ca-file=/etc/ca.crt \\\n"
+	"      --v=2 --stale-cache-interval=1h30m --livez-path=/livez";
 
 static char *secure_listen, *upstream, *up_ca, *up_cert, *up_key, *tls_cert, *tls_key, *tls_min,
 	*client_ca, *config_file, *user_field, *groups_field, *groups_sep, *livez;
-static char **tls_ciphers, **audiences, **allow_paths, **ignore_paths, **oidc_unused;
+static char **tls_ciphers, **audiences, **allow_paths, **ignore_paths, **oidc_algs;
+static char *oidc_unused[5];
 static bool header_fields, forward_auth, h2c, http2_disable;
 static long long endpoints_port, max_header, max_body, workers, auth_workers, h2_streams, h2_size;
 static int64_t stale, tls_reload, read_header_timeout, idle_timeout, upstream_timeout, authn_ttl,
@@ -47,7 +79,8 @@ static const struct flag rbac_flags[] = {
 	{ "upstream-client-key-file", FLAG_STRING, &up_key, "", NULL,
 	  "Key of --upstream-client-cert-file." },
 	{ "upstream-force-h2c", FLAG_BOOL, &h2c, "false", NULL,
-	  "Force h2c to the upstream (accepted; HTTP/1.1 is used).", .no_effect = true },
+	  "Force h2c to the upstream: HTTP/1.1 is always used; given, it is named in the start-up warning.",
+	  .no_effect = true },
 	{ "tls-cert-file", FLAG_STRING, &tls_cert, "", NULL,
 	  "Serving certificate (re-read when it changes); none: a self-signed one." },
 	{ "tls-private-key-file", FLAG_STRING, &tls_key, "", NULL, "Key of --tls-cert-file." },
@@ -78,14 +111,28 @@ static const struct flag rbac_flags[] = {
 	{ "proxy-endpoints-port", FLAG_INT, &endpoints_port, "0", NULL,
 	  "Port of the proxy's own endpoints (/healthz) over HTTPS; 0: none.", 0, 65535 },
 	{ "http2-disable", FLAG_BOOL, &http2_disable, "false", NULL,
-	  "Disable HTTP/2 (accepted: HTTP/1.1 only is served).", .no_effect = true },
+	  "Disable HTTP/2: only HTTP/1.1 is served (ALPN offers no h2), as if it were always given.",
+	  .no_effect = true },
 	{ "http2-max-concurrent-streams", FLAG_INT, &h2_streams, "100", NULL,
-	  "Accepted; HTTP/2 is not served.", .no_effect = true },
-	{ "http2-max-size", FLAG_INT, &h2_size, "262144", NULL, "Accepted; HTTP/2 is not served.",
+	  "Streams per HTTP/2 connection: HTTP/2 is not served; a value other than the default is warned about.",
 	  .no_effect = true },
-	{ "oidc-issuer", FLAG_STRING, &oidc_issuer, "", NULL, "OIDC is not supported: refused.", },
-	{ "oidc-clientID", FLAG_STRLIST, &oidc_unused, NULL, NULL, "Accepted; no effect.",
+	{ "http2-max-size", FLAG_INT, &h2_size, "262144", NULL,
+	  "HTTP/2 frame size: HTTP/2 is not served; a value other than the default is warned about.",
 	  .no_effect = true },
+	{ "oidc-issuer", FLAG_STRING, &oidc_issuer, "", NULL,
+	  "OIDC authentication is not supported: a non-empty value is refused (exit 2)." },
+	{ "oidc-clientID", FLAG_STRING, &oidc_unused[0], "", NULL, "OIDC client ID (OIDC is not supported).",
+	  .no_effect = true },
+	{ "oidc-groups-claim", FLAG_STRING, &oidc_unused[1], "groups", NULL,
+	  "OIDC groups claim (OIDC is not supported).", .no_effect = true },
+	{ "oidc-username-claim", FLAG_STRING, &oidc_unused[2], "email", NULL,
+	  "OIDC user claim (OIDC is not supported).", .no_effect = true },
+	{ "oidc-groups-prefix", FLAG_STRING, &oidc_unused[3], "", NULL,
+	  "OIDC groups prefix (OIDC is not supported).", .no_effect = true },
+	{ "oidc-sign-alg", FLAG_STRLIST, &oidc_algs, "RS256", NULL,
+	  "OIDC signing algorithms (OIDC is not supported).", .no_effect = true },
+	{ "oidc-ca-file", FLAG_STRING, &oidc_unused[4], "", NULL,
+	  "OIDC issuer's CA (OIDC is not supported).", .no_effect = true },
 	{ "stale-cache-interval", FLAG_DURATION, &stale, "0s", NULL,
 	  "Deckhouse: reuse a positive decision this long when the API server fails; 0: off." },
 	{ "livez-path", FLAG_STRING, &livez, "", NULL,

@@ -19,7 +19,9 @@
 #                   resize2fs, mkfs.xfs -f; and e2fsck -f -p, the full check an unclean file
 #                   system gets) on sparse image files of each size in SIZES (default "1T 15T":
 #                   15 TiB is near gp3's former 16 TiB maximum and under the host file size limit).
-# Environment: N, IDLE, PUBS, PAIRS, RUNS, SIZES; PARTS (default "ccm controller node").
+#   nth:            tests/bench/nth.sh (IMDS mode idle and draining PODS pods, queue mode idle
+#                   and its SQS calls): the figures of deploy/nth's resources.
+# Environment: N, IDLE, PUBS, PAIRS, RUNS, SIZES; PARTS (default "ccm controller node nth").
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 . "$(dirname "$0")/../integration/ccm_lib.sh"
@@ -31,7 +33,7 @@ PUBS=${PUBS:-100}
 PAIRS=${PAIRS:-200}
 RUNS=${RUNS:-20}
 SIZES=${SIZES:-1T 15T}
-PARTS=${PARTS:-ccm controller node}
+PARTS=${PARTS:-ccm controller node nth}
 HZ=$(getconf CLK_TCK)
 
 st() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
@@ -237,6 +239,11 @@ node_part() {
 		child_peak "mkfs.xfs -f on $size" mkfs.xfs -q -f "$T/big.img"
 	done
 	rm -f "$T/big.img" "$T/half.img"
+}
+
+nth_part() {
+	echo "== nth (tests/bench/nth.sh)"
+	bash "$(dirname "$0")/nth.sh"
 }
 
 echo "host: $(nproc) cores, $(uname -r), $("$AWS_K8S" --version 2>/dev/null | head -1)"

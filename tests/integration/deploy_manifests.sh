@@ -8,7 +8,8 @@
 # env) is accepted by `aws-k8s flags-check`, the subcommand's own flag parser; and the objects
 # say what deploy/README.md promises (leader election, anti-affinity, tolerations, privileged
 # node plugin with Bidirectional propagation, the preStop hook, the CSIDriver, the default
-# classes, resources on every aws-k8s container).
+# classes, nth's two modes with the upstream chart's RBAC, probe and metrics ports, resources on
+# every aws-k8s container).
 # The test API server checks field names (strict decoding), not values, required fields or
 # references (the Role of a RoleBinding, a PriorityClass, a Secret): the python checks below
 # cover the values this project sets.
@@ -146,7 +147,8 @@ def checks(paths):
         names = [x["name"] for x in pod_spec(ctrl)["containers"]]
         want = ["ebs-plugin", "csi-provisioner", "csi-attacher", "csi-snapshotter",
                 "csi-resizer", "liveness-probe"]
-        check("csi-controller: the upstream sidecars", names == want, str(names))
+        check("csi-controller: the upstream sidecars (and kube-rbac-proxy last, if any)",
+              names[:6] == want and names[6:] in ([], ["kube-rbac-proxy"]), str(names))
     drv = find(objs, "CSIDriver", "ebs.csi.aws.com")
     if drv:
         check("CSIDriver ebs.csi.aws.com: attachRequired, no podInfoOnMount, fsGroupPolicy File",
@@ -161,6 +163,106 @@ def checks(paths):
         vsc = [o for o in objs if o["kind"] == "VolumeSnapshotClass"]
         check("a VolumeSnapshotClass of ebs.csi.aws.com",
               len(vsc) == 1 and vsc[0]["driver"] == "ebs.csi.aws.com", str(vsc))
+    nth_ds = find(objs, "DaemonSet", "aws-node-termination-handler")
+    nth_dep = find(objs, "Deployment", "aws-node-termination-handler")
+    if nth_ds or nth_dep:
+        check("nth: one mode per rendering (IMDS DaemonSet or queue Deployment)",
+              not (nth_ds and nth_dep))
+    for nth in (nth_ds, nth_dep):
+        if not nth:
+            continue
+        mode = "IMDS" if nth is nth_ds else "queue"
+        s = pod_spec(nth)
+        c = container(nth, "aws-node-termination-handler")
+        env = {e["name"]: e for e in c.get("env", [])}
+        val = lambda k: env.get(k, {}).get("value")
+        check("nth (%s): NODE_NAME from spec.nodeName" % mode,
+              env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+              == "spec.nodeName", str(env.get("NODE_NAME")))
+        check("nth (%s): ENABLE_SQS_TERMINATION_DRAINING=%s" % (mode, str(nth is nth_dep).lower()),
+              val("ENABLE_SQS_TERMINATION_DRAINING") == ("true" if nth is nth_dep else "false"))
+        if nth is nth_ds:
+            check("nth (IMDS): every taint tolerated, host networking, every Linux node",
+                  {"operator": "Exists"} in s.get("tolerations", []) and s.get("hostNetwork") is True
+                  and s.get("nodeSelector") == {"kubernetes.io/os": "linux"}, str(s.get("tolerations")))
+        else:
+            check("nth (queue): QUEUE_URL set, one replica, no host networking",
+                  "QUEUE_URL" in env and nth["spec"]["replicas"] == 1 and not s.get("hostNetwork"))
+        probe = c.get("livenessProbe", {}).get("httpGet", {})
+        check("nth (%s): the liveness probe is the probes server (ENABLE_PROBES_SERVER, its port and path)" % mode,
+              val("ENABLE_PROBES_SERVER") == "true" and str(probe.get("port")) == val("PROBES_SERVER_PORT")
+              and probe.get("path") == val("PROBES_SERVER_ENDPOINT"), "%s %s" % (probe, env.get("PROBES_SERVER_PORT")))
+        ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+        check("nth (%s): port http-metrics is PROMETHEUS_SERVER_PORT" % mode,
+              val("ENABLE_PROMETHEUS_SERVER") == "true" and
+              str(ports.get("http-metrics")) == val("PROMETHEUS_SERVER_PORT"), str(ports))
+        rb = find(objs, "ClusterRoleBinding", "aws-node-termination-handler")
+        role = find(objs, "ClusterRole", "aws-node-termination-handler")
+        check("nth (%s): its ClusterRole is bound to its ServiceAccount" % mode,
+              rb and role and rb["roleRef"]["name"] == role["metadata"]["name"] and
+              rb["subjects"][0]["name"] == s["serviceAccountName"] and
+              find(objs, "ServiceAccount", s["serviceAccountName"]) is not None)
+        got = {(g, r, v) for rule in (role or {}).get("rules", []) for g in rule["apiGroups"]
+               for r in rule["resources"] for v in rule["verbs"]}
+        want = {("", "nodes", v) for v in ("get", "list", "patch", "update")} | {
+            ("", "pods", "get"), ("", "pods", "list"), ("", "pods/eviction", "create"),
+            ("apps", "daemonsets", "get"), ("extensions", "daemonsets", "get"),
+            ("", "events", "create"), ("", "events", "patch")}
+        check("nth (%s): the ClusterRole has the upstream chart's rules, no more" % mode,
+              got == want, "extra %s, missing %s" % (sorted(got - want), sorted(want - got)))
+    # aws-k8s rbac-proxy sidecars (deploy/rbac-proxy): the workload's metrics on 127.0.0.1 only,
+    # the proxy's configuration names that upstream and a SAR on this very workload, the pod's
+    # ServiceAccount may create TokenReviews and SubjectAccessReviews, the probes reach it
+    for o in objs:
+        spec = pod_spec(o)
+        px = [c for c in (spec or {}).get("containers", []) if c["name"] == "kube-rbac-proxy"
+              and runs_aws_k8s(c.get("command", []))]
+        if not px:
+            continue
+        c, w = px[0], "%s/%s kube-rbac-proxy" % (o["kind"], o["metadata"]["name"])
+        main = spec["containers"][0]
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        args = dict(a[2:].split("=", 1) for a in c.get("args", []) if "=" in a)
+        if "KUBE_RBAC_PROXY_CONFIG" in env:
+            cfg = yaml.safe_load(env["KUBE_RBAC_PROXY_CONFIG"])
+            ups = cfg.get("upstreams") or []
+            url = ups[0]["upstream"] if ups else ""
+            ra = (ups[0].get("authorization") or {}).get("resourceAttributes", {}) if ups else {}
+            port = re.match(r"https?://127\.0\.0\.1:(\d+)/", url)
+            margs = main.get("args", [])
+            bound = port and ("--http-endpoint=127.0.0.1:" + port.group(1) in margs or
+                              ("--bind-address=127.0.0.1" in margs and
+                               "--secure-port=" + port.group(1) in margs))
+            check(w + ": the workload's metrics on 127.0.0.1, the proxy's upstream", bool(bound),
+                  "%s, %s" % (url, margs))
+            check(w + ": the SAR is get <workload>/prometheus-metrics on this workload",
+                  ra.get("name") == o["metadata"]["name"] and
+                  ra.get("resource") == o["kind"].lower() + "s" and
+                  ra.get("subresource") == "prometheus-metrics" and
+                  ra.get("namespace") == o["metadata"].get("namespace"), str(ra))
+            # the rendered names: kustomize renames resourceNames equal to a generated name
+            check(w + ": a Role in its namespace lets a scraper get it (its rendered name)",
+                  any(r["kind"] == "Role" and r["metadata"].get("namespace") == ra.get("namespace")
+                      and any(ra.get("apiGroup") in x.get("apiGroups", []) and "get" in x["verbs"]
+                              and "%s/%s" % (ra.get("resource"), ra.get("subresource")) in x["resources"]
+                              and (not x.get("resourceNames") or ra.get("name") in x["resourceNames"])
+                              for x in r.get("rules", [])) for r in objs), str(ra))
+        sa = spec.get("serviceAccountName")
+        def grants(role):
+            rules = (find(objs, "ClusterRole", role) or {}).get("rules", [])
+            return all(any(res in r.get("resources", []) and "create" in r.get("verbs", [])
+                           for r in rules) for res in ("tokenreviews", "subjectaccessreviews"))
+        check(w + ": its ServiceAccount may create TokenReviews and SubjectAccessReviews",
+              any(b["kind"] == "ClusterRoleBinding" and grants(b["roleRef"]["name"]) and
+                  any(s["kind"] == "ServiceAccount" and s["name"] == sa for s in b["subjects"])
+                  for b in objs), sa)
+        lport = args.get("secure-listen-address", "").rsplit(":", 1)[-1]
+        probes = [c.get(p, {}).get("httpGet", {}) for p in ("livenessProbe", "readinessProbe")]
+        check(w + ": the probes ask the proxy over HTTPS",
+              all(str(p.get("port")) == lport and p.get("scheme") == "HTTPS" for p in probes),
+              "%s %s" % (lport, probes))
+        vols = {v["name"] for v in spec.get("volumes", [])}
+        check(w + ": its volumes exist", all(m["name"] in vols for m in c.get("volumeMounts", [])))
     for o in objs:
         spec = pod_spec(o)
         for c in (spec or {}).get("containers", []):
@@ -243,7 +345,7 @@ rc=$(fc csi-node pre-stop-hook --timeout=5x)
 [ "$rc" = 2 ] && grep -q "invalid duration value '5x'" "$T_TMP/fc.out" &&
 	ok "flags-check: a bad value is refused with the parser's message" ||
 	fail "flags-check: a bad value is refused with the parser's message" "exit $rc: $(cat "$T_TMP/fc.out")"
-rc=$(fc cpm --v=2)
+rc=$(fc capa --v=2)
 [ "$rc" = 1 ] && grep -q "not built yet" "$T_TMP/fc.out" &&
 	ok "flags-check: a command not built yet exits 1" ||
 	fail "flags-check: a command not built yet exits 1" "exit $rc: $(cat "$T_TMP/fc.out")"

@@ -66,8 +66,8 @@ EOF
 }
 pv pvc-1 "\"csi\":{\"driver\":\"ebs.csi.aws.com\",\"volumeHandle\":\"$v1\"}"
 pv pvc-2 "\"awsElasticBlockStore\":{\"volumeID\":\"aws://us-east-1a/$v2\"}"
-# instances of the node profile: one allows IMDSv1 (http-tokens optional), one does not; one of
-# another profile allows it too
+# instances of the node profile: one allows IMDSv1 (http-tokens optional), one does not; two of
+# another profile allow it too
 moto_py "
 U, P = '$UUID', '$PFX'
 for n in (P + '-node', 'other-node'):
@@ -75,7 +75,8 @@ for n in (P + '-node', 'other-node'):
 t = {'kubernetes.io/cluster/' + U: 'owned'}
 run_instance(tags=t, IamInstanceProfile={'Name': P + '-node'}, MetadataOptions={'HttpTokens': 'optional'})
 run_instance(tags=t, IamInstanceProfile={'Name': P + '-node'}, MetadataOptions={'HttpTokens': 'required'})
-run_instance(tags=t, IamInstanceProfile={'Name': 'other-node'}, MetadataOptions={'HttpTokens': 'optional'})" >/dev/null ||
+for _ in range(2):
+    run_instance(tags=t, IamInstanceProfile={'Name': 'other-node'}, MetadataOptions={'HttpTokens': 'optional'})" >/dev/null ||
 	peer fail "instances with instance profiles start in moto"
 
 # --- the cluster -------------------------------------------------------------------------------
@@ -203,7 +204,7 @@ print(sum(v for k, v in c.items() if k.split()[0] in (\"create\", \"update\", \"
 kc delete pv pvc-1 >/dev/null
 orphan3() { curl -sf "http://127.0.0.1:$MPORT/metrics" | grep -q "^cloud_data_discovery_orphaned_disk_info{id=\"$v1\",name=\"pvc-1\"} 1"; }
 check "a disk whose PersistentVolume is deleted is reported at the next period" wait_until 30 orphan3
-check "... and that wrote nothing either" bash -c "[ \$(curl -sf --cacert '$KC.ca.crt' '$KAS_URL/_control/requests' | python3 -c '
+check "... and that wrote nothing either (the one write counted is the test's own PV delete)" bash -c "[ \$(curl -sf --cacert '$KC.ca.crt' '$KAS_URL/_control/requests' | python3 -c '
 import json, sys
 c = json.load(sys.stdin)[\"counters\"]
 print(sum(v for k, v in c.items() if k.split()[0] in (\"create\", \"update\", \"patch\", \"delete\")))') = 1 ]"
@@ -235,6 +236,80 @@ once
 rc=$?
 [ "$rc" = 1 ] && ok "--once exits 1 when a step fails" || fail "--once exits 1 when a step fails" "exit $rc"
 clear_faults
+
+# a 5xx reply to a DryRun call is no condition: the step fails (exit 1), the ConfigMap stays
+dryrun_ok() { fault '{"service": "ec2", "action": "DescribeInstanceTopology", "effect": "error", "status": 412, "code": "DryRunOperation", "message": "Request would have succeeded, but DryRun flag is set."}'; }
+cond_before=$(cond)
+fault '{"service": "ec2", "action": "DescribeAddressesAttribute", "effect": "http500"}'
+dryrun_ok
+AWS_MAX_ATTEMPTS=1 once
+rc=$?
+[ "$rc" = 1 ] && [ "$(cond)" = "$cond_before" ] && grep -q '"AWS call failed" action="DescribeAddressesAttribute"' "$T_TMP/once.log" && ! grep -q '"permission condition" action="DescribeAddressesAttribute"' "$T_TMP/once.log" &&
+	ok "a 500 on a DryRun call is no condition: exit 1, the conditions ConfigMap unchanged" ||
+	fail "a 500 on a DryRun call is no condition: exit 1, the conditions ConfigMap unchanged" "exit $rc, conditions $(cond) (before: $cond_before)"
+clear_faults
+
+# DescribeInstanceTypes in pages (moto ignores MaxResults, so the proxy serves two pages): the
+# catalog holds both, sorted, and that period writes the catalog alone
+itype() { printf '<item><instanceType>%s</instanceType><vCpuInfo><defaultVCpus>%s</defaultVCpus></vCpuInfo><memoryInfo><sizeInMiB>%s</sizeInMiB></memoryInfo></item>' "$@"; }
+page() { python3 -c 'import json, sys; print(json.dumps({"service": "ec2", "action": "DescribeInstanceTypes", "effect": "body", "count": 1, "body": sys.argv[1]}))' \
+	"<DescribeInstanceTypesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r</requestId><instanceTypeSet>$1</instanceTypeSet>$2</DescribeInstanceTypesResponse>"; }
+dryrun_ok
+once # settles the conditions (every permission there) before the counted period
+clear_faults
+fault "$(page "$(itype z9.large 2 4096)$(itype a1.small 1 512)" '<nextToken>page-2</nextToken>')"
+fault "$(page "$(itype m9.xlarge 4 16384)" '')"
+dryrun_ok
+kas_post requests/reset '{}' >/dev/null
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+check "--once with DescribeInstanceTypes in two pages exits 0" once
+kc get instancetypescatalog for-cluster-autoscaler -o json >"$T_TMP/cat2.json" 2>&1
+check "the catalog holds both pages' types, sorted by name" python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["instanceTypes"]
+assert t == [{"name": "a1.small", "cpu": "1", "memory": "512Mi", "rootDisk": "0"},
+             {"name": "m9.xlarge", "cpu": "4", "memory": "16384Mi", "rootDisk": "0"},
+             {"name": "z9.large", "cpu": "2", "memory": "4096Mi", "rootDisk": "0"}], t' "$T_TMP/cat2.json"
+n_it=$(tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c 'import json, sys; print(json.load(sys.stdin)["counts"]["ec2:DescribeInstanceTypes"])')
+w=$(kas_json requests | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["counters"]
+print(" ".join("%s=%d" % (k.replace(" ", ":"), v) for k, v in sorted(c.items()) if k.split()[0] in ("create", "update", "patch", "delete")))')
+[ "$n_it" = 2 ] && [ "$w" = "update:instancetypescatalogs=1" ] && ok "two DescribeInstanceTypes calls, one write (the catalog)" ||
+	fail "two DescribeInstanceTypes calls, one write (the catalog)" "$n_it calls, writes: $w"
+clear_faults
+
+# AWS_NODE_IAM_INSTANCE_PROFILE (Deckhouse's variable) names the profile; an AWS step that fails
+# shows in cloud_data_discovery_cloud_request_error{type} and leaves /healthz at 200
+fault '{"service": "ec2", "action": "DescribeSubnets", "effect": "error", "status": 403, "code": "UnauthorizedOperation", "message": "no"}'
+dryrun_ok
+MPORT2=$(free_port)
+AWS_NODE_IAM_INSTANCE_PROFILE=other-node bg disc2 "$AWS_K8S" discoverer --kubeconfig="$KC" \
+	--listen-address="127.0.0.1:$MPORT2" --discovery-period=1h --v=2
+check "a daemon with AWS_NODE_IAM_INSTANCE_PROFILE=other-node ends its first period" \
+	wait_until 60 grep -q '"discovery period done"' "$T_TMP/disc2.log"
+curl -sf "http://127.0.0.1:$MPORT2/metrics" >"$T_TMP/metrics2.txt"
+check "cloud_data_discovery_aws_instances_imdsv1_allowed counts other-node's two instances" \
+	grep -qx 'cloud_data_discovery_aws_instances_imdsv1_allowed 2' "$T_TMP/metrics2.txt"
+check "cloud_data_discovery_cloud_request_error: 1 for the failed step, 0 for the others" python3 -c '
+import re, sys
+got = dict(re.findall(r"^cloud_data_discovery_cloud_request_error\{type=\"(\w+)\"\} (\d+)$", open(sys.argv[1]).read(), re.M))
+assert got == {"conditions": "0", "instance_types": "0", "discovery_data": "1", "disks": "0", "instances": "0"}, got
+' "$T_TMP/metrics2.txt"
+check "an AWS failure is no write failure: /healthz 200" \
+	bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$MPORT2/healthz) = 200 ]"
+stop_within "$(cat "$T_TMP/disc2.pid")" 10 disc2 >/dev/null
+clear_faults
+
+check "--help names every flag with its default and the environment variables" bash -c '
+h=$("$0" discoverer --help) || exit 1
+for w in "--discovery-period duration" "(default 1h)" "--listen-address string" "127.0.0.1:8081" "--once" \
+	"--cluster-uuid" "--cluster-prefix" "--layout" "[\$AWS_NODE_IAM_INSTANCE_PROFILE]" "--write-retries int" \
+	"(default 15)" "(default 3s)" "(default 30s)" "--kubeconfig" "--kube-api-qps" AWS_REGION AWS_ACCESS_KEY_ID \
+	AWS_SECRET_ACCESS_KEY AWS_WEB_IDENTITY_TOKEN_FILE AWS_ENDPOINT_URL KUBECONFIG; do
+	grep -qF -- "$w" <<<"$h" || { echo "missing: $w"; exit 1; }
+done' "$AWS_K8S"
+
 # no cluster identity at all: a clear error, nothing written
 kc -n kube-system delete configmap d8-cluster-uuid >/dev/null
 "$AWS_K8S" discoverer --once --kubeconfig="$KC" --listen-address=127.0.0.1:0 >"$T_TMP/nouuid.log" 2>&1

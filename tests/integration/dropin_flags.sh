@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests: product
 # aws-k8s as a drop-in for the upstream binaries (issue 12): called through symlinks named like
-# them (aws-cloud-controller-manager, aws-ebs-csi-driver, kube-rbac-proxy; node-termination-handler
-# says it is not built yet), with the mode words the EBS chart passes
+# them (aws-cloud-controller-manager, aws-ebs-csi-driver, kube-rbac-proxy,
+# node-termination-handler: upstream's flags and variables in its --help, Go's single-dash
+# flags), with the mode words the EBS chart passes
 # (controller, node, all: the union of both), with the command lines the upstream charts
 # and Deckhouse pass, with every klog and component-base logging flag in Go's syntaxes (one
 # warning line names those without an effect; -v, --logging-format and --log-file work), and
@@ -143,9 +144,20 @@ started "aws-k8s ebs-csi-driver all" 1 "$NO_NODE_ID" "$AWS_K8S" ebs-csi-driver a
 started "kube-rbac-proxy --help: the rbac-proxy's flags" 0 "--secure-listen-address" "$BIN/kube-rbac-proxy" --help
 started "kube-rbac-proxy without --secure-listen-address: a usage error naming it" 2 "--secure-listen-address is required" \
 	"$BIN/kube-rbac-proxy" --upstream=http://127.0.0.1:1/
-started "aws-k8s cpm (deploy/README's name): not built yet" 1 "'cpm' is not built yet" "$AWS_K8S" cpm
+started "aws-k8s capa (issue 20, still to come): not built yet" 1 "'capa' is not built yet" "$AWS_K8S" capa
 started "node-termination-handler without NODE_NAME: upstream's refusal" 2 "must provide a node-name" \
 	env -u NODE_NAME "$BIN/node-termination-handler"
+# every flag of upstream's, with the variable it reads, in `node-termination-handler --help`
+"$BIN/node-termination-handler" --help >"$T_TMP/nth.help" 2>&1
+missing=$(grep -v '^#' "$T_ROOT/tests/data/nth/upstream_flags.txt" | while read -r f v; do
+	grep -qE -- "^ +--$f( [a-z]+)? .*\[\\\$$v\]" "$T_TMP/nth.help" || echo "--$f [\$$v]"
+done)
+n=$(grep -vc '^#' "$T_ROOT/tests/data/nth/upstream_flags.txt")
+[ -z "$missing" ] && ok "node-termination-handler --help: upstream's $n flags, each with its variable" ||
+	fail "node-termination-handler --help: upstream's $n flags, each with its variable" "missing: $missing"
+started "node-termination-handler with Go's single-dash flags: past its flags (no Kubernetes here)" 1 \
+	"no Kubernetes configuration" env -u NODE_NAME -u KUBECONFIG -u KUBERNETES_SERVICE_HOST NAMESPACE=kube-system \
+	"$BIN/node-termination-handler" -node-name=n1 -metadata-url=http://127.0.0.1:1 -metadata-tries=1 -dry-run
 OUT=$T_TMP/mode.out
 "$BIN/aws-ebs-csi-driver" bogus >"$OUT" 2>&1
 rc=$?

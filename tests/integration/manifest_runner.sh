@@ -41,6 +41,8 @@ spec:
               prefix: CM_
           env:
             - {name: EP, value: "unix:///sock/csi.sock"}
+            - {name: METRICS_PORT, value: "8080"}
+            - {name: NOT_A_PORTX, value: "8080"}
             - {name: REF, value: "$(EP)+$(CM_A)"}
             - name: NODE
               valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
@@ -84,11 +86,11 @@ json=$(python3 "$MR" "$m" --container main "${SETS[@]}" --mount-root "$T_TMP/mnt
 expect "argv: \$(VAR) expanded, \$\$ escaped, an undefined reference kept, paths and ports moved" \
 	"[\"/opt/bin/tool\",\"--endpoint=unix://$T_TMP/mnt/s/csi.sock\",\"--node=n1\",\"\$(EP)\",\"\$(MISSING)\",\"--port=:18080\",\"--cfg=$T_TMP/mnt/c/conf\",\"--secure-port=20258\"]" \
 	"$(jq -c .argv <<<"$json")"
-expect "env: envFrom with its prefix, env referring to earlier variables, valueFrom resolved, the optional one unset" \
-	"{\"CM_A\":\"from-cm\",\"CM_B\":\"b-cm\",\"EP\":\"unix://$T_TMP/mnt/s/csi.sock\",\"REF\":\"unix://$T_TMP/mnt/s/csi.sock+from-cm\",\"NODE\":\"n1\",\"NS\":\"ns1\",\"KEY\":\"abc\",\"GIVEN\":\"given\"}" \
+expect "env: envFrom with its prefix, env referring to earlier variables, a *PORT variable moved, valueFrom resolved, the optional one unset" \
+	"{\"CM_A\":\"from-cm\",\"CM_B\":\"b-cm\",\"EP\":\"unix://$T_TMP/mnt/s/csi.sock\",\"METRICS_PORT\":\"18080\",\"NOT_A_PORTX\":\"8080\",\"REF\":\"unix://$T_TMP/mnt/s/csi.sock+from-cm\",\"NODE\":\"n1\",\"NS\":\"ns1\",\"KEY\":\"abc\",\"GIVEN\":\"given\"}" \
 	"$(jq -c .container_env <<<"$json")"
 expect "the process environment: the container's and PATH only" \
-	"PATH CM_A CM_B EP REF NODE NS KEY GIVEN" "$(jq -r '.env | keys_unsorted | join(" ")' <<<"$json")"
+	"PATH CM_A CM_B EP METRICS_PORT NOT_A_PORTX REF NODE NS KEY GIVEN" "$(jq -r '.env | keys_unsorted | join(" ")' <<<"$json")"
 
 out=$(python3 "$MR" "$m" --container main --set configMapKeyRef:other/k=x --print-argv 2>&1)
 rc=$?

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # tests: product
-# (runs $AWS_K8S ccm through ccm_start in ccm_lib.sh, csi-controller and csi-node)
+# (runs $AWS_K8S ccm through ccm_start in ccm_lib.sh, csi-controller, nth and csi-node)
 # The metric names, types and label sets are upstream's, so that existing dashboards and alerts
 # work: the ccm exports cloud-provider-aws's cloudprovider_aws_api_* (tests/data/metrics/
 # upstream_ccm.txt) and nothing of the EBS CSI driver's; csi-controller the driver's controller
 # families (upstream_ebs_csi.txt: the AWS calls, and a detach kept pending through the fault
 # proxy for aws_ebs_csi_ec2_detach_pending_seconds_total) and nothing of the node's or the
 # ccm's; csi-node the node's (the EBS NVMe statistics, from a page file in test mode) and
-# nothing of the controller's. Each scrape passes `promtool check metrics` (its one lint about
+# nothing of the controller's; nth (IMDS mode) upstream node-termination-handler's
+# (upstream_nth.txt), on a spot notice drained and a metadata poll that fails. Each scrape passes `promtool check metrics` (its one lint about
 # upstream's counter name cloudprovider_aws_api_request_errors, which has no _total suffix, is
 # expected). csi_metrics.sh checks the values and mode all.
 . "$(dirname "$0")/../lib/testlib.sh"
@@ -85,6 +86,36 @@ if grep -q '^aws_ebs_csi_api_request_duration_seconds_count{request="CreateVolum
 else fail "csi-controller: calls counted" "$(grep -E '^aws_ebs_csi_api_request_(errors|throttles|duration_seconds_count)' "$T_TMP/csi.prom")"; fi
 promtool_check csi-controller "$T_TMP/csi.prom"
 compare csi-controller "$T_TMP/csi.prom" "$DATA/upstream_ebs_csi.txt" "$DATA/upstream_ccm.txt" controller
+
+# nth (IMDS mode): a spot notice drained (actions_total, actions_node_total), a metadata answer
+# that fails (events_error_total), on PROMETHEUS_SERVER_PORT with ENABLE_PROMETHEUS_SERVER
+imds_start || fail "the metadata fake starts"
+kc create -f - >/dev/null <<EOF
+{"apiVersion":"v1","kind":"Node","metadata":{"name":"nth-node"},"status":{"conditions":[{"type":"Ready","status":"True"}]}}
+EOF
+NTH_PORT=$(free_port)
+KUBECONFIG=$KC NODE_NAME=nth-node INSTANCE_METADATA_URL=$IMDS_URL METADATA_TRIES=1 AWS_EC2_METADATA_DISABLED=false \
+	ENABLE_PROMETHEUS_SERVER=true PROMETHEUS_SERVER_PORT=$NTH_PORT \
+	bg nth "$AWS_K8S" nth --poll-interval=300ms
+if wait_http "http://127.0.0.1:$NTH_PORT/metrics" 15; then ok "nth serves its metrics on PROMETHEUS_SERVER_PORT"
+else fail "nth serves its metrics on PROMETHEUS_SERVER_PORT" "$(tail -n 5 "$T_TMP/nth.log")"; fi
+tb_post "$IMDS_URL/_control/faults" '{"path":"/latest/meta-data/spot","status":500,"count":1}' >/dev/null
+tb_post "$IMDS_URL/_control/spot" '{"action":"terminate","in":60}' >/dev/null
+nth_ready() {
+	curl -s "http://127.0.0.1:$NTH_PORT/metrics" >"$T_TMP/nth.prom" &&
+		grep -q '^actions_total{node_action="cordon-and-drain",node_status="success"} 1$' "$T_TMP/nth.prom" &&
+		grep -q '^events_error_total{event_error_where="spot-itn-monitor"}' "$T_TMP/nth.prom"
+}
+if wait_until 30 nth_ready; then ok "nth: the drain counted in actions_total (cordon-and-drain, success), the failed poll in events_error_total"
+else fail "nth: actions and errors counted" "$(grep -E '^(actions|events)' "$T_TMP/nth.prom"; tail -n 3 "$T_TMP/nth.log")"; fi
+grep -q '^actions_node_total{node_action="cordon-and-drain",node_status="success",node_name="nth-node",node_event_id="spot-itn-' "$T_TMP/nth.prom" &&
+	ok "nth: actions_node_total names the node and the event (deprecated upstream, kept)" ||
+	fail "nth: actions_node_total names the node and the event" "$(grep '^actions_node' "$T_TMP/nth.prom")"
+promtool_check nth "$T_TMP/nth.prom"
+compare nth "$T_TMP/nth.prom" "$DATA/upstream_nth.txt" "$DATA/upstream_ccm.txt"
+if stop_within "$(cat "$T_TMP/nth.pid")" 10 nth; then
+	[ "$STOP_RC" = 0 ] && ok "nth stops on SIGTERM (exit 0)" || fail "nth stops on SIGTERM (exit 0)" "exit $STOP_RC"
+fi
 
 # csi-node: two volumes, one with a good page, one with a bad one
 if ! nvme_fixture "$T_TMP/nvme"; then

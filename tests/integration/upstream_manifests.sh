@@ -2,7 +2,8 @@
 # tests: product
 # The upstream charts' manifests run unchanged (tests/data/manifests/upstream/: the EBS CSI
 # driver's chart with its defaults and with common values, the AWS cloud-controller-manager's
-# chart, Deckhouse's cloud-provider-aws module; only image and command changed): every aws-k8s
+# chart, Deckhouse's cloud-provider-aws module, the node-termination-handler's chart in IMDS and
+# in queue mode; only image and command changed): every aws-k8s
 # container in them is started through tests/lib/manifest_run.py as the kubelet would start it
 # (command, args with $(VAR) expanded, the container's env with its fieldRefs, Secrets and
 # ConfigMaps resolved), through links named like the upstream binaries, against moto, the
@@ -97,7 +98,7 @@ done
 # ---- links named like the upstream binaries (the image, make install) ----
 BIN=$T_TMP/bin
 mkdir -p "$BIN"
-for n in aws-ebs-csi-driver aws-cloud-controller-manager; do ln -s "$AWS_K8S" "$BIN/$n"; done
+for n in aws-ebs-csi-driver aws-cloud-controller-manager node-termination-handler; do ln -s "$AWS_K8S" "$BIN/$n"; done
 
 # the flags of a manifest's args, the help of the binary it runs: "--name value" lines for the
 # flags in the args that the help does not list, and "--name" lines for those the help marks as
@@ -244,6 +245,67 @@ ccm_checks() {
 		fail "$id: cluster ID $want" "$(grep -a "AWS cloud provider\|cluster" "$LOG" | head -n 3)"
 }
 
+# nth_checks ID JSON: the node-termination-handler is up in the chart's mode: IMDS mode reads
+# its instance's metadata and a spot notice cordons its Node (undone after); queue mode polls
+# the chart's queue (made in moto); the probes server and the metrics as the chart's variables
+# say; JSON_LOGGING
+nth_checks() {
+	local id=$1 json=$2 port i missing v
+	# every variable the chart sets is one the binary reads: its --help lists it as [$NAME]
+	missing=
+	for v in $(jq -r '.container_env | keys[]' <<<"$json"); do
+		grep -qF "[\$$v]" "$help" || missing+="$v "
+	done
+	[ -z "$missing" ] && ok "$id: every variable the chart sets is listed by 'node-termination-handler --help'" ||
+		fail "$id: every variable the chart sets is listed by 'node-termination-handler --help'" "not listed: $missing"
+	if jq -e '.container_env.ENABLE_SQS_TERMINATION_DRAINING == "true"' <<<"$json" >/dev/null; then
+		wait_until_log "queue mode: polling" 200
+		grep -q "queue mode: polling" "$LOG" && ok "$id: comes up in queue mode and polls the chart's QUEUE_URL" ||
+			fail "$id: comes up in queue mode" "$(tail -n 3 "$LOG")"
+	else
+		wait_until_log "instance metadata" 200
+		grep -a "instance metadata" "$LOG" | grep -q "$IID" && ok "$id: comes up in IMDS mode: its instance's metadata ($IID)" ||
+			fail "$id: comes up in IMDS mode" "$(tail -n 3 "$LOG")"
+		tb_post "$IMDS_URL/_control/spot" '{"action":"terminate","in":60}' >/dev/null
+		for ((i = 0; i < 100; i++)); do
+			[ "$(kc get node "$NODE" -o jsonpath='{.spec.unschedulable}')" = true ] && break
+			sleep 0.1
+		done
+		[ $i -lt 100 ] && ok "$id: a spot notice cordons its Node (NODE_NAME from spec.nodeName)" ||
+			fail "$id: a spot notice cordons its Node" "$(tail -n 3 "$LOG")"
+		tb_delete "$IMDS_URL/_control/spot" >/dev/null
+		kc uncordon "$NODE" >/dev/null
+	fi
+	if jq -e '.container_env.ENABLE_PROBES_SERVER == "true"' <<<"$json" >/dev/null; then
+		port=$(jq -r .container_env.PROBES_SERVER_PORT <<<"$json")
+		expect "$id: ENABLE_PROBES_SERVER: /healthz on PROBES_SERVER_PORT answers upstream's body" \
+			'{"health":"OK"}' "$(curl -s "http://127.0.0.1:$port$(jq -r .container_env.PROBES_SERVER_ENDPOINT <<<"$json")")"
+	fi
+	if jq -e '.container_env.ENABLE_PROMETHEUS_SERVER == "true"' <<<"$json" >/dev/null; then
+		port=$(jq -r .container_env.PROMETHEUS_SERVER_PORT <<<"$json")
+		expect "$id: ENABLE_PROMETHEUS_SERVER: /metrics on PROMETHEUS_SERVER_PORT answers 200" 200 \
+			"$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/metrics")"
+	fi
+	if jq -e '.container_env.JSON_LOGGING == "true"' <<<"$json" >/dev/null; then
+		lines=$(grep -c . "$LOG")
+		jsonl=$(jq -R 'fromjson? | objects' "$LOG" 2>/dev/null | jq -s length)
+		[ "$lines" -gt 0 ] && [ "$lines" = "$jsonl" ] && ok "$id: JSON_LOGGING=true: every log line is JSON ($lines)" ||
+			fail "$id: JSON_LOGGING=true: every log line is JSON" "$jsonl of $lines: $(head -n 2 "$LOG")"
+	fi
+}
+wait_until_log() {
+	local i
+	for ((i = 0; i < $2; i++)); do
+		grep -qa "$1" "$LOG" && return 0
+		kill -0 "$PID" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+# the chart's queue (queue mode), in moto
+moto_py "sqs.create_queue(QueueName='nth-chart-queue')" >/dev/null &&
+	peer ok "the queue of the node-termination-handler chart's values, in moto" || peer fail "the chart's queue in moto"
+
 # ---- every aws-k8s container of every manifest ----
 N=0
 while IFS= read -r row <&3; do
@@ -281,6 +343,11 @@ while IFS= read -r row <&3; do
 		--mount-root "$T_TMP/mnt.$N" --bin-dir "$BIN")
 	mapfile -t pm < <(mr_port_maps "$args")
 	run+=("${pm[@]}")
+	# the node-termination-handler's servers (PROBES_SERVER_PORT, PROMETHEUS_SERVER_PORT) move
+	# off the host's ports, and its metadata service is the fake (the chart leaves
+	# INSTANCE_METADATA_URL at 169.254.169.254)
+	[ "$cmd" = node-termination-handler ] &&
+		run+=(--port-map "8080=$(free_port)" --port-map "9092=$(free_port)" --env "INSTANCE_METADATA_URL=$IMDS_URL")
 	# the chart's ccm sets no port: its default, 10258, moves off the host's too
 	[ "$cmd" = aws-cloud-controller-manager ] && ! grep -q -- '--secure-port=' <<<"$args" &&
 		run+=("--extra-arg=--secure-port=$(free_port)")
@@ -296,6 +363,7 @@ while IFS= read -r row <&3; do
 	aws-ebs-csi-driver)
 		if [ "$mode" = metadataLabeler ]; then labeler_checks "$id"; else csi_checks "$id" "$json" "$mode"; fi ;;
 	aws-cloud-controller-manager) ccm_checks "$id" "$json" ;;
+	node-termination-handler) nth_checks "$id" "$json" ;;
 	*) fail "$id: a binary this test does not know: $cmd" ;;
 	esac
 	if kill -0 "$PID" 2>/dev/null && ! grep -qE "$USAGE_ERR" "$LOG"; then
@@ -343,6 +411,7 @@ while IFS= read -r row <&3; do
 	# SIGTERM
 	bound=2
 	[ "$cmd" = aws-cloud-controller-manager ] && bound=10
+	[ "$cmd" = node-termination-handler ] && bound=10
 	if stop_within "$PID" $bound "$id"; then
 		expect "$id: SIGTERM: exits 0 within $bound s" 0 "$STOP_RC"
 	fi
@@ -350,6 +419,6 @@ while IFS= read -r row <&3; do
 		fail "$id: no sanitizer report" "$(grep -aA5 "Sanitizer\|runtime error" "$LOG" | head -n 8)"
 	fi
 done 3< <(python3 "$MR" "$DATA"/*.yaml --list --image "$IMAGE")
-[ $N -ge 9 ] && ok "the manifests hold $N aws-k8s containers" || fail "the manifests hold the aws-k8s containers" "only $N"
+[ $N -ge 11 ] && ok "the manifests hold $N aws-k8s containers" || fail "the manifests hold the aws-k8s containers" "only $N"
 
 t_summary

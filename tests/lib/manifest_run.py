@@ -39,7 +39,8 @@ host's):
                      configMap volumes are written from the values (their items, or every
                      key given), on --exec and --print-mounts
   --path-map FROM=TO any other path prefix to rewrite the same way
-  --port-map OLD=NEW a port in host:port values (":OLD") and in --*port=OLD flags
+  --port-map OLD=NEW a port in host:port values (":OLD"), in --*port=OLD flags and in the
+                     value of a variable named *PORT (PROBES_SERVER_PORT=8080)
 Binary:
   --bin-dir DIR      the command's first word is looked up by its base name in DIR (a
                      directory of links named like the upstream binaries)
@@ -367,6 +368,9 @@ def build(args, objs):
     rw = rewriter(path_maps, pairs(args.port_map, "--port-map"))
     argv = [rw(a) for a in argv]
     env = {k: rw(v) for k, v in env.items()}
+    # a variable naming a port (PROMETHEUS_SERVER_PORT=9092, the node-termination-handler's)
+    pm = dict(pairs(args.port_map, "--port-map"))
+    env = {k: pm.get(v, v) if k.endswith("PORT") else v for k, v in env.items()}
     if args.bin_dir:
         b = os.path.join(os.path.abspath(args.bin_dir), os.path.basename(argv[0]))
         if not os.path.exists(b):

@@ -1,0 +1,59 @@
+/* The service controller's parts: ccm_svc.c holds the controller (Kubernetes writes, the
+ * reconcile of one Service); ccm_svc_elb.c makes and deletes a classic ELB; below them both,
+ * ccm_svc_cache.c holds the Events, the instance and subnet caches and the placement. */
+#pragma once
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stddef.h>
+
+#include "common/aws/error.h"
+#include "common/kube/kmap.h"
+#include "modules/ccm/ccm_controllers.h"
+#include "modules/ccm/ccm_lb.h"
+#include "modules/ccm/ccm_lb_aws.h"
+
+struct ccm_svc_ctl {
+	struct ccm *m;
+	struct controller *c;
+	pthread_mutex_t lock;
+	struct kmap synced;  /* Service key -> struct synced */
+	struct kmap insts;   /* instance ID -> struct cached_inst */
+	struct kmap subnets; /* VPC ID -> struct cached_subnets */
+};
+
+/* One reconcile's working set. */
+struct ccm_svc_ensure {
+	struct ccm_lb_spec spec;
+	char (*ids)[32]; /* the eligible Nodes' instances, sorted */
+	size_t n_ids;
+	struct ccm_lb_inst *inst;
+	size_t n_inst;
+	const char *vpc;
+	struct ccm_subnet *subnets;
+	size_t n_subnets;
+	char chosen[CCM_LB_MAX_SUBNETS][32];
+	size_t n_chosen;
+	char sgs[CCM_LB_MAX_SGS + 1][32];
+	size_t n_sgs;
+	char managed_sg[32];
+	struct ccm_sg_perm perms[CCM_LB_MAX_PERMS];
+	struct ccm_sg_perm want[CCM_LB_MAX_PERMS];
+	struct ccm_sg_perm add[CCM_LB_MAX_PERMS], del[CCM_LB_MAX_PERMS];
+	struct ccm_elb elb;
+	struct ccm_elb_plan plan;
+	char dns[256]; /* the status hostname once ensured */
+	char err[512]; /* a reason for the Event, when not AWS's */
+};
+
+void ccm_svc_event(struct ccm *m, const cJSON *svc, const char *type, const char *reason,
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The instances (cached), the VPC (the config's, else the instances'), its subnets (cached)
+ * and the chosen ones, into e. */
+int ccm_svc_place(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e, struct aws_error *err);
+
+void ccm_svc_cache_clear(struct ccm_svc_ctl *ctl);
+
+/* ccm_svc_elb.c */
+int ccm_svc_elb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		       struct aws_error *err);
+int ccm_svc_elb_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct aws_error *err);

@@ -1,0 +1,180 @@
+/* aws-k8s cpm: the control-plane manager's one-shot steps (cpm.h). */
+#include "modules/cpm/cpm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/flags.h"
+#include "common/base/log.h"
+#include "modules/cpm/cpm_int.h"
+
+static const char cpm_usage[] =
+	"The control-plane manager: renders what kubeadm would for a control-plane node (the PKI,\n"
+	"the kubeconfigs and the static-pod manifests of kube-apiserver, kube-controller-manager,\n"
+	"kube-scheduler and etcd), from the kubeadm-style configuration Deckhouse's Secret\n"
+	"d8-control-plane-manager-config holds, without a kubeadm binary.\n"
+	"\n"
+	"Commands:\n"
+	"  render --config FILE [--root DIR] [--node-name N] [--my-ip IP] [--dry-run]\n"
+	"      Writes under DIR (as kubeadm's --rootfs; default /), then stops:\n"
+	"      - etc/kubernetes/pki: the leaf certificates of kubeadm's table (apiserver,\n"
+	"        apiserver-kubelet-client, apiserver-etcd-client, front-proxy-client, etcd/server,\n"
+	"        etcd/peer, etcd/healthcheck-client; keys 0600) and sa.key/sa.pub. The CAs (ca,\n"
+	"        front-proxy-ca, etcd/ca) are inputs, installed from the Secret d8-pki: never made.\n"
+	"        A certificate is renewed when fewer than 30 days remain (an expired one included:\n"
+	"        no API server is needed), when its subject or SANs differ from the configuration,\n"
+	"        when its key is missing or does not match, or when another CA issued it.\n"
+	"      - etc/kubernetes/{admin,super-admin,controller-manager,scheduler}.conf (0600),\n"
+	"        recreated on the same rules and when the server or the CA changed.\n"
+	"      - etc/kubernetes/manifests/{kube-apiserver,kube-controller-manager,kube-scheduler,\n"
+	"        etcd}.yaml (0600): kubeadm's flags with the configuration's extraArgs, probes,\n"
+	"        volumes and resources, and the annotation\n"
+	"        control-plane-manager.deckhouse.io/checksum (sha256 of the manifest and of every\n"
+	"        file it names under /etc/kubernetes).\n"
+	"      A file is written only when it changes: a second run with nothing changed touches\n"
+	"      nothing. Each step is printed with its outcome and duration. --dry-run says what\n"
+	"      would change and writes nothing (exit 0 either way).\n"
+	"  certs check-expiration [--root DIR]\n"
+	"      kubeadm's table of the certificates (and kubeconfigs) with their expiry, residual\n"
+	"      time and CA, then the CAs'.\n"
+	"  certs renew <name|all> [--root DIR] [--config FILE]\n"
+	"      Renews unconditionally, as kubeadm: a new key and certificate with the names of the\n"
+	"      one on disk, signed by the CA on disk. Names: admin.conf, apiserver,\n"
+	"      apiserver-etcd-client, apiserver-kubelet-client, controller-manager.conf,\n"
+	"      etcd-healthcheck-client, etcd-peer, etcd-server, front-proxy-client,\n"
+	"      scheduler.conf, super-admin.conf. kubelet.conf is not touched (the kubelet rotates\n"
+	"      its own). Restart the control-plane pods afterwards. --config gives the validity\n"
+	"      (certificateValidityPeriod) and key type (encryptionAlgorithm); default 1 year,\n"
+	"      RSA-2048.\n"
+	"\n"
+	"The configuration: kubeadm.k8s.io/v1beta3 or v1beta4 ClusterConfiguration (kubernetesVersion,\n"
+	"controlPlaneEndpoint, networking, apiServer/controllerManager/scheduler extraArgs and\n"
+	"extraVolumes, apiServer.certSANs, etcd.local, encryptionAlgorithm, certificate validity)\n"
+	"and InitConfiguration (nodeRegistration.name, localAPIEndpoint); NODE_NAME and MY_IP, as\n"
+	"Deckhouse's DaemonSet sets them, win over the latter.\n"
+	"\n"
+	"Not built yet (issue 18, part 2): the converge with backups and waiting for the mirror pods,\n"
+	"the one-master-at-a-time approval, kubeadm patches, the deploy/ DaemonSet.\n"
+	"\n"
+	"Exit codes: 0 done, 1 a step failed (the failed step says why; the steps before it are\n"
+	"kept), 2 usage error.";
+
+static char *config_path, *root, *node_name, *my_ip;
+static bool dry_run, root_symlink;
+
+static const struct flag cpm_flags[] = {
+	{ "config", FLAG_STRING, &config_path, NULL, NULL,
+	  "Path to the kubeadm configuration (YAML documents: ClusterConfiguration, "
+	  "InitConfiguration, kubeadm.k8s.io/v1beta3 or v1beta4)." },
+	{ "root", FLAG_STRING, &root, "/", NULL,
+	  "Write and read everything under this folder instead of / (as kubeadm's --rootfs)." },
+	{ "node-name", FLAG_STRING, &node_name, NULL, "NODE_NAME",
+	  "The node's name (over InitConfiguration's nodeRegistration.name)." },
+	{ "my-ip", FLAG_STRING, &my_ip, NULL, "MY_IP",
+	  "The node's IP, the advertise address (over InitConfiguration's "
+	  "localAPIEndpoint.advertiseAddress)." },
+	{ "dry-run", FLAG_BOOL, &dry_run, "false", NULL,
+	  "render: print what would change, write nothing." },
+	{ "root-kubeconfig-symlink", FLAG_BOOL, &root_symlink, "false", NULL,
+	  "render: also link ROOT/root/.kube/config to /etc/kubernetes/admin.conf "
+	  "(Deckhouse's rootKubeconfigSymlink)." },
+	LOG_FLAGS,
+	{ NULL },
+};
+
+static int load_config(struct cpm_config *cfg)
+{
+	char err[600] = "";
+	int r = cpm_config_load(config_path, node_name, my_ip, cfg, err, sizeof(err));
+
+	if (r < 0)
+		fprintf(stderr, "aws-k8s cpm: the configuration %s\n", err);
+	return r;
+}
+
+static int render(void)
+{
+	struct cpm_report rep = { .live = stdout };
+	struct cpm_config cfg = { 0 };
+	struct cpm_pki_input in;
+	int64_t t0 = cpm_report_clock_ms();
+	int r;
+
+	if (!config_path || !config_path[0]) {
+		fprintf(stderr, "aws-k8s cpm render: --config is required\n");
+		return 2;
+	}
+	if (load_config(&cfg) < 0)
+		return 1;
+	cpm_config_pki_input(&cfg, root, &in);
+	in.root_kubeconfig_symlink = root_symlink;
+	r = cpm_pki_converge(&in, dry_run, &rep);
+	if (r >= 0)
+		r = cpm_sa_converge(&in, dry_run, &rep);
+	if (r >= 0)
+		r = cpm_kubeconfigs_converge(&in, dry_run, &rep);
+	if (r >= 0)
+		r = cpm_manifests_converge(&cfg, root, dry_run, &rep);
+	if (r < 0)
+		fprintf(stderr, "aws-k8s cpm render: failed: %s\n", strerror(-r));
+	else if (dry_run)
+		printf("render (dry run): %zu would change, %zu unchanged (%lld ms)\n",
+		       cpm_report_count(&rep, CPM_STEP_WOULD_CHANGE),
+		       cpm_report_count(&rep, CPM_STEP_UNCHANGED),
+		       (long long)(cpm_report_clock_ms() - t0));
+	else
+		printf("render: %zu created, %zu updated, %zu unchanged (%lld ms)\n",
+		       cpm_report_count(&rep, CPM_STEP_CREATED),
+		       cpm_report_count(&rep, CPM_STEP_UPDATED),
+		       cpm_report_count(&rep, CPM_STEP_UNCHANGED),
+		       (long long)(cpm_report_clock_ms() - t0));
+	cpm_report_release(&rep);
+	cpm_config_release(&cfg);
+	return r < 0 ? 1 : 0;
+}
+
+static int certs(int argc, char **argv)
+{
+	struct cpm_config cfg = { 0 };
+	struct cpm_pki_input in = { .root = root };
+	int r;
+
+	if (config_path && config_path[0]) {
+		if (load_config(&cfg) < 0)
+			return 1;
+		cpm_config_pki_input(&cfg, root, &in);
+	}
+	r = cpm_certs_run(&in, argc, argv);
+	cpm_config_release(&cfg);
+	return r;
+}
+
+int cpm_main(int argc, char **argv)
+{
+	int r, n = flags_parse("cpm", cpm_usage, cpm_flags, argc, argv);
+
+	if (n < 0)
+		return flags_exit_code(n);
+	if (n == 0) {
+		fprintf(stderr, "aws-k8s cpm: a command is needed: render or certs (see 'aws-k8s "
+				"cpm --help')\n");
+		r = 2;
+	} else if (strcmp(argv[0], "render") == 0) {
+		if (n > 1) {
+			fprintf(stderr, "aws-k8s cpm render: unexpected argument '%s'\n", argv[1]);
+			r = 2;
+		} else {
+			r = render();
+		}
+	} else if (strcmp(argv[0], "certs") == 0) {
+		r = certs(n - 1, argv + 1);
+	} else {
+		fprintf(stderr, "aws-k8s cpm: unknown command '%s' (render, certs; see 'aws-k8s cpm "
+				"--help')\n", argv[0]);
+		r = 2;
+	}
+	flags_free(cpm_flags);
+	return r;
+}
