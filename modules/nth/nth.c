@@ -457,6 +457,7 @@ int nth_main(int argc, char **argv)
 	r = 1;
 	if (cfg.enable_prometheus) {
 		metrics_register_process();
+		nth_metrics_init();
 		if (start_server(cfg.prometheus_port, "prometheus", &prom) < 0)
 			goto out;
 	}

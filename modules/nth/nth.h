@@ -206,6 +206,11 @@ void nth_node_event(struct nth *n, const struct nth_event *ev, bool warning, con
 void nth_metric_action(const char *action, const char *node, const char *event_id, int r);
 /* Counts an error in events_error_total{event_error_where}. */
 void nth_metric_error(const char *where);
+/* Registers every metric (the counters without series yet, the gauges at 0), as upstream's
+ * exporter shows them from the start. */
+void nth_metrics_init(void);
+/* Queue mode: nth_tagged_instances, and nth_tagged_nodes unless nodes < 0 (not counted). */
+void nth_metric_tagged(long long instances, long long nodes);
 
 /* The IMDS mode: runs the monitors until n->cancel is cancelled. 0, or -errno on a fatal error. */
 int nth_imds_run(struct nth *n);

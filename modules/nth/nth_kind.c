@@ -46,7 +46,7 @@ void nth_event_clear(struct nth_event *ev)
 
 /* ---- metrics (upstream's OpenTelemetry names as the Prometheus exporter writes them) ---- */
 
-static struct metric *m_actions, *m_actions_node, *m_errors;
+static struct metric *m_actions, *m_actions_node, *m_errors, *m_tagged_nodes, *m_tagged_instances;
 
 static void metrics_init(void)
 {
@@ -59,6 +59,24 @@ static void metrics_init(void)
 		(const char *[]){ "node_action", "node_status", "node_name", "node_event_id", NULL });
 	m_errors = metric_counter("events_error_total", "Number of errors in events processing",
 				  (const char *[]){ "event_error_where", NULL });
+	m_tagged_nodes = metric_gauge("nth_tagged_nodes", "Number of nodes processing", NULL);
+	m_tagged_instances =
+		metric_gauge("nth_tagged_instances", "Number of instances processing", NULL);
+	metric_set(m_tagged_nodes, 0);
+	metric_set(m_tagged_instances, 0);
+}
+
+void nth_metrics_init(void)
+{
+	metrics_init();
+}
+
+void nth_metric_tagged(long long instances, long long nodes)
+{
+	metrics_init();
+	metric_set(m_tagged_instances, (double)instances);
+	if (nodes >= 0)
+		metric_set(m_tagged_nodes, (double)nodes);
 }
 
 void nth_metric_action(const char *action, const char *node, const char *event_id, int r)

@@ -438,6 +438,7 @@ int nth_sqs_run(struct nth *n)
 {
 	struct nth_config *cfg = n->cfg;
 	struct runner rn = {.n = n, .url = cfg->queue_url};
+	struct gauges *gauges = NULL;
 	struct backoff bo = {.base_ns = NS_PER_S, .max_ns = 30 * NS_PER_S, .full_jitter = false,
 			     .jitter = 0.2};
 	int r;
@@ -448,6 +449,8 @@ int nth_sqs_run(struct nth *n)
 	rn.workers = cfg->workers > 0 ? (int)cfg->workers : 10;
 	pthread_mutex_init(&rn.lock, NULL);
 	pthread_cond_init(&rn.cond, NULL);
+	if (cfg->enable_prometheus)
+		gauges = nth_sqs_gauges_start(n, rn.aws);
 	log_info("queue mode: polling", KV_S("queue_url", cfg->queue_url),
 		 KV_I("workers", rn.workers), KV_I("visibility_timeout_s", rn.visibility_s));
 	while (!cancel_is_cancelled(n->cancel)) {
@@ -489,6 +492,7 @@ int nth_sqs_run(struct nth *n)
 	while (rn.busy > 0)
 		pthread_cond_wait(&rn.cond, &rn.lock);
 	pthread_mutex_unlock(&rn.lock);
+	nth_sqs_gauges_stop(gauges);
 	pthread_cond_destroy(&rn.cond);
 	pthread_mutex_destroy(&rn.lock);
 	aws_client_free(rn.aws);

@@ -20,3 +20,10 @@ int nth_sqs_find_node(struct kube_client *kc, bool use_provider_id, const char *
  * name into out when it is Ready; -EAGAIN when it exists and is not Ready; -ENOENT when none. */
 int nth_sqs_node_ready(struct kube_client *kc, const char *instance_id, const char *provider_id,
 		       char *out, size_t n);
+/* Upstream's gauges nth_tagged_instances and nth_tagged_nodes (nth_sqs_gauges.c): a thread that
+ * counts them at once and then every 30 s until n->cancel; NULL when it could not start (logged).
+ * Stop joins it (after n->cancel) and frees it; NULL is a no-op. */
+struct nth;
+struct gauges;
+struct gauges *nth_sqs_gauges_start(struct nth *n, struct aws_client *aws);
+void nth_sqs_gauges_stop(struct gauges *g);

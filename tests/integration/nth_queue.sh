@@ -71,12 +71,21 @@ else peer fail "instances and Nodes" "${ID[*]}"; t_summary; fi
 fault '{"service":"autoscaling","action":"CompleteLifecycleAction","effect":"body","body":"<CompleteLifecycleActionResponse xmlns=\"http://autoscaling.amazonaws.com/doc/2011-01-01/\"><CompleteLifecycleActionResult/><ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></CompleteLifecycleActionResponse>"}'
 
 # ---- start it --------------------------------------------------------------------------------
+PROM_PORT=$(free_port)
 KUBECONFIG=$KC ENABLE_SQS_TERMINATION_DRAINING=true QUEUE_URL=$QUEUE_URL AWS_REGION=us-east-1 \
 	SQS_MSG_VISIBILITY_TIMEOUT_SEC=2 NODE_TERMINATION_GRACE_PERIOD=30 TAINT_NODE=true \
+	ENABLE_PROMETHEUS_SERVER=true PROMETHEUS_SERVER_PORT=$PROM_PORT \
 	bg nth "$AWS_K8S" nth --v=2
 NTH_PID=$(cat "$T/nth.pid")
 wait_until 20 grep -q "queue mode: polling" "$T/nth.log" && ok "nth starts in queue mode" \
 	|| { fail "nth starts in queue mode" "$(tail -5 "$T/nth.log")"; t_summary; }
+
+# upstream's gauges, counted at start: 9 instances carry the managed tag (all but "unmanaged"), 8
+# of them have a Node with their providerID (the spot Node has none: found by its label instead)
+gauges() { curl -s "http://127.0.0.1:$PROM_PORT/metrics" | grep -E '^nth_tagged_(instances|nodes) ' | sort | tr '\n' ' '; }
+if wait_until 20 test "$(gauges)" = "nth_tagged_instances 9 nth_tagged_nodes 8 "; then
+	ok "nth_tagged_instances 9, nth_tagged_nodes 8"
+else fail "nth_tagged_instances 9, nth_tagged_nodes 8" "got: $(gauges)"; fi
 
 # ---- the events ------------------------------------------------------------------------------
 send() { moto_py "sqs.send_message(QueueUrl='$QUEUE_URL', MessageBody=sys.argv[1])" "$1"; }
