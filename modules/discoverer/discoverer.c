@@ -363,6 +363,10 @@ static int run(struct disc *d)
 			break;
 	}
 	http_server_free(srv);
+	/* the daemon asked to stop (SIGTERM) stops cleanly, whatever its last period did; --once
+	 * keeps the status of its one period */
+	if (!once && cancel_is_cancelled(cancel_root()))
+		return 0;
 	return r;
 }
 

@@ -50,7 +50,7 @@ print(yaml.safe_dump_all([o for o in yaml.safe_load_all(open(sys.argv[1])) if o 
 		--port-map "8081=$port" --env AWS_REGION=us-east-1
 	echo "(its kube-rbac-proxy sidecar is not started: /metrics and /healthz are read on 127.0.0.1:$port directly)"
 	wait_http "http://127.0.0.1:$port/healthz" 20 || failed "the discoverer serves /healthz" discoverer
-	wait_until 60 grep -q '"discovery period done"' "$T_TMP/discoverer.log" || failed "one discovery period within 60 s" discoverer
+	wait_until 120 grep -q '"discovery period done"' "$T_TMP/discoverer.log" || failed "one discovery period within 120 s" discoverer
 	grep '"discovery period done"' "$T_TMP/discoverer.log" | head -n 1 | sed 's/^.*\] //; s/^/first period: /'
 	grep -q '"discovery period done".*err="Success' "$T_TMP/discoverer.log" || failed "the discovery period succeeds" discoverer
 

@@ -8,7 +8,8 @@
 # UnauthorizedOperation, UnsupportedOperation ignored), the InstanceTypesCatalog, the
 # discovery-data and node-manager Secrets, the orphaned-disk and IMDSv1 metrics (promtool); a
 # period with nothing changed writes nothing; a change writes once; /healthz 503 while writes
-# fail; --once exits 1 when a step fails; the AWSInstanceClass CRD validates strictly.
+# fail; --once exits 1 when a step fails; the Deployment's kube-rbac-proxy sidecar in front of it;
+# the AWSInstanceClass CRD validates strictly.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 . "$(dirname "$0")/ccm_lib.sh"
@@ -173,7 +174,7 @@ bg disc "$AWS_K8S" discoverer --kubeconfig="$KC" --listen-address="127.0.0.1:$MP
 	--discovery-period=2s --write-retries=3 --write-retry-initial=100ms --write-retry-max=200ms --v=2
 wait_http "http://127.0.0.1:$MPORT/healthz" 20 || fail "the discoverer serves" "$(tail -5 "$T_TMP/disc.log")"
 periods() { grep -c '"discovery period done"' "$T_TMP/disc.log"; }
-wait_periods() { local n=$(($(periods) + $1)); wait_until 60 bash -c "[ \$(grep -c '\"discovery period done\"' '$T_TMP/disc.log') -ge $n ]"; }
+wait_periods() { local n=$(($(periods) + $1)); wait_until 120 bash -c "[ \$(grep -c '\"discovery period done\"' '$T_TMP/disc.log') -ge $n ]"; }
 check "the first period of the daemon ends" wait_periods 1
 curl -sf "http://127.0.0.1:$MPORT/metrics" >"$T_TMP/metrics.txt"
 check "cloud_data_discovery_orphaned_disk_info: exactly the two volumes without a PersistentVolume" python3 -c '
@@ -203,7 +204,7 @@ print(sum(v for k, v in c.items() if k.split()[0] in (\"create\", \"update\", \"
 # a PersistentVolume goes: its disk shows up at the next period, still without a write
 kc delete pv pvc-1 >/dev/null
 orphan3() { curl -sf "http://127.0.0.1:$MPORT/metrics" | grep -q "^cloud_data_discovery_orphaned_disk_info{id=\"$v1\",name=\"pvc-1\"} 1"; }
-check "a disk whose PersistentVolume is deleted is reported at the next period" wait_until 30 orphan3
+check "a disk whose PersistentVolume is deleted is reported at the next period" wait_until 90 orphan3
 check "... and that wrote nothing either (the one write counted is the test's own PV delete)" bash -c "[ \$(curl -sf --cacert '$KC.ca.crt' '$KAS_URL/_control/requests' | python3 -c '
 import json, sys
 c = json.load(sys.stdin)[\"counters\"]
@@ -213,19 +214,19 @@ print(sum(v for k, v in c.items() if k.split()[0] in (\"create\", \"update\", \"
 clear_faults
 fault '{"service": "ec2", "action": "DescribeInstanceTopology", "effect": "error", "status": 400, "code": "UnsupportedOperation", "message": "not in this region"}'
 check "UnsupportedOperation on DescribeInstanceTopology is not a condition: the ConfigMap empties" \
-	wait_until 30 bash -c "[ \"\$(kubectl --kubeconfig '$KC' -n kube-system get configmap d8-cloud-provider-conditions -o jsonpath='{.data.conditions}')\" = '[]' ]"
-check "its metric series is gone" wait_until 10 bash -c "! curl -sf http://127.0.0.1:$MPORT/metrics | grep -q cloud_data_discovery_cloud_conditions_error"
+	wait_until 90 bash -c "[ \"\$(kubectl --kubeconfig '$KC' -n kube-system get configmap d8-cloud-provider-conditions -o jsonpath='{.data.conditions}')\" = '[]' ]"
+check "its metric series is gone" wait_until 30 bash -c "! curl -sf http://127.0.0.1:$MPORT/metrics | grep -q cloud_data_discovery_cloud_conditions_error"
 
 # writes that fail: /healthz 503 after the retries, 200 again once a write succeeds
 kas_post faults '{"action": "error", "method": "PUT", "path": "configmaps/d8-cloud-provider-conditions", "code": 500}' >/dev/null
 clear_faults
 fault '{"service": "ec2", "action": "DescribeInstanceTopology", "effect": "error", "status": 403, "code": "UnauthorizedOperation", "message": "no"}'
 hz() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/healthz"; }
-check "/healthz answers 503 once a write failed after its retries" wait_until 40 bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$MPORT/healthz) = 503 ]"
+check "/healthz answers 503 once a write failed after its retries" wait_until 90 bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$MPORT/healthz) = 503 ]"
 check "cloud_data_discovery_update_resource_error is 1" bash -c "curl -sf http://127.0.0.1:$MPORT/metrics | grep -qx 'cloud_data_discovery_update_resource_error 1'"
 check "the write was tried 3 times (--write-retries=3)" bash -c "[ \$(grep -c '\"write failed, retrying\"' '$T_TMP/disc.log') -ge 2 ]"
 kas_post faults '' DELETE >/dev/null
-check "/healthz is 200 again after a period whose writes succeed" wait_until 40 bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$MPORT/healthz) = 200 ]"
+check "/healthz is 200 again after a period whose writes succeed" wait_until 90 bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$MPORT/healthz) = 200 ]"
 stop_within "$(cat "$T_TMP/disc.pid")" 10 disc && [ "$STOP_RC" = 0 ] && ok "the discoverer stops on SIGTERM with exit 0" ||
 	fail "the discoverer stops on SIGTERM with exit 0" "exit ${STOP_RC:-?}"
 
@@ -298,6 +299,30 @@ assert got == {"conditions": "0", "instance_types": "0", "discovery_data": "1", 
 ' "$T_TMP/metrics2.txt"
 check "an AWS failure is no write failure: /healthz 200" \
 	bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$MPORT2/healthz) = 200 ]"
+
+# behind its sidecar, as deploy/discoverer/base runs it: the Deployment's kube-rbac-proxy container
+# (aws-k8s called kube-rbac-proxy, tests/lib/manifest_run.py: its args, the ConfigMap's
+# authorization) in front of this discoverer; /healthz passes, /metrics needs the SubjectAccessReview
+kas_post auth '{"tokens": [{"token": "prom-token", "user": "prom"}, {"token": "nobody-token", "user": "nobody"}],
+ "rules": [{"users": ["prom"], "verbs": ["get"], "apiGroups": ["apps"], "resources": ["deployments/prometheus-metrics"],
+            "resourceNames": ["cloud-data-discoverer"], "namespaces": ["kube-system"]}]}' >/dev/null ||
+	peer fail "the test API server takes the scraper's tokens"
+kubectl kustomize "$T_ROOT/deploy/discoverer/base" >"$T_TMP/disc-base.yaml" 2>&1 || fail "kubectl kustomize deploy/discoverer/base"
+mkdir -p "$T_TMP/img" && ln -sf "$AWS_K8S" "$T_TMP/img/kube-rbac-proxy"
+PX=$(free_port)
+bg sidecar python3 "$T_ROOT/tests/lib/manifest_run.py" "$T_TMP/disc-base.yaml" --kind Deployment --name cloud-data-discoverer \
+	--container kube-rbac-proxy --entrypoint /usr/bin/kube-rbac-proxy --bin-dir "$T_TMP/img" --set fieldRef:status.podIP=127.0.0.1 \
+	--port-map "8080=$PX" --port-map "8081=$MPORT2" --mount-root "$T_TMP/sidecar" --env "KUBECONFIG=$KC" \
+	--pass-env 'ASAN_*' --pass-env 'UBSAN_*' --pass-env 'LSAN_*' --exec
+px() { curl -sk -o "$T_TMP/px.body" -w '%{http_code}' --max-time 10 "$@"; }
+check "the Deployment's kube-rbac-proxy sidecar serves the discoverer's /healthz without a token" \
+	wait_until 20 bash -c "[ \"\$(curl -sk -o /dev/null -w '%{http_code}' https://127.0.0.1:$PX/healthz)\" = 200 ]"
+c1=$(px "https://127.0.0.1:$PX/metrics") c2=$(px -H 'Authorization: Bearer nobody-token' "https://127.0.0.1:$PX/metrics")
+c3=$(px -H 'Authorization: Bearer prom-token' "https://127.0.0.1:$PX/metrics")
+[ "$c1/$c2/$c3" = 401/403/200 ] && grep -qx 'cloud_data_discovery_aws_instances_imdsv1_allowed 2' "$T_TMP/px.body" &&
+	ok "/metrics through the sidecar: 401 without a token, 403 without get deployments/prometheus-metrics, the metrics with it" ||
+	fail "/metrics through the sidecar: 401 without a token, 403 without get deployments/prometheus-metrics, the metrics with it" \
+		"got $c1/$c2/$c3: $(tail -3 "$T_TMP/sidecar.log")"
 stop_within "$(cat "$T_TMP/disc2.pid")" 10 disc2 >/dev/null
 clear_faults
 
