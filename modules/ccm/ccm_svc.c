@@ -324,6 +324,8 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 			  "Error syncing load balancer: %s", e->err[0] ? e->err : err.message);
 		log_error("syncing the load balancer failed", KV_S("service", key),
 			  KV_S("error", e->err[0] ? e->err : err.message), KV_E(r));
+		if (r == -EINVAL && e->err[0])
+			r = 0; /* rejected once AWS's state was known: again when the Service changes */
 		goto out;
 	}
 	if ((r = set_status(m, svc, e->dns)) < 0)

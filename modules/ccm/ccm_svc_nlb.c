@@ -321,6 +321,21 @@ static int ensure_lb(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_e
 	int r;
 
 	r = elbv2_lb_describe(c, e->spec.name, lb, err);
+	if (r == -ENOENT) {
+		/* upstream refuses to change the type of an existing load balancer */
+		struct ccm_elb old = {0};
+		int o = ccm_elb_describe(c, e->spec.name, &old, err);
+		ccm_elb_release(&old);
+		if (o == 0) {
+			snprintf(e->err, sizeof(e->err),
+				 "the load balancer type cannot be changed: a classic load balancer "
+				 "%s exists; delete the Service to change it",
+				 e->spec.name);
+			return -EINVAL;
+		}
+		if (o != -ENOENT)
+			return o;
+	}
 	if (r == 0 && strcmp(lb->scheme, e->spec.internal ? "internal" : "internet-facing") != 0) {
 		ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletingLoadBalancer",
 			      "Deleting load balancer: the scheme changed");
@@ -414,6 +429,9 @@ int ccm_svc_nlb_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 				goto out;
 		if ((r = elbv2_lb_delete(c, lb.arn, err)) < 0)
 			goto out;
+	} else if (r == -ENOENT && e->spec.type != CCM_LB_NLB) {
+		r = 0; /* no NLB, and none was asked for: nothing of ours */
+		goto out;
 	} else if (r != -ENOENT) {
 		goto out;
 	}

@@ -245,6 +245,24 @@ grep -q "Must have same number of EIP AllocationIDs (7)" <<<"$(event_msgs bad2)"
 	[ "$(svc_py bad "s['metadata'].get('finalizers')")" = None ] &&
 	ok "nothing is made for them (no NLB; no finalizer on the one rejected before any call)" || fail "nothing made for invalid Services" "$(all_tgs)"
 
+# --- a changed type is refused, as upstream refuses it -------------------------------------------
+kc create -f - >/dev/null <<'EOF'
+{"apiVersion":"v1","kind":"Service","metadata":{"name":"sw","namespace":"default"},
+ "spec":{"type":"LoadBalancer","ports":[{"port":80,"nodePort":31280,"protocol":"TCP"}]}}
+EOF
+swlb=$(uid_lb sw)
+sw_up() { [ -n "$(kc get svc sw -o jsonpath='{.status.loadBalancer.ingress[0].hostname}')" ]; }
+wait_until 40 sw_up || fail "a classic ELB Service is made" "$(event_msgs sw)"
+kc annotate svc sw service.beta.kubernetes.io/aws-load-balancer-type=nlb >/dev/null
+type_refused() { grep -q "the load balancer type cannot be changed" <<<"$(event_msgs sw)"; }
+if wait_until 20 type_refused; then ok "changing a classic ELB Service to nlb gives a SyncLoadBalancerFailed Event"
+else fail "type change refused" "$(event_msgs sw)"; fi
+[ "$(nlb_py "$swlb" lb)" = NONE ] && ok "... and no NLB is made beside the ELB" || fail "type change made an NLB" "$(nlb_py "$swlb" lb)"
+kc delete svc sw --wait=false >/dev/null
+sw_gone() { ! kc get svc sw >/dev/null 2>&1; }
+wait_until 40 sw_gone && [ "$(moto_py "print(len(elb.describe_load_balancers()['LoadBalancerDescriptions']))")" = 0 ] &&
+	ok "deleting it (now annotated nlb) deletes the classic ELB" || fail "ELB of a type-changed Service deleted" "$(tail -5 "$T_TMP/ccm1.log")"
+
 # --- Deckhouse's none ---------------------------------------------------------------------------
 kc create -f - >/dev/null <<'EOF'
 {"apiVersion":"v1","kind":"Service","metadata":{"name":"tgonly","namespace":"default","annotations":{
