@@ -2,15 +2,18 @@
  * Service is queued again when the set of Nodes a load balancer sends traffic to changes. One
  * reconcile of a Service of type LoadBalancer:
  *
- *   1. the spec (ccm_lb.c): a rejected one gets a Warning Event and nothing is made;
+ *   1. the spec (ccm_lb.c, and ccm_nlb.c for nlb and none): a rejected one gets a Warning
+ *      Event and nothing is made;
  *   2. when the Service, its annotations and the eligible Nodes are what the last successful
  *      sync saw (less than VERIFY_NS ago), nothing is called at all;
  *   3. the finalizer, before anything is made;
- *   4. the instances (DescribeInstances by ID, cached) and the subnets (cached per VPC), here;
- *      then the load balancer itself: ccm_svc_elb.c for a classic ELB;
- *   5. status.loadBalancer.ingress[].hostname.
- * A Service no longer of type LoadBalancer, or being deleted, with the finalizer: the ELB, the
- * node rules and the group are deleted, then the finalizer is removed. */
+ *   4. the load balancer: ccm_svc_elb.c for a classic ELB, ccm_svc_nlb.c for an NLB and for
+ *      Deckhouse's target groups without one (none); the instances (DescribeInstances by ID)
+ *      and the subnets (per VPC) they need come cached from ccm_svc_cache.c;
+ *   5. status.loadBalancer.ingress[] (hostname; ip 0.0.0.0 and hostname none for none).
+ * A Service no longer of type LoadBalancer, or being deleted, with the finalizer: whatever was
+ * made for it, of any kind (the type may have changed), is deleted, then the finalizer is
+ * removed. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
