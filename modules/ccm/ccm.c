@@ -27,10 +27,11 @@
 
 static const char ccm_usage[] =
     "The AWS cloud-controller-manager: the cloud-node, cloud-node-lifecycle, route and service\n"
-    "controllers, and the tagging controller when asked for (--controllers=*,tagging\n"
-    "--tags=k=v --resources=instance), with the upstream flags and cloud config (--cloud-config,\n"
-    "INI [Global] and\n"
-    "[ServiceOverride \"N\"] sections). Credentials come from the AWS SDKs' chain\n"
+    "controllers (classic ELBs; NLBs with service.beta.kubernetes.io/aws-load-balancer-type:\n"
+    "nlb; target groups only with Deckhouse's type none), and the tagging controller when\n"
+    "asked for (--controllers=*,tagging --tags=k=v --resources=instance), with the upstream\n"
+    "flags and cloud config (--cloud-config, INI [Global] and [ServiceOverride \"N\"]\n"
+    "sections). Credentials come from the AWS SDKs' chain\n"
     "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web identity, shared files, container and\n"
     "instance-profile credentials); [Global] RoleARN is assumed on top. Called as\n"
     "aws-cloud-controller-manager (a symlink), it takes the upstream command line unchanged;\n"

@@ -100,7 +100,7 @@ static bool listener_equal(const struct ccm_lb_listener *a, const struct ccm_lb_
 	       strcmp(a->cert, b->cert) == 0;
 }
 
-static bool in_ids(const char (*ids)[32], size_t n, const char *id)
+bool ccm_lb_in_ids(const char (*ids)[32], size_t n, const char *id)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(ids[i], id) == 0)
@@ -144,20 +144,20 @@ int ccm_elb_plan_make(const struct ccm_lb_spec *spec, const struct ccm_elb *have
 		have->hc.healthy != spec->hc.healthy || have->hc.unhealthy != spec->hc.unhealthy ||
 		have->hc.timeout != spec->hc.timeout || have->hc.interval != spec->hc.interval;
 	for (size_t i = 0; i < n_subnets; i++)
-		if (!in_ids(have->subnets, have->n_subnets, subnets[i]))
+		if (!ccm_lb_in_ids(have->subnets, have->n_subnets, subnets[i]))
 			str_copy(p->attach[p->n_attach++], 32, subnets[i]);
 	for (size_t i = 0; i < have->n_subnets; i++)
-		if (!in_ids(subnets, n_subnets, have->subnets[i]))
+		if (!ccm_lb_in_ids(subnets, n_subnets, have->subnets[i]))
 			str_copy(p->detach[p->n_detach++], 32, have->subnets[i]);
 	p->sgs = n_sgs != have->n_sgs;
 	for (size_t i = 0; i < n_sgs && !p->sgs; i++)
-		p->sgs = !in_ids(have->sgs, have->n_sgs, sgs[i]);
+		p->sgs = !ccm_lb_in_ids(have->sgs, have->n_sgs, sgs[i]);
 	for (size_t i = 0; i < n_ids; i++)
-		if (!in_ids(have->instances, have->n_instances, ids[i]) &&
-		    !in_ids(p->reg, p->n_reg, ids[i]))
+		if (!ccm_lb_in_ids(have->instances, have->n_instances, ids[i]) &&
+		    !ccm_lb_in_ids(p->reg, p->n_reg, ids[i]))
 			str_copy(p->reg[p->n_reg++], 32, ids[i]);
 	for (size_t i = 0; i < have->n_instances; i++)
-		if (!in_ids(ids, n_ids, have->instances[i]))
+		if (!ccm_lb_in_ids(ids, n_ids, have->instances[i]))
 			str_copy(p->dereg[p->n_dereg++], 32, have->instances[i]);
 	return 0;
 }

@@ -47,7 +47,7 @@ bool ccm_lb_wanted(const cJSON *svc)
 
 /* Annotations --------------------------------------------------------------------------- */
 
-static const char *ann(const cJSON *svc, const char *suffix)
+const char *ccm_lb_ann(const cJSON *svc, const char *suffix)
 {
 	char key[160];
 	if (str_printf(key, sizeof(key), "%s%s", CCM_LB_ANN, suffix) < 0)
@@ -63,7 +63,7 @@ static bool ann_true(const char *v)
 static int ann_int(const cJSON *svc, const char *suffix, long long min, long long max,
 		   long long *v, char *err, size_t errlen)
 {
-	const char *s = ann(svc, suffix);
+	const char *s = ccm_lb_ann(svc, suffix);
 	if (!s)
 		return 0;
 	if (str_to_ll(s, min, max, v) < 0) {
@@ -75,7 +75,7 @@ static int ann_int(const cJSON *svc, const char *suffix, long long min, long lon
 }
 
 /* "a, b ,c" -> trimmed items into a fixed table; -E2BIG past max. */
-static int split_list(const char *s, char *out, size_t width, size_t max, size_t *n)
+int ccm_lb_split_list(const char *s, char *out, size_t width, size_t max, size_t *n)
 {
 	*n = 0;
 	while (s && *s) {
@@ -104,7 +104,7 @@ static int split_kv(const char *s, struct ccm_lb_kv *out, size_t max, size_t *n)
 {
 	char items[CCM_LB_MAX_TAGS][400];
 	size_t m;
-	if (split_list(s, &items[0][0], sizeof(items[0]), max < CCM_LB_MAX_TAGS ? max : CCM_LB_MAX_TAGS,
+	if (ccm_lb_split_list(s, &items[0][0], sizeof(items[0]), max < CCM_LB_MAX_TAGS ? max : CCM_LB_MAX_TAGS,
 		       &m) < 0)
 		return -E2BIG;
 	for (size_t i = 0; i < m; i++) {
@@ -119,13 +119,13 @@ static int split_kv(const char *s, struct ccm_lb_kv *out, size_t max, size_t *n)
 	return 0;
 }
 
-static bool in_ssl_ports(const char *ssl_ports, int port, const char *name)
+bool ccm_lb_in_ssl_ports(const char *ssl_ports, int port, const char *name)
 {
 	char items[CCM_LB_MAX_PORTS][64];
 	size_t n;
 	if (!ssl_ports)
 		return true; /* a certificate without ssl-ports: every port */
-	if (split_list(ssl_ports, &items[0][0], sizeof(items[0]), CCM_LB_MAX_PORTS, &n) < 0)
+	if (ccm_lb_split_list(ssl_ports, &items[0][0], sizeof(items[0]), CCM_LB_MAX_PORTS, &n) < 0)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		long long p;
@@ -140,11 +140,11 @@ static bool in_ssl_ports(const char *ssl_ports, int port, const char *name)
 static int build_listener(const cJSON *svc, int port, int node_port, const char *name,
 			  struct ccm_lb_listener *l, char *err, size_t errlen)
 {
-	const char *cert = ann(svc, "ssl-cert"), *be = ann(svc, "backend-protocol");
+	const char *cert = ccm_lb_ann(svc, "ssl-cert"), *be = ccm_lb_ann(svc, "backend-protocol");
 	const char *proto = "TCP", *iproto = "TCP";
 
 	*l = (struct ccm_lb_listener){.port = port, .node_port = node_port};
-	if (cert && *cert && in_ssl_ports(ann(svc, "ssl-ports"), port, name)) {
+	if (cert && *cert && ccm_lb_in_ssl_ports(ccm_lb_ann(svc, "ssl-ports"), port, name)) {
 		if (!be || !*be) {
 			proto = "SSL";
 		} else if (strcmp(be, "https") == 0 || strcmp(be, "http") == 0) {
@@ -185,7 +185,7 @@ static int parse_ranges(const cJSON *svc, struct ccm_lb_spec *s, char *err, size
 			s->n_ranges++;
 		}
 	} else if (a && *a) {
-		if (split_list(a, &s->ranges[0][0], 64, CCM_LB_MAX_RANGES, &s->n_ranges) < 0)
+		if (ccm_lb_split_list(a, &s->ranges[0][0], 64, CCM_LB_MAX_RANGES, &s->n_ranges) < 0)
 			goto bad;
 	}
 	for (size_t i = 0; i < s->n_ranges; i++)
@@ -207,8 +207,8 @@ bad:
 
 static int parse_hc(const cJSON *svc, struct ccm_lb_spec *s, char *err, size_t errlen)
 {
-	const char *proto = ann(svc, "healthcheck-protocol"), *port = ann(svc, "healthcheck-port");
-	const char *path = ann(svc, "healthcheck-path");
+	const char *proto = ccm_lb_ann(svc, "healthcheck-protocol"), *port = ccm_lb_ann(svc, "healthcheck-port");
+	const char *path = ccm_lb_ann(svc, "healthcheck-path");
 	long long hc_port = 0, p;
 	int r;
 
@@ -233,7 +233,7 @@ static int parse_hc(const cJSON *svc, struct ccm_lb_spec *s, char *err, size_t e
 	} else {
 		const char *pr = proto;
 		if (!pr) {
-			const char *be = ann(svc, "backend-protocol");
+			const char *be = ccm_lb_ann(svc, "backend-protocol");
 			pr = be && (strcmp(be, "ssl") == 0 || strcmp(be, "https") == 0) ? "SSL" : "TCP";
 		}
 		hc_port = s->l[0].node_port;
@@ -268,9 +268,9 @@ static int parse_attrs(const cJSON *svc, struct ccm_lb_spec *s, char *err, size_
 	int r;
 
 	*a = (struct ccm_lb_attrs){.drain_timeout = 300, .idle_timeout = 60, .log_interval = 60};
-	a->cross_zone = ann_true(ann(svc, "cross-zone-load-balancing-enabled"));
-	a->drain = ann_true(ann(svc, "connection-draining-enabled"));
-	a->log = ann_true(ann(svc, "access-log-enabled"));
+	a->cross_zone = ann_true(ccm_lb_ann(svc, "cross-zone-load-balancing-enabled"));
+	a->drain = ann_true(ccm_lb_ann(svc, "connection-draining-enabled"));
+	a->log = ann_true(ccm_lb_ann(svc, "access-log-enabled"));
 	if ((r = ann_int(svc, "connection-draining-timeout", 1, 3600, &a->drain_timeout, err,
 			 errlen)) < 0 ||
 	    (r = ann_int(svc, "connection-idle-timeout", 1, 4000, &a->idle_timeout, err, errlen)) <
@@ -281,9 +281,9 @@ static int parse_attrs(const cJSON *svc, struct ccm_lb_spec *s, char *err, size_
 		snprintf(err, errlen, "annotation %saccess-log-emit-interval: 5 or 60", CCM_LB_ANN);
 		return -EINVAL;
 	}
-	if ((v = ann(svc, "access-log-s3-bucket-name")))
+	if ((v = ccm_lb_ann(svc, "access-log-s3-bucket-name")))
 		str_copy(a->log_bucket, sizeof(a->log_bucket), v);
-	if ((v = ann(svc, "access-log-s3-bucket-prefix")))
+	if ((v = ccm_lb_ann(svc, "access-log-s3-bucket-prefix")))
 		str_copy(a->log_prefix, sizeof(a->log_prefix), v);
 	if (a->log && !a->log_bucket[0]) {
 		snprintf(err, errlen, "annotation %saccess-log-enabled needs "
@@ -341,7 +341,7 @@ static int parse_ports(const cJSON *svc, struct ccm_lb_spec *s, char *err, size_
 
 int ccm_lb_spec_parse(const cJSON *svc, struct ccm_lb_spec *s, char *err, size_t errlen)
 {
-	const char *type = ann(svc, "type"), *v;
+	const char *type = ccm_lb_ann(svc, "type"), *v;
 	const char *ns = json_str(svc, "metadata.namespace"), *name = json_str(svc, "metadata.name");
 	int r;
 
@@ -369,14 +369,14 @@ int ccm_lb_spec_parse(const cJSON *svc, struct ccm_lb_spec *s, char *err, size_t
 		snprintf(err, errlen, "unsupported load balancer affinity: %s", v);
 		return -EINVAL;
 	}
-	v = ann(svc, "internal");
+	v = ccm_lb_ann(svc, "internal");
 	s->internal = v && *v && strcmp(v, "false") != 0;
 	v = json_str(svc, "spec.externalTrafficPolicy");
 	s->local = v && strcmp(v, "Local") == 0;
 	if ((r = parse_ports(svc, s, err, errlen)) < 0 || (r = parse_hc(svc, s, err, errlen)) < 0 ||
 	    (r = parse_attrs(svc, s, err, errlen)) < 0 || (r = parse_ranges(svc, s, err, errlen)) < 0)
 		return r;
-	if ((v = ann(svc, "proxy-protocol"))) {
+	if ((v = ccm_lb_ann(svc, "proxy-protocol"))) {
 		if (strcmp(v, "*") != 0) {
 			snprintf(err, errlen,
 				 "annotation %sproxy-protocol=%s detected, but the only value "
@@ -386,24 +386,24 @@ int ccm_lb_spec_parse(const cJSON *svc, struct ccm_lb_spec *s, char *err, size_t
 		}
 		s->proxy_protocol = true;
 	}
-	if (split_kv(ann(svc, "additional-resource-tags"), s->tags, CCM_LB_MAX_TAGS, &s->n_tags) <
+	if (split_kv(ccm_lb_ann(svc, "additional-resource-tags"), s->tags, CCM_LB_MAX_TAGS, &s->n_tags) <
 	    0) {
 		snprintf(err, errlen, "annotation %sadditional-resource-tags: not a list of "
 				      "key=value",
 			 CCM_LB_ANN);
 		return -EINVAL;
 	}
-	if (split_kv(ann(svc, "target-node-labels"), s->node_labels, CCM_LB_MAX_LABELS,
+	if (split_kv(ccm_lb_ann(svc, "target-node-labels"), s->node_labels, CCM_LB_MAX_LABELS,
 		     &s->n_node_labels) < 0) {
 		snprintf(err, errlen, "annotation %starget-node-labels: not a list of key=value",
 			 CCM_LB_ANN);
 		return -EINVAL;
 	}
-	if (split_list(ann(svc, "security-groups"), &s->sgs[0][0], 32, CCM_LB_MAX_SGS, &s->n_sgs) <
+	if (ccm_lb_split_list(ccm_lb_ann(svc, "security-groups"), &s->sgs[0][0], 32, CCM_LB_MAX_SGS, &s->n_sgs) <
 		0 ||
-	    split_list(ann(svc, "extra-security-groups"), &s->extra_sgs[0][0], 32, CCM_LB_MAX_SGS,
+	    ccm_lb_split_list(ccm_lb_ann(svc, "extra-security-groups"), &s->extra_sgs[0][0], 32, CCM_LB_MAX_SGS,
 		       &s->n_extra_sgs) < 0 ||
-	    split_list(ann(svc, "subnets"), &s->subnets[0][0], 256, CCM_LB_MAX_SUBNETS,
+	    ccm_lb_split_list(ccm_lb_ann(svc, "subnets"), &s->subnets[0][0], 256, CCM_LB_MAX_SUBNETS,
 		       &s->n_subnets) < 0) {
 		snprintf(err, errlen, "annotation %s(extra-)security-groups or subnets: too many "
 				      "or too long items",

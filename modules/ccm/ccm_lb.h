@@ -95,6 +95,12 @@ bool ccm_lb_has_finalizer(const cJSON *svc);
 /* Reads the Service. 0; -EINVAL when upstream rejects it (the reason in err, as the Event
  * says it); -ENOTSUP for the types another controller implements (nlb-ip, external). */
 int ccm_lb_spec_parse(const cJSON *svc, struct ccm_lb_spec *ret, char *err, size_t errlen);
+/* The annotation service.beta.kubernetes.io/aws-load-balancer-<suffix>, or NULL. */
+const char *ccm_lb_ann(const cJSON *svc, const char *suffix);
+/* "a, b ,c" -> trimmed items into a table of max rows of width bytes; -E2BIG past it. */
+int ccm_lb_split_list(const char *s, char *out, size_t width, size_t max, size_t *n);
+/* The port (by number or name) is in the ssl-ports annotation (NULL: every port). */
+bool ccm_lb_in_ssl_ports(const char *ssl_ports, int port, const char *name);
 /* A Node the load balancer sends traffic to: Ready, schedulable, not excluded by the label,
  * carrying every target-node-label, with an AWS providerID (its instance ID to *id). */
 bool ccm_lb_node_eligible(const cJSON *node, const struct ccm_lb_spec *s, char *id, size_t n);
@@ -105,6 +111,7 @@ struct ccm_subnet {
 	char id[32];
 	char az[64];
 	char vpc[32];
+	char cidr[64];
 	char name[256]; /* the Name tag */
 	bool public_;
 	bool cluster_tagged; /* kubernetes.io/cluster/<this cluster> */
@@ -127,6 +134,7 @@ struct ccm_sg_perm {
 	int from, to;
 	char cidr[64];
 	char group[32];
+	char desc[96]; /* the rule's description (NLB node rules); not compared */
 };
 /* The ingress of the ELB's own group: each listener port from each source range, and ICMP
  * type 3 code 4 (fragmentation needed) from each. */
@@ -181,3 +189,5 @@ int ccm_elb_plan_make(const struct ccm_lb_spec *spec, const struct ccm_elb *have
 		      const char (*subnets)[32], size_t n_subnets, const char (*sgs)[32],
 		      size_t n_sgs, const char (*ids)[32], size_t n_ids, struct ccm_elb_plan *ret);
 bool ccm_elb_plan_empty(const struct ccm_elb_plan *p);
+/* id is one of ids. */
+bool ccm_lb_in_ids(const char (*ids)[32], size_t n, const char *id);

@@ -401,9 +401,12 @@ int ccm_sg_ingress(struct aws_client *c, const char *id, const struct ccm_sg_per
 			    (r = aws_query_addf(&q, t, "IpPermissions.%zu.ToPort", k)) < 0)
 				goto fail;
 		}
-		if (p[i].cidr[0])
+		if (p[i].cidr[0]) {
 			r = aws_query_addf(&q, p[i].cidr, "IpPermissions.%zu.IpRanges.1.CidrIp", k);
-		else
+			if (r == 0 && p[i].desc[0] && !revoke)
+				r = aws_query_addf(&q, p[i].desc, "IpPermissions.%zu.IpRanges.1.Description",
+						   k);
+		} else
 			r = aws_query_addf(&q, p[i].group, "IpPermissions.%zu.Groups.1.GroupId", k);
 		if (r < 0)
 			goto fail;

@@ -81,6 +81,8 @@ int ccm_subnets_from_replies(const xmlNode *subnets, const xmlNode *tables,
 		str_copy(s->az, sizeof(s->az), az);
 		const char *vpc = aws_xml_text(it, "vpcId");
 		str_copy(s->vpc, sizeof(s->vpc), vpc ? vpc : "");
+		const char *cidr = aws_xml_text(it, "cidrBlock");
+		str_copy(s->cidr, sizeof(s->cidr), cidr ? cidr : "");
 		subnet_tags(it, cluster_id, s);
 		const xmlNode *t = table_of(tables, id);
 		s->public_ = t && table_public(t);
@@ -198,6 +200,7 @@ size_t ccm_sg_perms_parse(const xmlNode *group, struct ccm_sg_perm *ret, size_t 
 			base.from = base.to = -1;
 		for (xmlNode *r = aws_xml_list(p, "ipRanges"); r && n < max; r = aws_xml_next(r)) {
 			ret[n] = base;
+			str_copy(ret[n].desc, sizeof(ret[n].desc), aws_xml_text(r, "description") ?: "");
 			str_copy(ret[n++].cidr, 64, aws_xml_text(r, "cidrIp") ?: "");
 		}
 		for (xmlNode *g = aws_xml_list(p, "groups"); g && n < max; g = aws_xml_next(g)) {

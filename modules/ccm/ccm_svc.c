@@ -2,15 +2,18 @@
  * Service is queued again when the set of Nodes a load balancer sends traffic to changes. One
  * reconcile of a Service of type LoadBalancer:
  *
- *   1. the spec (ccm_lb.c): a rejected one gets a Warning Event and nothing is made;
+ *   1. the spec (ccm_lb.c, and ccm_nlb.c for nlb and none): a rejected one gets a Warning
+ *      Event and nothing is made;
  *   2. when the Service, its annotations and the eligible Nodes are what the last successful
  *      sync saw (less than VERIFY_NS ago), nothing is called at all;
  *   3. the finalizer, before anything is made;
- *   4. the instances (DescribeInstances by ID, cached) and the subnets (cached per VPC), here;
- *      then the load balancer itself: ccm_svc_elb.c for a classic ELB;
- *   5. status.loadBalancer.ingress[].hostname.
- * A Service no longer of type LoadBalancer, or being deleted, with the finalizer: the ELB, the
- * node rules and the group are deleted, then the finalizer is removed. */
+ *   4. the load balancer: ccm_svc_elb.c for a classic ELB, ccm_svc_nlb.c for an NLB and for
+ *      Deckhouse's target groups without one (none); the instances (DescribeInstances by ID)
+ *      and the subnets (per VPC) they need come cached from ccm_svc_cache.c;
+ *   5. status.loadBalancer.ingress[] (hostname; ip 0.0.0.0 and hostname none for none).
+ * A Service no longer of type LoadBalancer, or being deleted, with the finalizer: whatever was
+ * made for it, of any kind (the type may have changed), is deleted, then the finalizer is
+ * removed. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -26,6 +29,7 @@
 #include "common/kube/informer.h"
 #include "common/kube/kmap.h"
 #include "common/kube/rest.h"
+#include "modules/ccm/ccm_model.h"
 #include "modules/ccm/ccm_svc.h"
 
 #define VERIFY_NS (10 * 60 * NSEC_PER_SEC)
@@ -93,7 +97,10 @@ static int set_status(struct ccm *m, const cJSON *svc, const char *hostname)
 	if ((hostname && cur && strcmp(cur, hostname) == 0) ||
 	    (!hostname && !json_find(svc, "status.loadBalancer.ingress")))
 		return 0;
-	if (hostname)
+	if (hostname && strcmp(hostname, "none") == 0) /* Deckhouse's `none` */
+		r = buf_printf(&patch, "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":"
+				       "\"0.0.0.0\",\"hostname\":\"none\"}]}}}");
+	else if (hostname)
 		r = buf_printf(&patch, "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"hostname\":"
 				       "\"%s\"}]}}}",
 			       hostname);
@@ -114,8 +121,9 @@ static int set_status(struct ccm *m, const cJSON *svc, const char *hostname)
 
 /* Caches ---------------------------------------------------------------------------------- */
 
-/* The eligible Nodes' instance IDs, sorted. */
-static int eligible_ids(struct ccm *m, const struct ccm_lb_spec *s, char (**ret)[32], size_t *n)
+/* The eligible Nodes' instance IDs, sorted; with all, every Node's that has a providerID. */
+static int node_ids(struct ccm *m, const struct ccm_lb_spec *s, bool all, char (**ret)[32],
+		    size_t *n)
 {
 	struct kube_obj **objs = NULL;
 	size_t n_objs = 0;
@@ -129,7 +137,9 @@ static int eligible_ids(struct ccm *m, const struct ccm_lb_spec *s, char (**ret)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n_objs; i++)
-		if (ccm_lb_node_eligible(objs[i]->json, s, (*ret)[*n], 32))
+		if (all ? ccm_parse_provider_id(json_str(objs[i]->json, "spec.providerID") ?: "",
+						(*ret)[*n], 32) == 0
+			: ccm_lb_node_eligible(objs[i]->json, s, (*ret)[*n], 32))
 			(*n)++;
 	kube_objv_free(objs, n_objs);
 	qsort(*ret, *n, 32, (int (*)(const void *, const void *))strcmp);
@@ -199,10 +209,35 @@ static void ensure_free(struct ccm_svc_ensure *e)
 
 /* Reconcile ------------------------------------------------------------------------------- */
 
+/* Whatever was made for the Service, of any type (the type may have changed since). */
+static int delete_all(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		      struct aws_error *err)
+{
+	char(*all)[32] = NULL;
+	size_t n_all = 0;
+	int r;
+
+	/* best effort: the target-group names need the ports and annotations as they are */
+	if (ccm_lb_spec_parse(svc, &e->spec, e->err, sizeof(e->err)) < 0 ||
+	    ccm_nlb_spec_parse(svc, &e->spec, ctl->m->cluster_id, &e->nlb, e->err,
+			       sizeof(e->err)) < 0)
+		e->nlb.n_p = 0;
+	e->err[0] = 0;
+	ccm_lb_name(json_str(svc, "metadata.uid"), e->spec.name);
+	if (e->spec.type == CCM_LB_NONE)
+		return ccm_svc_none_delete(ctl, svc, e, err);
+	if ((r = ccm_svc_elb_delete(ctl, svc, err)) < 0 || (r = node_ids(ctl->m, NULL, true, &all, &n_all)) < 0)
+		return r;
+	r = ccm_svc_nlb_delete(ctl, svc, e, (const char(*)[32])all, n_all, err);
+	free(all);
+	return r;
+}
+
 static int reconcile_delete(struct ccm_svc_ctl *ctl, const char *key, const cJSON *svc)
 {
 	struct ccm *m = ctl->m;
 	struct aws_error err = {0};
+	struct ccm_svc_ensure *e;
 	int r;
 
 	synced_forget(ctl, key);
@@ -210,10 +245,14 @@ static int reconcile_delete(struct ccm_svc_ctl *ctl, const char *key, const cJSO
 		return 0;
 	if (!ccm_may_act(m))
 		return -ECANCELED;
+	if (!(e = calloc(1, sizeof(*e))))
+		return -ENOMEM;
 	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletingLoadBalancer", "Deleting load balancer");
-	if ((r = ccm_svc_elb_delete(ctl, svc, &err)) < 0) {
+	r = delete_all(ctl, svc, e, &err);
+	ensure_free(e);
+	if (r < 0) {
 		ccm_svc_event(m, svc, KUBE_EVENT_WARNING, "SyncLoadBalancerFailed",
-			  "Error deleting load balancer (will retry): %s", err.message);
+			      "Error deleting load balancer (will retry): %s", err.message);
 		log_error("deleting the load balancer failed", KV_S("service", key),
 			  KV_S("error", err.message), KV_E(r));
 		return r;
@@ -252,11 +291,9 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 		r = 0; /* another controller's */
 		goto out;
 	}
-	if (r == 0 && e->spec.type != CCM_LB_CLASSIC) {
-		snprintf(e->err, sizeof(e->err), "load balancer type %s is not supported yet",
-			 e->spec.type == CCM_LB_NLB ? "nlb" : "none");
-		r = -EINVAL;
-	}
+	if (r == 0 && e->spec.type != CCM_LB_CLASSIC)
+		r = ccm_nlb_spec_parse(svc, &e->spec, m->cluster_id, &e->nlb, e->err,
+				       sizeof(e->err));
 	if (r < 0) {
 		ccm_svc_event(m, svc, KUBE_EVENT_WARNING, "SyncLoadBalancerFailed",
 			  "Error syncing load balancer: %s", e->err);
@@ -264,7 +301,7 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 		r = 0; /* again when the Service changes */
 		goto out;
 	}
-	if ((r = eligible_ids(m, &e->spec, &e->ids, &e->n_ids)) < 0)
+	if ((r = node_ids(m, &e->spec, false, &e->ids, &e->n_ids)) < 0)
 		goto out;
 	uint64_t fp = fingerprint(svc, (const char(*)[32])e->ids, e->n_ids);
 	if (synced_fresh(ctl, key, fp) && json_str(svc, "status.loadBalancer.ingress.0.hostname") &&
@@ -282,11 +319,16 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 	if (e->n_ids == 0)
 		ccm_svc_event(m, svc, KUBE_EVENT_WARNING, "UnAvailableLoadBalancer",
 			  "There are no available nodes for LoadBalancer");
-	if ((r = ccm_svc_elb_ensure(ctl, svc, e, &err)) < 0) {
+	r = e->spec.type == CCM_LB_NLB	   ? ccm_svc_nlb_ensure(ctl, svc, e, &err)
+	    : e->spec.type == CCM_LB_NONE ? ccm_svc_none_ensure(ctl, svc, e, &err)
+					  : ccm_svc_elb_ensure(ctl, svc, e, &err);
+	if (r < 0) {
 		ccm_svc_event(m, svc, KUBE_EVENT_WARNING, "SyncLoadBalancerFailed",
 			  "Error syncing load balancer: %s", e->err[0] ? e->err : err.message);
 		log_error("syncing the load balancer failed", KV_S("service", key),
 			  KV_S("error", e->err[0] ? e->err : err.message), KV_E(r));
+		if (r == -EINVAL && e->err[0])
+			r = 0; /* rejected once AWS's state was known: again when the Service changes */
 		goto out;
 	}
 	if ((r = set_status(m, svc, e->dns)) < 0)

@@ -11,6 +11,7 @@
 #include "modules/ccm/ccm_controllers.h"
 #include "modules/ccm/ccm_lb.h"
 #include "modules/ccm/ccm_lb_aws.h"
+#include "modules/ccm/ccm_nlb.h"
 
 struct ccm_svc_ctl {
 	struct ccm *m;
@@ -41,6 +42,7 @@ struct ccm_svc_ensure {
 	struct ccm_sg_perm add[CCM_LB_MAX_PERMS], del[CCM_LB_MAX_PERMS];
 	struct ccm_elb elb;
 	struct ccm_elb_plan plan;
+	struct ccm_nlb_spec nlb; /* nlb and none */
 	char dns[256]; /* the status hostname once ensured */
 	char err[512]; /* a reason for the Event, when not AWS's */
 };
@@ -50,8 +52,25 @@ void ccm_svc_event(struct ccm *m, const cJSON *svc, const char *type, const char
 /* The instances (cached), the VPC (the config's, else the instances'), its subnets (cached)
  * and the chosen ones, into e. */
 int ccm_svc_place(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e, struct aws_error *err);
+/* Only the instances and the VPC. */
+int ccm_svc_vpc(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e, struct aws_error *err);
+/* The instances (cached) of ids. */
+int ccm_svc_instances(struct ccm_svc_ctl *ctl, const char (*ids)[32], size_t n,
+		      struct ccm_lb_inst **ret, size_t *ret_n, struct aws_error *err);
 
 void ccm_svc_cache_clear(struct ccm_svc_ctl *ctl);
+
+/* ccm_svc_nlb.c: an NLB, and Deckhouse's target groups without a load balancer (none); the
+ * status (hostname, and ip for none) into e->dns / the ip. all_ids: every Node's instance
+ * (node rules are revoked from their groups). */
+int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		       struct aws_error *err);
+int ccm_svc_nlb_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		       const char (*all_ids)[32], size_t n_all, struct aws_error *err);
+int ccm_svc_none_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+			struct aws_error *err);
+int ccm_svc_none_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+			struct aws_error *err);
 
 /* ccm_svc_elb.c */
 int ccm_svc_elb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,

@@ -50,8 +50,8 @@ void ccm_svc_event(struct ccm *m, const cJSON *svc, const char *type, const char
 /* Caches ---------------------------------------------------------------------------------- */
 
 /* The instances' VPC and groups: described only when not cached (or the cache is old). */
-static int instances(struct ccm_svc_ctl *ctl, const char (*ids)[32], size_t n,
-		     struct ccm_lb_inst **ret, size_t *ret_n, struct aws_error *err)
+int ccm_svc_instances(struct ccm_svc_ctl *ctl, const char (*ids)[32], size_t n,
+		      struct ccm_lb_inst **ret, size_t *ret_n, struct aws_error *err)
 {
 	char(*miss)[32] = calloc(n + 1, 32);
 	struct ccm_lb_inst *out = calloc(n + 1, sizeof(*out)), *got = NULL;
@@ -136,13 +136,13 @@ static int subnets(struct ccm_svc_ctl *ctl, const char *vpc, struct ccm_subnet *
 
 /* Placement ------------------------------------------------------------------------------- */
 
-int ccm_svc_place(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e, struct aws_error *err)
+int ccm_svc_vpc(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e, struct aws_error *err)
 {
 	const char *vpc = ctl->m->cfg->vpc;
 	int r;
 
-	if ((r = instances(ctl, (const char(*)[32])e->ids, e->n_ids, &e->inst, &e->n_inst, err)) <
-	    0)
+	if ((r = ccm_svc_instances(ctl, (const char(*)[32])e->ids, e->n_ids, &e->inst, &e->n_inst,
+				   err)) < 0)
 		return r;
 	for (size_t i = 0; (!vpc || !*vpc) && i < e->n_inst; i++)
 		if (e->inst[i].vpc[0])
@@ -152,7 +152,15 @@ int ccm_svc_place(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e, struct aws_
 		return -ENOENT;
 	}
 	e->vpc = vpc;
-	if ((r = subnets(ctl, vpc, &e->subnets, &e->n_subnets, err)) < 0)
+	return 0;
+}
+
+int ccm_svc_place(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e, struct aws_error *err)
+{
+	int r;
+
+	if ((r = ccm_svc_vpc(ctl, e, err)) < 0 ||
+	    (r = subnets(ctl, e->vpc, &e->subnets, &e->n_subnets, err)) < 0)
 		return r;
 	return ccm_lb_pick_subnets(e->subnets, e->n_subnets, &e->spec, e->chosen,
 				   CCM_LB_MAX_SUBNETS, &e->n_chosen, e->err, sizeof(e->err));

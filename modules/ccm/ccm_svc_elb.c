@@ -142,6 +142,20 @@ int ccm_svc_elb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 			r = -ENOENT;
 		}
 	}
+	if (r == -ENOENT && !e->plan.recreate) {
+		/* upstream refuses to change the type of an existing load balancer */
+		struct elbv2_lb other;
+		int o = elbv2_lb_describe(c, e->spec.name, &other, err);
+		if (o == 0) {
+			snprintf(e->err, sizeof(e->err),
+				 "the load balancer type cannot be changed: a network load balancer "
+				 "%s exists; delete the Service to change it",
+				 e->spec.name);
+			return -EINVAL;
+		}
+		if (o != -ENOENT)
+			return o;
+	}
 	if (r == -ENOENT) {
 		if ((r = ccm_elb_create(c, &e->spec, m->cluster_id, (const char(*)[32])e->chosen,
 					e->n_chosen, (const char(*)[32])e->sgs, e->n_sgs, err)) < 0)

@@ -1,0 +1,493 @@
+/* The service controller's network load balancer and Deckhouse's `none` (see ccm_svc.h). One
+ * ensure of an NLB:
+ *
+ *   1. the load balancer a<uid> (DescribeLoadBalancers by name; created with its subnet
+ *      mappings and tags when missing, replaced when the scheme changed);
+ *   2. its listeners and the target groups they forward to (one Describe each); a wanted
+ *      target group missing from them is looked up by name (adopting one made before a crash)
+ *      or created; one whose name is wanted but whose protocol, port or type differ is
+ *      replaced; health checks are changed in place; target groups no listener wants any more
+ *      are deleted after the listeners moved;
+ *   3. the targets of each group (DescribeTargetHealth), registered and deregistered;
+ *   4. the attributes of the groups and of the load balancer;
+ *   5. the rules on the nodes' security group (client, health, mtu), stale ones revoked.
+ * `none` makes step 2's target groups only, named <lb name>-<index>, and step 3. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/buf.h"
+#include "common/base/json.h"
+#include "common/base/log.h"
+#include "common/kube/events.h"
+#include "modules/ccm/ccm_svc.h"
+
+/* kubernetes.io/service-name, the cluster tag, additional-resource-tags */
+static size_t tags_of(const struct ccm *m, const struct ccm_lb_spec *s, char ctag[160],
+		      struct elbv2_kv *kv)
+{
+	size_t n = 0;
+	kv[n++] = (struct elbv2_kv){CCM_LB_SVC_TAG, s->svc};
+	if (m->cluster_id && *m->cluster_id) {
+		snprintf(ctag, 160, "%s%s", CCM_CLUSTER_TAG_PREFIX, m->cluster_id);
+		kv[n++] = (struct elbv2_kv){ctag, "owned"};
+	}
+	for (size_t i = 0; i < s->n_tags; i++)
+		kv[n++] = (struct elbv2_kv){s->tags[i].key, s->tags[i].value};
+	return n;
+}
+
+/* Targets: the eligible instances on the NodePort. *changed counts the registrations. */
+static int ensure_targets(struct aws_client *c, const struct ccm_svc_ensure *e,
+			  const char *tg_arn, int port, size_t *reg, size_t *dereg,
+			  struct aws_error *err)
+{
+	char(*have)[32] = NULL, (*add)[32] = NULL, (*del)[32] = NULL;
+	size_t n_have = 0, n_add = 0, n_del = 0;
+	int r;
+
+	if ((r = elbv2_targets(c, tg_arn, &have, &n_have, err)) < 0)
+		return r;
+	if (!(add = calloc(e->n_ids + 1, 32)) || !(del = calloc(n_have + 1, 32))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < e->n_ids; i++)
+		if (!ccm_lb_in_ids((const char(*)[32])have, n_have, e->ids[i]))
+			str_copy(add[n_add++], 32, e->ids[i]);
+	for (size_t i = 0; i < n_have; i++)
+		if (!ccm_lb_in_ids((const char(*)[32])e->ids, e->n_ids, have[i]))
+			str_copy(del[n_del++], 32, have[i]);
+	if ((r = elbv2_targets_set(c, tg_arn, (const char(*)[32])add, n_add, port, true, err)) <
+		0 ||
+	    (r = elbv2_targets_set(c, tg_arn, (const char(*)[32])del, n_del, port, false, err)) < 0)
+		goto out;
+	*reg += n_add;
+	*dereg += n_del;
+out:
+	free(have);
+	free(add);
+	free(del);
+	return r;
+}
+
+static const struct elbv2_tg *tg_by_name(const struct elbv2_tg *tgs, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(tgs[i].name, name) == 0)
+			return &tgs[i];
+	return NULL;
+}
+
+/* The target group of one port into ret: found among have, else by name, else created; one
+ * that differs in what AWS cannot change is replaced. */
+static int ensure_tg(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		     const struct ccm_nlb_port *p, const struct elbv2_tg *have, size_t n_have,
+		     struct elbv2_tg *ret, struct aws_error *err)
+{
+	struct ccm *m = ctl->m;
+	struct aws_client *c = ccm_cloud_client(m->cloud);
+	const struct elbv2_tg *found = tg_by_name(have, n_have, p->tg_name);
+	struct elbv2_tg *byname = NULL;
+	struct elbv2_kv kv[CCM_LB_MAX_TAGS + 2];
+	char ctag[160];
+	size_t n = 0;
+	int r = 0;
+
+	if (!found) {
+		r = elbv2_tgs_describe(c, NULL, p->tg_name, &byname, &n, err);
+		if (r < 0 && r != -ENOENT)
+			return r;
+		found = r == 0 && n ? &byname[0] : NULL;
+		r = 0;
+	}
+	if (found && (strcmp(found->protocol, p->tg_proto) != 0 || found->port != p->node_port ||
+		      strcmp(found->vpc, e->vpc) != 0 ||
+		      (found->target_type[0] && strcmp(found->target_type, "instance") != 0))) {
+		ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "ReplacingTargetGroup",
+			      "Replacing target group %s: protocol, port or VPC changed",
+			      p->tg_name);
+		if ((r = elbv2_tg_delete(c, found->arn, err)) < 0)
+			goto out;
+		found = NULL;
+	}
+	if (found) {
+		*ret = *found;
+		if (!ccm_nlb_hc_equal(&found->hc, &e->nlb.hc)) {
+			if ((r = elbv2_tg_modify_hc(c, found->arn, &e->nlb.hc, err)) < 0)
+				goto out;
+			ret->hc = e->nlb.hc;
+		}
+		goto out;
+	}
+	*ret = (struct elbv2_tg){.port = p->node_port, .hc = e->nlb.hc};
+	str_copy(ret->name, sizeof(ret->name), p->tg_name);
+	str_copy(ret->protocol, sizeof(ret->protocol), p->tg_proto);
+	str_copy(ret->vpc, sizeof(ret->vpc), e->vpc);
+	str_copy(ret->target_type, sizeof(ret->target_type), "instance");
+	if ((r = elbv2_tg_create(c, ret, kv, tags_of(m, &e->spec, ctag, kv), err)) < 0)
+		goto out;
+	log_info("created a target group", KV_S("service", e->spec.svc), KV_S("name", p->tg_name));
+out:
+	free(byname);
+	return r;
+}
+
+static int tg_attributes(struct aws_client *c, const struct ccm_svc_ensure *e, const char *arn,
+			 struct aws_error *err)
+{
+	struct elbv2_kv kv[2];
+	for (size_t i = 0; i < e->nlb.n_tg_attrs; i++)
+		kv[i] = (struct elbv2_kv){e->nlb.tg_attrs[i].key, e->nlb.tg_attrs[i].value};
+	return elbv2_tg_attributes(c, arn, kv, e->nlb.n_tg_attrs, err);
+}
+
+/* Every port's target group and targets; arns[i] for port i. */
+static int ensure_tgs(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		      const struct elbv2_tg *have, size_t n_have, char (*arns)[ELBV2_ARN_MAX],
+		      struct aws_error *err)
+{
+	struct aws_client *c = ccm_cloud_client(ctl->m->cloud);
+	size_t reg = 0, dereg = 0;
+	bool created = false;
+	int r;
+
+	for (size_t i = 0; i < e->nlb.n_p; i++) {
+		struct elbv2_tg tg;
+		if ((r = ensure_tg(ctl, svc, e, &e->nlb.p[i], have, n_have, &tg, err)) < 0)
+			return r;
+		created |= !tg_by_name(have, n_have, tg.name);
+		str_copy(arns[i], ELBV2_ARN_MAX, tg.arn);
+		if ((r = tg_attributes(c, e, tg.arn, err)) < 0 ||
+		    (r = ensure_targets(c, e, tg.arn, e->nlb.p[i].node_port, &reg, &dereg, err)) <
+			0)
+			return r;
+	}
+	if ((reg || dereg) && !created)
+		ccm_svc_event(ctl->m, svc, KUBE_EVENT_NORMAL, "UpdatedLoadBalancer",
+			      "Updated load balancer with new hosts (%zu registered, %zu "
+			      "deregistered)",
+			      reg, dereg);
+	return 0;
+}
+
+/* Listeners ------------------------------------------------------------------------------- */
+
+static int ensure_listeners(struct aws_client *c, struct ccm_svc_ensure *e, const char *lb_arn,
+			    const char (*arns)[ELBV2_ARN_MAX], const struct elbv2_listener *have,
+			    size_t n_have, struct aws_error *err)
+{
+	int r;
+	for (size_t i = 0; i < e->nlb.n_p; i++) {
+		const struct ccm_nlb_port *p = &e->nlb.p[i];
+		struct elbv2_listener want = {.port = p->port};
+		const char *policy = strcmp(p->proto, "TLS") == 0 ? e->nlb.ssl_policy : "";
+		str_copy(want.protocol, sizeof(want.protocol), p->proto);
+		str_copy(want.tg_arn, sizeof(want.tg_arn), arns[i]);
+		str_copy(want.cert, sizeof(want.cert), p->cert);
+		str_copy(want.ssl_policy, sizeof(want.ssl_policy), policy);
+		const struct elbv2_listener *l = NULL;
+		for (size_t k = 0; k < n_have && !l; k++)
+			if (have[k].port == p->port)
+				l = &have[k];
+		if (l && strcmp(l->protocol, want.protocol) == 0 &&
+		    strcmp(l->tg_arn, want.tg_arn) == 0 && strcmp(l->cert, want.cert) == 0 &&
+		    (!policy[0] || strcmp(l->ssl_policy, policy) == 0))
+			continue;
+		if ((r = elbv2_listener_put(c, lb_arn, &want, l, err)) < 0)
+			return r;
+	}
+	for (size_t k = 0; k < n_have; k++) {
+		bool keep = false;
+		for (size_t i = 0; i < e->nlb.n_p && !keep; i++)
+			keep = e->nlb.p[i].port == have[k].port;
+		if (!keep && (r = elbv2_listener_delete(c, have[k].arn, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Node security-group rules ----------------------------------------------------------------- */
+
+/* The client CIDRs: the source ranges; by default Deckhouse's PublicNetworkAllowList, or for
+ * an internal load balancer the VPC's subnets. */
+static size_t client_cidrs(const struct ccm *m, const struct ccm_svc_ensure *e,
+			   char (*out)[64], size_t max)
+{
+	const struct ccm_lb_spec *s = &e->spec;
+	bool dflt = s->n_ranges == 1 && strcmp(s->ranges[0], "0.0.0.0/0") == 0;
+	size_t n = 0;
+
+	if (dflt && s->internal) {
+		for (size_t i = 0; i < e->n_subnets && n < max; i++)
+			if (e->subnets[i].cidr[0])
+				str_copy(out[n++], 64, e->subnets[i].cidr);
+	} else if (dflt && m->cfg->public_network_allow_list && *m->cfg->public_network_allow_list) {
+		ccm_lb_split_list(m->cfg->public_network_allow_list, &out[0][0], 64, max, &n);
+	}
+	for (size_t i = 0; n == 0 && i < s->n_ranges && i < max; i++)
+		str_copy(out[i], 64, s->ranges[i]);
+	return n ? n : (s->n_ranges < max ? s->n_ranges : max);
+}
+
+/* Makes the rules on each instance's node group what want says (want NULL: none of ours). */
+static int node_rules(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e,
+		      const struct ccm_lb_inst *inst, size_t n_inst, const struct ccm_sg_perm *want,
+		      size_t n_want, struct aws_error *err)
+{
+	struct aws_client *c = ccm_cloud_client(ctl->m->cloud);
+	int r;
+
+	for (size_t i = 0; i < n_inst; i++) {
+		char id[32];
+		size_t n_perms = 0, n_add = 0, n_del = 0;
+		bool dup = false;
+		for (size_t k = 0; k < i && !dup; k++)
+			dup = inst[k].n_sgs == inst[i].n_sgs &&
+			      memcmp(inst[k].sgs, inst[i].sgs, inst[i].n_sgs * 32) == 0;
+		if (dup)
+			continue;
+		r = ccm_lb_node_sg(c, &inst[i], ctl->m->cluster_id, id, e->perms, CCM_LB_MAX_PERMS,
+				   &n_perms, err);
+		if (r < 0) {
+			log_warn("no single node security group for an instance; its rules are not "
+				 "made",
+				 KV_S("instance", inst[i].id), KV_E(r));
+			continue;
+		}
+		for (size_t w = 0; w < n_want; w++) {
+			bool have = false;
+			for (size_t k = 0; k < n_perms && !have; k++)
+				have = ccm_sg_perm_equal(&want[w], &e->perms[k]);
+			if (!have)
+				e->add[n_add++] = want[w];
+		}
+		for (size_t k = 0; k < n_perms; k++) {
+			bool wanted = false;
+			if (!ccm_nlb_rule_ours(&e->perms[k], e->spec.name))
+				continue;
+			for (size_t w = 0; w < n_want && !wanted; w++)
+				wanted = ccm_sg_perm_equal(&want[w], &e->perms[k]);
+			if (!wanted)
+				e->del[n_del++] = e->perms[k];
+		}
+		if ((r = ccm_sg_ingress(c, id, e->add, n_add, false, err)) < 0 ||
+		    (r = ccm_sg_ingress(c, id, e->del, n_del, true, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int ensure_node_rules(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e,
+			     struct aws_error *err)
+{
+	char clients[CCM_LB_MAX_RANGES][64], health[CCM_LB_MAX_SUBNETS][64];
+	size_t n_clients = client_cidrs(ctl->m, e, clients, CCM_LB_MAX_RANGES), n_health = 0;
+
+	for (size_t i = 0; i < e->n_chosen; i++)
+		for (size_t k = 0; k < e->n_subnets; k++)
+			if (strcmp(e->subnets[k].id, e->chosen[i]) == 0 && e->subnets[k].cidr[0])
+				str_copy(health[n_health++], 64, e->subnets[k].cidr);
+	size_t n_want = ccm_nlb_node_rules(&e->nlb, e->spec.name, (const char(*)[64])clients,
+					   n_clients, (const char(*)[64])health, n_health, e->want,
+					   CCM_LB_MAX_PERMS);
+	return node_rules(ctl, e, e->inst, e->n_inst, e->want, n_want, err);
+}
+
+/* Ensure ------------------------------------------------------------------------------------ */
+
+static int lb_attributes(struct aws_client *c, const struct ccm_lb_spec *s, const char *arn,
+			 struct aws_error *err)
+{
+	const struct ccm_lb_attrs *a = &s->attrs;
+	struct elbv2_kv kv[4] = {
+	    {"load_balancing.cross_zone.enabled", a->cross_zone ? "true" : "false"},
+	    {"access_logs.s3.enabled", a->log ? "true" : "false"},
+	    {"access_logs.s3.bucket", a->log_bucket},
+	    {"access_logs.s3.prefix", a->log_prefix},
+	};
+	return elbv2_lb_attributes(c, arn, kv, a->log ? 4 : 2, err);
+}
+
+static int ensure_lb(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		     struct elbv2_lb *lb, struct aws_error *err)
+{
+	struct ccm *m = ctl->m;
+	struct aws_client *c = ccm_cloud_client(m->cloud);
+	struct elbv2_subnet_mapping map[CCM_LB_MAX_SUBNETS];
+	struct elbv2_kv kv[CCM_LB_MAX_TAGS + 2];
+	char ctag[160];
+	int r;
+
+	r = elbv2_lb_describe(c, e->spec.name, lb, err);
+	if (r == -ENOENT) {
+		/* upstream refuses to change the type of an existing load balancer */
+		struct ccm_elb old = {0};
+		int o = ccm_elb_describe(c, e->spec.name, &old, err);
+		ccm_elb_release(&old);
+		if (o == 0) {
+			snprintf(e->err, sizeof(e->err),
+				 "the load balancer type cannot be changed: a classic load balancer "
+				 "%s exists; delete the Service to change it",
+				 e->spec.name);
+			return -EINVAL;
+		}
+		if (o != -ENOENT)
+			return o;
+	}
+	if (r == 0 && strcmp(lb->scheme, e->spec.internal ? "internal" : "internet-facing") != 0) {
+		ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletingLoadBalancer",
+			      "Deleting load balancer: the scheme changed");
+		if ((r = elbv2_lb_delete(c, lb->arn, err)) < 0)
+			return r;
+		r = -ENOENT;
+	}
+	if (r != -ENOENT)
+		return r;
+	for (size_t i = 0; i < e->n_chosen; i++)
+		map[i] = (struct elbv2_subnet_mapping){
+		    e->chosen[i], e->nlb.n_eips ? e->nlb.eips[i] : NULL,
+		    e->nlb.n_ips ? e->nlb.ips[i] : NULL};
+	if ((r = elbv2_lb_create(c, e->spec.name, e->spec.internal, map, e->n_chosen, kv,
+				 tags_of(m, &e->spec, ctag, kv), lb, err)) < 0)
+		return r;
+	log_info("created the network load balancer", KV_S("service", e->spec.svc),
+		 KV_S("name", e->spec.name));
+	return 0;
+}
+
+int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		       struct aws_error *err)
+{
+	struct aws_client *c = ccm_cloud_client(ctl->m->cloud);
+	struct elbv2_lb lb;
+	struct elbv2_listener *ls = NULL;
+	struct elbv2_tg *tgs = NULL;
+	size_t n_ls = 0, n_tgs = 0;
+	char(*arns)[ELBV2_ARN_MAX] = calloc(e->nlb.n_p + 1, ELBV2_ARN_MAX);
+	int r;
+
+	if (!arns)
+		return -ENOMEM;
+	if ((r = ccm_svc_place(ctl, e, err)) < 0 ||
+	    (r = ccm_nlb_check_mappings(&e->nlb, e->spec.internal, e->n_chosen, e->err,
+					sizeof(e->err))) < 0 ||
+	    (r = ensure_lb(ctl, svc, e, &lb, err)) < 0 ||
+	    (r = elbv2_listeners_describe(c, lb.arn, &ls, &n_ls, err)) < 0 ||
+	    (r = elbv2_tgs_describe(c, lb.arn, NULL, &tgs, &n_tgs, err)) < 0)
+		goto out;
+	if ((r = ensure_tgs(ctl, svc, e, tgs, n_tgs, arns, err)) < 0 ||
+	    (r = ensure_listeners(c, e, lb.arn, (const char(*)[ELBV2_ARN_MAX])arns, ls, n_ls,
+				  err)) < 0)
+		goto out;
+	for (size_t i = 0; i < n_tgs; i++) {
+		bool keep = false;
+		for (size_t k = 0; k < e->nlb.n_p && !keep; k++)
+			keep = strcmp(arns[k], tgs[i].arn) == 0;
+		if (!keep && (r = elbv2_tg_delete(c, tgs[i].arn, err)) < 0)
+			goto out;
+		if (!keep)
+			log_info("deleted a target group no listener uses",
+				 KV_S("service", e->spec.svc), KV_S("name", tgs[i].name));
+	}
+	if ((r = lb_attributes(c, &e->spec, lb.arn, err)) < 0)
+		goto out;
+	if (!ctl->m->cfg->disable_sg_ingress && (r = ensure_node_rules(ctl, e, err)) < 0)
+		goto out;
+	str_copy(e->dns, sizeof(e->dns), lb.dns);
+out:
+	free(arns);
+	free(ls);
+	free(tgs);
+	return r;
+}
+
+/* Delete ------------------------------------------------------------------------------------ */
+
+int ccm_svc_nlb_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		       const char (*all_ids)[32], size_t n_all, struct aws_error *err)
+{
+	struct aws_client *c = ccm_cloud_client(ctl->m->cloud);
+	struct elbv2_lb lb;
+	struct elbv2_listener *ls = NULL;
+	struct elbv2_tg *tgs = NULL, *one = NULL;
+	struct ccm_lb_inst *inst = NULL;
+	size_t n_ls = 0, n_tgs = 0, n_one = 0, n_inst = 0;
+	int r;
+
+	r = elbv2_lb_describe(c, e->spec.name, &lb, err);
+	if (r == 0) {
+		if ((r = elbv2_listeners_describe(c, lb.arn, &ls, &n_ls, err)) < 0 ||
+		    (r = elbv2_tgs_describe(c, lb.arn, NULL, &tgs, &n_tgs, err)) < 0)
+			goto out;
+		for (size_t i = 0; i < n_ls; i++)
+			if ((r = elbv2_listener_delete(c, ls[i].arn, err)) < 0)
+				goto out;
+		for (size_t i = 0; i < n_tgs; i++)
+			if ((r = elbv2_tg_delete(c, tgs[i].arn, err)) < 0)
+				goto out;
+		if ((r = elbv2_lb_delete(c, lb.arn, err)) < 0)
+			goto out;
+	} else if (r == -ENOENT && e->spec.type != CCM_LB_NLB) {
+		r = 0; /* no NLB, and none was asked for: nothing of ours */
+		goto out;
+	} else if (r != -ENOENT) {
+		goto out;
+	}
+	/* target groups made before a listener used them (a crash in between) */
+	for (size_t i = 0; i < e->nlb.n_p; i++) {
+		r = elbv2_tgs_describe(c, NULL, e->nlb.p[i].tg_name, &one, &n_one, err);
+		if (r == 0 && n_one)
+			r = elbv2_tg_delete(c, one[0].arn, err);
+		free(one);
+		one = NULL;
+		if (r < 0 && r != -ENOENT)
+			goto out;
+	}
+	r = 0;
+	if (n_all && (r = ccm_svc_instances(ctl, all_ids, n_all, &inst, &n_inst, err)) == 0)
+		r = node_rules(ctl, e, inst, n_inst, NULL, 0, err);
+	(void)svc;
+out:
+	free(inst);
+	free(ls);
+	free(tgs);
+	return r;
+}
+
+/* none ---------------------------------------------------------------------------------------- */
+
+int ccm_svc_none_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+			struct aws_error *err)
+{
+	char(*arns)[ELBV2_ARN_MAX] = calloc(e->nlb.n_p + 1, ELBV2_ARN_MAX);
+	int r;
+
+	if (!arns)
+		return -ENOMEM;
+	if ((r = ccm_svc_vpc(ctl, e, err)) == 0 && (r = ensure_tgs(ctl, svc, e, NULL, 0, arns, err)) == 0)
+		str_copy(e->dns, sizeof(e->dns), "none");
+	free(arns);
+	return r;
+}
+
+int ccm_svc_none_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+			struct aws_error *err)
+{
+	struct aws_client *c = ccm_cloud_client(ctl->m->cloud);
+	int r = 0;
+
+	for (size_t i = 0; i < e->nlb.n_p && r == 0; i++) {
+		struct elbv2_tg *one = NULL;
+		size_t n = 0;
+		r = elbv2_tgs_describe(c, NULL, e->nlb.p[i].tg_name, &one, &n, err);
+		if (r == 0 && n)
+			r = elbv2_tg_delete(c, one[0].arn, err);
+		free(one);
+		if (r == -ENOENT)
+			r = 0;
+	}
+	(void)svc;
+	return r;
+}

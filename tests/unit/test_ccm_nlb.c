@@ -1,0 +1,141 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/buf.h"
+#include "common/base/json.h"
+#include "modules/ccm/ccm_nlb.h"
+#include "tests/unit/harness.h"
+
+#define ANN "\"service.beta.kubernetes.io/aws-load-balancer-"
+
+/* An NLB Service prod/web-1 (ports 80 -> 30080, 443 -> 30443) with annotations and spec extras;
+ * parsed into s and n. */
+static int parse_nlb(const char *ann, const char *extra, struct ccm_lb_spec *s,
+		     struct ccm_nlb_spec *n, char *err, size_t errlen)
+{
+	char text[4096];
+	cJSON *j = NULL;
+	int r;
+
+	snprintf(text, sizeof(text),
+		 "{\"metadata\":{\"name\":\"web-1\",\"namespace\":\"prod\","
+		 "\"uid\":\"01234567-89ab-cdef-0123-456789abcdef\",\"annotations\":{" ANN
+		 "type\":\"nlb\"%s}},"
+		 "\"spec\":{\"type\":\"LoadBalancer\",\"ports\":["
+		 "{\"name\":\"http\",\"port\":80,\"nodePort\":30080,\"protocol\":\"TCP\"},"
+		 "{\"name\":\"https\",\"port\":443,\"nodePort\":30443,\"protocol\":\"TCP\"}]%s}}",
+		 ann, extra);
+	if (json_parse(text, strlen(text), &j, NULL) < 0)
+		return -1000;
+	r = ccm_lb_spec_parse(j, s, err, errlen);
+	if (r == 0)
+		r = ccm_nlb_spec_parse(j, s, "c1", n, err, errlen);
+	cJSON_Delete(j);
+	return r;
+}
+
+/* expected values from Python's hashlib.sha1 over the same fields, as upstream hashes them */
+TEST(ccm_nlb_tg_names)
+{
+	char name[ELBV2_NAME_MAX];
+	ccm_nlb_tg_name("c1", "prod", "web-1", 80, 30080, "TCP", "TCP", 30, name);
+	ASSERT_STREQ(name, "k8s-prod-web1-c685d9d681");
+	ccm_nlb_tg_name("c1", "prod", "web-1", 443, 30443, "TLS", "HTTP", 10, name);
+	ASSERT_STREQ(name, "k8s-prod-web1-1b06993a2e");
+	ccm_none_tg_name("a0123456789abcdef0123456789abcde", 0, name);
+	ASSERT_STREQ(name, "a0123456789abcdef0123456789abc-0");
+	ccm_none_tg_name("a0123456789abcdef0123456789abcde", 12, name);
+	ASSERT_STREQ(name, "a0123456789abcdef0123456789ab-12");
+}
+
+TEST(ccm_nlb_spec_defaults_and_tls)
+{
+	struct ccm_lb_spec *s = calloc(1, sizeof(*s));
+	struct ccm_nlb_spec *n = calloc(1, sizeof(*n));
+	char err[512] = "";
+
+	ASSERT_OK(parse_nlb("," ANN "ssl-cert\":\"arn:cert\"," ANN "ssl-ports\":\"https\"", "", s,
+			    n, err, sizeof(err)));
+	ASSERT_EQ(n->n_p, 2);
+	ASSERT_STREQ(n->p[0].proto, "TCP");
+	ASSERT_STREQ(n->p[1].proto, "TLS");
+	ASSERT_STREQ(n->p[1].tg_proto, "TCP");
+	ASSERT_STREQ(n->p[1].cert, "arn:cert");
+	ASSERT_STREQ(n->p[0].tg_name, "k8s-prod-web1-c685d9d681");
+	ASSERT_STREQ(n->hc.protocol, "TCP");
+	ASSERT_STREQ(n->hc.port, "traffic-port");
+	ASSERT_EQ(n->hc.interval, 30);
+	ASSERT_EQ(n->hc.healthy, 3);
+
+	ASSERT_OK(parse_nlb("," ANN "ssl-cert\":\"arn:cert\"," ANN "backend-protocol\":\"ssl\"",
+			    ",\"externalTrafficPolicy\":\"Local\",\"healthCheckNodePort\":32000", s,
+			    n, err, sizeof(err)));
+	ASSERT_STREQ(n->p[0].tg_proto, "TLS");
+	ASSERT_STREQ(n->hc.protocol, "HTTP");
+	ASSERT_STREQ(n->hc.port, "32000");
+	ASSERT_STREQ(n->hc.path, "/healthz");
+	ASSERT_EQ(n->hc.interval, 10);
+	ASSERT_EQ(n->hc.unhealthy, 2);
+	free(s);
+	free(n);
+}
+
+TEST(ccm_nlb_spec_rejections)
+{
+	struct ccm_lb_spec *s = calloc(1, sizeof(*s));
+	struct ccm_nlb_spec *n = calloc(1, sizeof(*n));
+	char err[512] = "";
+
+	ASSERT_ERR(parse_nlb("," ANN "target-group-attributes\":\"stickiness.enabled=true\"", "", s,
+			     n, err, sizeof(err)),
+		   EINVAL);
+	ASSERT_CONTAINS(err, "stickiness.enabled=true is not supported");
+	ASSERT_ERR(parse_nlb("," ANN "healthcheck-protocol\":\"SSL\"", "", s, n, err, sizeof(err)),
+		   EINVAL);
+	ASSERT_CONTAINS(err, "Unsupported health check protocol SSL");
+	ASSERT_ERR(parse_nlb("," ANN "internal\":\"true\"," ANN "eip-allocations\":\"eipalloc-1\"",
+			     "", s, n, err, sizeof(err)),
+		   EINVAL);
+	ASSERT_ERR(parse_nlb("," ANN "private-ipv4-addresses\":\"10.0.0.300\"", "", s, n, err,
+			     sizeof(err)),
+		   EINVAL);
+	ASSERT_ERR(parse_nlb("," ANN "extra-security-groups\":\"sg-1\"", "", s, n, err, sizeof(err)),
+		   EINVAL);
+	ASSERT_OK(parse_nlb("," ANN "eip-allocations\":\"eipalloc-1, eipalloc-2\"", "", s, n, err,
+			    sizeof(err)));
+	ASSERT_ERR(ccm_nlb_check_mappings(n, false, 3, err, sizeof(err)), EINVAL);
+	ASSERT_CONTAINS(err, "Must have same number of EIP AllocationIDs (2) and SubnetIDs (3)");
+	ASSERT_OK(ccm_nlb_check_mappings(n, false, 2, err, sizeof(err)));
+	ASSERT_OK(parse_nlb("," ANN "proxy-protocol\":\"*\"," ANN
+			    "target-group-attributes\":\"preserve_client_ip.enabled=false\"",
+			    "", s, n, err, sizeof(err)));
+	ASSERT_EQ(n->n_tg_attrs, 2);
+	ASSERT_STREQ(n->tg_attrs[0].key, "proxy_protocol_v2.enabled");
+	ASSERT_STREQ(n->tg_attrs[1].value, "false");
+	free(s);
+	free(n);
+}
+
+TEST(ccm_nlb_node_rules_described)
+{
+	struct ccm_lb_spec *s = calloc(1, sizeof(*s));
+	struct ccm_nlb_spec *n = calloc(1, sizeof(*n));
+	struct ccm_sg_perm p[32];
+	const char clients[2][64] = {"10.0.0.0/8", "0.0.0.0/0"};
+	const char health[2][64] = {"10.0.0.0/8", "172.31.0.0/20"};
+	char err[512] = "";
+
+	ASSERT_OK(parse_nlb("", "", s, n, err, sizeof(err)));
+	size_t k = ccm_nlb_node_rules(n, "alb", clients, 2, health, 2, p, 32);
+	/* 2 ports x 2 clients, 2 health ports from 172.31 (10/8 already admitted), 2 mtu */
+	ASSERT_EQ(k, 8);
+	ASSERT_STREQ(p[0].desc, "kubernetes.io/rule/nlb/client=alb");
+	ASSERT_EQ(p[0].from, 30080);
+	ASSERT_STREQ(p[4].cidr, "172.31.0.0/20");
+	ASSERT_STREQ(p[4].desc, "kubernetes.io/rule/nlb/health=alb");
+	ASSERT_STREQ(p[7].proto, "icmp");
+	ASSERT_TRUE(ccm_nlb_rule_ours(&p[7], "alb"));
+	ASSERT_FALSE(ccm_nlb_rule_ours(&p[7], "al"));
+	free(s);
+	free(n);
+}
