@@ -8,6 +8,7 @@
 #include "common/aws/client.h"
 #include "common/aws/query.h"
 #include "common/aws/xml.h"
+#include "common/base/buf.h"
 #include "common/base/cancel.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
@@ -49,7 +50,7 @@ static int on_page(void *ud, const struct aws_reply *page)
 				s->v = v;
 				s->cap = cap;
 			}
-			strcpy(s->v[s->n++], id);
+			str_copy(s->v[s->n++], sizeof(instance_id), id);
 		}
 	return 0;
 }
