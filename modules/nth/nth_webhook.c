@@ -7,6 +7,7 @@
  * range, sprig functions) is refused at startup. Headers come from WEBHOOK_HEADERS (a JSON
  * object); WEBHOOK_PROXY is the proxy. One POST per drain attempt, 5 s timeout, no retry. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,13 +166,17 @@ int nth_webhook_init(struct nth *n)
 		fprintf(stderr, "aws-k8s nth: webhook-url must be an http or https URL\n");
 		return -EINVAL;
 	}
-	if (json_parse(c->webhook_headers, strlen(c->webhook_headers), &h, NULL) < 0 ||
-	    !cJSON_IsObject(h)) {
-		cJSON_Delete(h);
-		fprintf(stderr, "aws-k8s nth: webhook-headers must be a JSON object of strings\n");
+	bool headers_ok = json_parse(c->webhook_headers, strlen(c->webhook_headers), &h, NULL) == 0 &&
+			  cJSON_IsObject(h) && cJSON_GetArraySize(h) <= WEBHOOK_MAX_HEADERS;
+	/* a value that is not a string, or a header past the limit, would be dropped when sending */
+	for (cJSON *it = headers_ok ? h->child : NULL; it; it = it->next)
+		headers_ok = headers_ok && cJSON_IsString(it);
+	cJSON_Delete(h);
+	if (!headers_ok) {
+		fprintf(stderr, "aws-k8s nth: webhook-headers must be a JSON object of strings (at most "
+				"%d)\n", WEBHOOK_MAX_HEADERS);
 		return -EINVAL;
 	}
-	cJSON_Delete(h);
 	if (*c->webhook_template_file) {
 		size_t len;
 		if ((r = kube_read_file(c->webhook_template_file, WEBHOOK_MAX_TEMPLATE,
