@@ -5,7 +5,8 @@
  * time format "2006-01-02 15:04:05 +0000 UTC"), AccountId, InstanceLifeCycle, PublicHostname,
  * PublicIP, LocalHostname, LocalIP, AvailabilityZone, Region. Anything else (pipelines, if,
  * range, sprig functions) is refused at startup. Headers come from WEBHOOK_HEADERS (a JSON
- * object); WEBHOOK_PROXY is the proxy. One POST per drain attempt, 5 s timeout, no retry. */
+ * object of strings, checked at start); WEBHOOK_PROXY is the proxy. One POST per drain attempt, 5 s
+ * timeout, no retry; a stop (SIGTERM) abandons it without counting an error. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -237,7 +238,10 @@ int nth_webhook_send(struct nth *n, const struct nth_event *ev)
 		if (r == 0 && (resp.status < 200 || resp.status > 299))
 			r = -EREMOTEIO;
 	}
-	if (r < 0) {
+	if (r == -ECANCELED) {
+		/* stopping (SIGTERM): the request is abandoned, not a webhook error */
+		log_info("webhook canceled: stopping", KV_S("event", ev->event_id));
+	} else if (r < 0) {
 		/* the URL may hold a secret (Slack's): not logged */
 		log_error("webhook failed", KV_S("event", ev->event_id), KV_I("status", resp.status),
 			  KV_S("detail", resp.error), KV_E(r));

@@ -12,7 +12,7 @@
 #   - WEBHOOK_PROXY: the POST goes through the proxy (absolute-URI request line) to the server;
 #   - the server answering 500, and hanging past the 5 s timeout: the Node is drained all the
 #     same, the failure is logged, events_error_total{event_error_where="webhook"} counts it, nth
-#     stays up and stops on SIGTERM;
+#     stays up and stops on SIGTERM; SIGTERM during a hanging webhook cancels it at once;
 #   - a malformed template, an unknown field, WEBHOOK_HEADERS that is not a JSON object of
 #     strings: refused at start (exit 2, one clear line), before any request.
 . "$(dirname "$0")/../lib/testlib.sh"
@@ -112,7 +112,7 @@ peer check "the recording server recorded the probes" \
 : >"$T/proxied.jsonl"
 
 # ---- one Node per story, each with a ReplicaSet pod (NAME-web) --------------------------------
-NODES="dflt tpl file proxy e500 hang"
+NODES="dflt tpl file proxy e500 hang stop"
 python3 - "$NODES" >"$T/objects.json" <<'PY'
 import json, sys
 items = []
@@ -129,7 +129,7 @@ print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 PY
 k create -f "$T/objects.json" >/dev/null 2>"$T/objects.err"
 n=$(k get pods -o name 2>/dev/null | wc -l)
-[ "$n" = 6 ] && peer ok "6 Nodes with a pod each" ||
+[ "$n" = 7 ] && peer ok "7 Nodes with a pod each" ||
 	{ peer fail "the Nodes and pods" "$n pods; $(tail -3 "$T/objects.err")"; t_summary; }
 
 declare -A U
@@ -142,7 +142,7 @@ for n in $NODES; do
 	wait_http "${U[$n]}/_control/health" 30 ||
 		{ peer fail "the metadata fake for $n starts" "$(tail -3 "$T/imds-$n.log")"; t_summary; }
 done
-peer ok "6 metadata fakes"
+peer ok "7 metadata fakes"
 
 # nth NAME [VAR=VALUE...]: nth for Node NAME with the chart's environment (IMDS mode), log in
 # $T/nth-NAME.log, pid in $T/nth-NAME.pid (killed at exit). The proxy variables of the
@@ -317,7 +317,19 @@ d=$(python3 -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[
 check "hang: given up after the 5 s timeout (${d} s after the server got the POST)" \
 	python3 -c 'import sys; sys.exit(not 3.5 <= float(sys.argv[1]) <= 20)' "$d"
 
-for n in $NODES; do stopped "$n"; done
+# SIGTERM while the webhook hangs: the request is abandoned at once, not after its 5 s timeout,
+# and the stop is not logged as a webhook failure (started now, after the other stories)
+nth stop WEBHOOK_URL="$HOOK/hook/stop/hang"
+wait_until 60 has_hook /hook/stop/hang
+check "stop: the Node was drained before the webhook" p_gone stop-web
+if stop_within "$(pid stop)" 15 "nth (stop) during a hanging webhook"; then
+	check "stop: SIGTERM during a hanging webhook: exit 0" test "$STOP_RC" = 0
+	check "stop: ... the request canceled, not timed out, and no error logged for it" \
+		eval '! grep -E "timed out|\"webhook failed\"" "$T/nth-stop.log"'
+	check "stop: ... logged as canceled" grep -q '"webhook canceled: stopping"' "$T/nth-stop.log"
+	check "stop: ... one request" test "$(nhooks /hook/stop/hang)" = 1
+fi
+for n in ${NODES% stop}; do stopped "$n"; done
 if grep -l "Sanitizer\|runtime error" "$T"/nth-*.log "$T/bad.out" >"$T/san.txt"; then
 	fail "no sanitizer report" "$(cat "$T/san.txt")"
 else ok "no sanitizer report in the nth logs"; fi
