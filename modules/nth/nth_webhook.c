@@ -5,8 +5,10 @@
  * time format "2006-01-02 15:04:05 +0000 UTC"), AccountId, InstanceLifeCycle, PublicHostname,
  * PublicIP, LocalHostname, LocalIP, AvailabilityZone, Region. Anything else (pipelines, if,
  * range, sprig functions) is refused at startup. Headers come from WEBHOOK_HEADERS (a JSON
- * object); WEBHOOK_PROXY is the proxy. One POST per drain attempt, 5 s timeout, no retry. */
+ * object of strings, checked at start); WEBHOOK_PROXY is the proxy. One POST per drain attempt, 5 s
+ * timeout, no retry; a stop (SIGTERM) abandons it without counting an error. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,13 +167,17 @@ int nth_webhook_init(struct nth *n)
 		fprintf(stderr, "aws-k8s nth: webhook-url must be an http or https URL\n");
 		return -EINVAL;
 	}
-	if (json_parse(c->webhook_headers, strlen(c->webhook_headers), &h, NULL) < 0 ||
-	    !cJSON_IsObject(h)) {
-		cJSON_Delete(h);
-		fprintf(stderr, "aws-k8s nth: webhook-headers must be a JSON object of strings\n");
+	bool headers_ok = json_parse(c->webhook_headers, strlen(c->webhook_headers), &h, NULL) == 0 &&
+			  cJSON_IsObject(h) && cJSON_GetArraySize(h) <= WEBHOOK_MAX_HEADERS;
+	/* a value that is not a string, or a header past the limit, would be dropped when sending */
+	for (cJSON *it = headers_ok ? h->child : NULL; it; it = it->next)
+		headers_ok = headers_ok && cJSON_IsString(it);
+	cJSON_Delete(h);
+	if (!headers_ok) {
+		fprintf(stderr, "aws-k8s nth: webhook-headers must be a JSON object of strings (at most "
+				"%d)\n", WEBHOOK_MAX_HEADERS);
 		return -EINVAL;
 	}
-	cJSON_Delete(h);
 	if (*c->webhook_template_file) {
 		size_t len;
 		if ((r = kube_read_file(c->webhook_template_file, WEBHOOK_MAX_TEMPLATE,
@@ -232,7 +238,10 @@ int nth_webhook_send(struct nth *n, const struct nth_event *ev)
 		if (r == 0 && (resp.status < 200 || resp.status > 299))
 			r = -EREMOTEIO;
 	}
-	if (r < 0) {
+	if (r == -ECANCELED) {
+		/* stopping (SIGTERM): the request is abandoned, not a webhook error */
+		log_info("webhook canceled: stopping", KV_S("event", ev->event_id));
+	} else if (r < 0) {
 		/* the URL may hold a secret (Slack's): not logged */
 		log_error("webhook failed", KV_S("event", ev->event_id), KV_I("status", resp.status),
 			  KV_S("detail", resp.error), KV_E(r));
