@@ -542,8 +542,10 @@ static int setup(struct http_client *c, CURL *e, const struct http_request *req,
 		SET(CURLOPT_USERAGENT, c->user_agent);
 	if (c->unix_socket)
 		SET(CURLOPT_UNIX_SOCKET_PATH, c->unix_socket);
-	if (c->proxy)
+	if (c->proxy) { /* this proxy for every host: NO_PROXY does not apply either */
 		SET(CURLOPT_PROXY, c->proxy);
+		SET(CURLOPT_NOPROXY, "");
+	}
 	r = setup_tls(c, e);
 	if (r < 0)
 		return r;

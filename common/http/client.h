@@ -34,7 +34,7 @@ struct http_client_opts {
 	const char *user_agent;
 	size_t max_response;       /* cap on a reply body; 0: 64 MiB */
 	const char *unix_socket;   /* connect through this unix socket */
-	const char *proxy;         /* this proxy instead of the environment's (CURLOPT_PROXY) */
+	const char *proxy;         /* this proxy for every host, NO_PROXY ignored (CURLOPT_PROXY) */
 };
 
 struct http_client;

@@ -240,7 +240,9 @@ nth tpl WEBHOOK_URL="$HOOK/hook/tpl" \
 	WEBHOOK_TEMPLATE='{"id":"{{.EventID}}","node":"{{ .NodeName }}","type":"{{ .InstanceType}}","az":"{{ .AvailabilityZone }}","region":"{{.Region}}"}'
 printf 'kind={{ .Kind }}\nmonitor={{ .Monitor }}\ninstance={{ .InstanceID }}\nstart={{ .StartTime }}\n' >"$T/hook.tmpl"
 nth file WEBHOOK_URL="$HOOK/hook/file" WEBHOOK_TEMPLATE_FILE="$T/hook.tmpl" WEBHOOK_TEMPLATE='ignored {{ .NoSuchField'
-nth proxy WEBHOOK_URL="$HOOK/hook/proxy" WEBHOOK_PROXY="http://127.0.0.1:$PPORT"
+# NO_PROXY naming the webhook's host does not bypass WEBHOOK_PROXY (Go's http.ProxyURL ignores it)
+nth proxy WEBHOOK_URL="$HOOK/hook/proxy" WEBHOOK_PROXY="http://127.0.0.1:$PPORT" \
+	NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 P500=$(free_port) PHANG=$(free_port)
 nth e500 WEBHOOK_URL="$HOOK/hook/500" ENABLE_PROMETHEUS_SERVER=true PROMETHEUS_SERVER_PORT="$P500"
 nth hang WEBHOOK_URL="$HOOK/hook/hang" ENABLE_PROMETHEUS_SERVER=true PROMETHEUS_SERVER_PORT="$PHANG"
@@ -289,7 +291,7 @@ check "WEBHOOK_TEMPLATE_FILE: rendered (it wins over WEBHOOK_TEMPLATE): Kind, Mo
 
 # ---- proxy --------------------------------------------------------------------------------------
 wait_until 60 has_hook /hook/proxy
-check "WEBHOOK_PROXY: the proxy got the POST with the absolute URI" \
+check "WEBHOOK_PROXY (NO_PROXY naming the host): the proxy got the POST with the absolute URI" \
 	test "$(jq -r .request_line "$T/proxied.jsonl")" = "POST $HOOK/hook/proxy HTTP/1.1"
 check "WEBHOOK_PROXY: ... and the server got it from the proxy (the event's body)" \
 	eval '[ "$(nhooks /hook/proxy)" = 1 ] && body /hook/proxy | grep -qF "${EIDS[proxy]}"'
