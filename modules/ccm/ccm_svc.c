@@ -224,11 +224,10 @@ static int delete_all(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_
 		e->nlb.n_p = 0;
 	e->err[0] = 0;
 	ccm_lb_name(json_str(svc, "metadata.uid"), e->spec.name);
-	if (e->spec.type == CCM_LB_NONE)
-		return ccm_svc_none_delete(ctl, svc, e, err);
 	if ((r = ccm_svc_elb_delete(ctl, svc, err)) < 0 || (r = node_ids(ctl->m, NULL, true, &all, &n_all)) < 0)
 		return r;
-	r = ccm_svc_nlb_delete(ctl, svc, e, (const char(*)[32])all, n_all, err);
+	if ((r = ccm_svc_nlb_delete(ctl, svc, e, (const char(*)[32])all, n_all, err)) == 0)
+		r = ccm_svc_none_delete(ctl, svc, e, err);
 	free(all);
 	return r;
 }

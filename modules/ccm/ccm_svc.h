@@ -71,6 +71,11 @@ int ccm_svc_none_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_sv
 			struct aws_error *err);
 int ccm_svc_none_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
 			struct aws_error *err);
+/* Upstream refuses to change the type of an existing load balancer: -EINVAL with e->err set
+ * when another kind than want exists under the Service's name (a classic ELB, an NLB, or
+ * none's first target group <name>-0), 0 when none does. */
+int ccm_svc_refuse_other(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e,
+			 enum ccm_lb_type want, struct aws_error *err);
 
 /* ccm_svc_elb.c */
 int ccm_svc_elb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,

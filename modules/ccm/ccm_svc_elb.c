@@ -143,17 +143,8 @@ int ccm_svc_elb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 		}
 	}
 	if (r == -ENOENT && !e->plan.recreate) {
-		/* upstream refuses to change the type of an existing load balancer */
-		struct elbv2_lb other;
-		int o = elbv2_lb_describe(c, e->spec.name, &other, err);
-		if (o == 0) {
-			snprintf(e->err, sizeof(e->err),
-				 "the load balancer type cannot be changed: a network load balancer "
-				 "%s exists; delete the Service to change it",
-				 e->spec.name);
-			return -EINVAL;
-		}
-		if (o != -ENOENT)
+		int o = ccm_svc_refuse_other(ctl, e, CCM_LB_CLASSIC, err);
+		if (o < 0)
 			return o;
 	}
 	if (r == -ENOENT) {

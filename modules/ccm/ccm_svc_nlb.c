@@ -297,6 +297,52 @@ static int ensure_node_rules(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e,
 
 /* Ensure ------------------------------------------------------------------------------------ */
 
+int ccm_svc_refuse_other(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e,
+			 enum ccm_lb_type want, struct aws_error *err)
+{
+	struct aws_client *c = ccm_cloud_client(ctl->m->cloud);
+	const char *kind = NULL;
+	int r;
+
+	if (want != CCM_LB_CLASSIC) {
+		struct ccm_elb old = {0};
+		r = ccm_elb_describe(c, e->spec.name, &old, err);
+		ccm_elb_release(&old);
+		if (r == 0)
+			kind = "a classic load balancer";
+		else if (r != -ENOENT)
+			return r;
+	}
+	if (!kind && want != CCM_LB_NLB) {
+		struct elbv2_lb lb;
+		r = elbv2_lb_describe(c, e->spec.name, &lb, err);
+		if (r == 0)
+			kind = "a network load balancer";
+		else if (r != -ENOENT)
+			return r;
+	}
+	if (!kind && want != CCM_LB_NONE) {
+		struct elbv2_tg *one = NULL;
+		size_t n = 0;
+		char name[ELBV2_NAME_MAX];
+		ccm_none_tg_name(e->spec.name, 0, name);
+		r = elbv2_tgs_describe(c, NULL, name, &one, &n, err);
+		free(one);
+		if (r == 0 && n)
+			kind = "target groups of type none";
+		else if (r < 0 && r != -ENOENT)
+			return r;
+	}
+	if (!kind)
+		return 0;
+	snprintf(e->err, sizeof(e->err),
+		 "the load balancer type cannot be changed (to %s): %s %s exists; delete the "
+		 "Service to change it",
+		 want == CCM_LB_CLASSIC ? "classic" : want == CCM_LB_NLB ? "nlb" : "none", kind,
+		 e->spec.name);
+	return -EINVAL;
+}
+
 static int lb_attributes(struct aws_client *c, const struct ccm_lb_spec *s, const char *arn,
 			 struct aws_error *err)
 {
@@ -322,18 +368,8 @@ static int ensure_lb(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_e
 
 	r = elbv2_lb_describe(c, e->spec.name, lb, err);
 	if (r == -ENOENT) {
-		/* upstream refuses to change the type of an existing load balancer */
-		struct ccm_elb old = {0};
-		int o = ccm_elb_describe(c, e->spec.name, &old, err);
-		ccm_elb_release(&old);
-		if (o == 0) {
-			snprintf(e->err, sizeof(e->err),
-				 "the load balancer type cannot be changed: a classic load balancer "
-				 "%s exists; delete the Service to change it",
-				 e->spec.name);
-			return -EINVAL;
-		}
-		if (o != -ENOENT)
+		int o = ccm_svc_refuse_other(ctl, e, CCM_LB_NLB, err);
+		if (o < 0)
 			return o;
 	}
 	if (r == 0 && strcmp(lb->scheme, e->spec.internal ? "internal" : "internet-facing") != 0) {
@@ -461,33 +497,58 @@ out:
 int ccm_svc_none_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
 			struct aws_error *err)
 {
+	struct aws_client *c = ccm_cloud_client(ctl->m->cloud);
 	char(*arns)[ELBV2_ARN_MAX] = calloc(e->nlb.n_p + 1, ELBV2_ARN_MAX);
-	int r;
+	struct elbv2_tg *have = calloc(e->nlb.n_p + 1, sizeof(*have));
+	size_t n_have = 0;
+	int r = 0;
 
-	if (!arns)
-		return -ENOMEM;
-	if ((r = ccm_svc_vpc(ctl, e, err)) == 0 && (r = ensure_tgs(ctl, svc, e, NULL, 0, arns, err)) == 0)
+	if (!arns || !have) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* the groups that exist (what ensure_tg would look up by name anyway) */
+	for (size_t i = 0; i < e->nlb.n_p && r == 0; i++) {
+		struct elbv2_tg *one = NULL;
+		size_t n = 0;
+		r = elbv2_tgs_describe(c, NULL, e->nlb.p[i].tg_name, &one, &n, err);
+		if (r == 0 && n)
+			have[n_have++] = one[0];
+		free(one);
+		if (r == -ENOENT)
+			r = 0;
+	}
+	if (r == 0 && n_have == 0)
+		r = ccm_svc_refuse_other(ctl, e, CCM_LB_NONE, err);
+	if (r == 0 && (r = ccm_svc_vpc(ctl, e, err)) == 0 &&
+	    (r = ensure_tgs(ctl, svc, e, have, n_have, arns, err)) == 0)
 		str_copy(e->dns, sizeof(e->dns), "none");
+out:
 	free(arns);
+	free(have);
 	return r;
 }
 
+/* <name>-0, -1, ... up to the first that is missing (also when the ports were fewer or the
+ * Service is no longer of type none). */
 int ccm_svc_none_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
 			struct aws_error *err)
 {
 	struct aws_client *c = ccm_cloud_client(ctl->m->cloud);
 	int r = 0;
 
-	for (size_t i = 0; i < e->nlb.n_p && r == 0; i++) {
+	for (size_t i = 0; r == 0; i++) {
 		struct elbv2_tg *one = NULL;
 		size_t n = 0;
-		r = elbv2_tgs_describe(c, NULL, e->nlb.p[i].tg_name, &one, &n, err);
+		char name[ELBV2_NAME_MAX];
+		ccm_none_tg_name(e->spec.name, i, name);
+		r = elbv2_tgs_describe(c, NULL, name, &one, &n, err);
 		if (r == 0 && n)
 			r = elbv2_tg_delete(c, one[0].arn, err);
+		else if (r == 0)
+			r = -ENOENT;
 		free(one);
-		if (r == -ENOENT)
-			r = 0;
 	}
 	(void)svc;
-	return r;
+	return r == -ENOENT ? 0 : r;
 }

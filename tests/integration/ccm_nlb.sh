@@ -258,6 +258,11 @@ type_refused() { grep -q "the load balancer type cannot be changed" <<<"$(event_
 if wait_until 20 type_refused; then ok "changing a classic ELB Service to nlb gives a SyncLoadBalancerFailed Event"
 else fail "type change refused" "$(event_msgs sw)"; fi
 [ "$(nlb_py "$swlb" lb)" = NONE ] && ok "... and no NLB is made beside the ELB" || fail "type change made an NLB" "$(nlb_py "$swlb" lb)"
+refused_to() { grep -q "type cannot be changed (to $2): $3 " <<<"$(event_msgs "$1")"; }
+kc annotate --overwrite svc sw service.beta.kubernetes.io/aws-load-balancer-type=none >/dev/null
+if wait_until 20 refused_to sw none "a classic load balancer"; then ok "changing it to Deckhouse's none is refused too (Event names the classic ELB)"
+else fail "ELB to none refused" "$(event_msgs sw)"; fi
+! grep -q "${swlb:0:30}-" <<<"$(all_tgs)" && ok "... and no target group of none is made" || fail "ELB to none made target groups" "$(all_tgs)"
 kc delete svc sw --wait=false >/dev/null
 sw_gone() { ! kc get svc sw >/dev/null 2>&1; }
 wait_until 40 sw_gone && [ "$(moto_py "print(len(elb.describe_load_balancers()['LoadBalancerDescriptions']))")" = 0 ] &&
@@ -281,9 +286,18 @@ print(sorted((n, t['Port'], t['HealthCheckProtocol'], t['HealthCheckPort'], t['H
 want="[('$t0n', 31180, 'HTTP', '10256', '/healthz', $(sorted_ids "$i1" "$i2" "$i4")), ('$t1n', 31181, 'HTTP', '10256', '/healthz', $(sorted_ids "$i1" "$i2" "$i4"))]"
 [ "$got" = "$want" ] && ok "none: target groups <lb name>-<i> on the NodePorts, kube-proxy's :10256/healthz, the Nodes as targets" || fail "none target groups" "$got want $want"
 [ "$(nlb_py "$nlbn" lb)" = NONE ] && ok "none: no load balancer" || fail "none made a load balancer" "$(nlb_py "$nlbn" lb)"
+kc annotate --overwrite svc tgonly service.beta.kubernetes.io/aws-load-balancer-type=nlb >/dev/null
+if wait_until 20 refused_to tgonly nlb "target groups of type none"; then ok "changing none to nlb is refused with an Event"
+else fail "none to nlb refused" "$(event_msgs tgonly)"; fi
+[ "$(nlb_py "$nlbn" lb)" = NONE ] && ok "... and no NLB is made" || fail "none to nlb made an NLB" "$(nlb_py "$nlbn" lb)"
+kc annotate svc tgonly service.beta.kubernetes.io/aws-load-balancer-type- >/dev/null
+if wait_until 20 refused_to tgonly classic "target groups of type none"; then ok "changing none to a classic ELB is refused with an Event"
+else fail "none to classic refused" "$(event_msgs tgonly)"; fi
+[ "$(moto_py "print(len([l for l in elb.describe_load_balancers()['LoadBalancerDescriptions'] if l['LoadBalancerName'] == '$nlbn']))")" = 0 ] &&
+	ok "... and no classic ELB is made" || fail "none to classic made an ELB" "$(moto_py "print(elb.describe_load_balancers())")"
 kc delete svc tgonly --wait=false >/dev/null
-none_gone() { ! grep -q "$nlbn" <<<"$(all_tgs)" && ! kc get svc tgonly >/dev/null 2>&1; }
-if wait_until 30 none_gone; then ok "none: deleting the Service deletes its target groups"
+none_gone() { ! grep -q "${nlbn:0:30}" <<<"$(all_tgs)" && ! kc get svc tgonly >/dev/null 2>&1; }
+if wait_until 30 none_gone; then ok "none: deleting the Service (now without the none annotation) deletes its target groups"
 else fail "none deleted" "$(all_tgs)"; fi
 
 # --- delete -------------------------------------------------------------------------------------
