@@ -169,6 +169,78 @@ int elbv2_add_tags(struct aws_client *c, const char *arn, const struct elbv2_kv 
 	return call(c, "AddTags", &q, err);
 }
 
+static int tags_query(struct aws_query *q, bool classic, const char *id)
+{
+	return aws_query_add(q, classic ? "LoadBalancerNames.member.1" : "ResourceArns.member.1",
+			     id);
+}
+
+int elbv2_tags_describe(struct aws_client *c, bool classic, const char *id,
+			struct elbv2_tag *ret, size_t max, size_t *n, struct aws_error *err)
+{
+	struct aws_query q = AWS_QUERY_INIT;
+	struct aws_reply rep = {0};
+	int r;
+
+	*n = 0;
+	if ((r = tags_query(&q, classic, id)) == 0)
+		r = aws_call_query(c, classic ? AWS_SVC_ELB : AWS_SVC_ELBV2, "DescribeTags", &q,
+				   &rep, err);
+	if (r == 0)
+		for (xmlNode *d = aws_xml_list(rep.result, "TagDescriptions"); d; d = aws_xml_next(d))
+			for (xmlNode *t = aws_xml_list(d, "Tags"); t && *n < max;
+			     t = aws_xml_next(t)) {
+				text(t, "Key", ret[*n].key, sizeof(ret[*n].key));
+				text(t, "Value", ret[*n].value, sizeof(ret[*n].value));
+				(*n)++;
+			}
+	aws_reply_release(&rep);
+	aws_query_release(&q);
+	return r;
+}
+
+static int tags_call(struct aws_client *c, bool classic, const char *action,
+		     struct aws_query *q, struct aws_error *err)
+{
+	struct aws_reply rep = {0};
+	int r = aws_call_query(c, classic ? AWS_SVC_ELB : AWS_SVC_ELBV2, action, q, &rep, err);
+	aws_reply_release(&rep);
+	aws_query_release(q);
+	return r;
+}
+
+int elbv2_tags_add(struct aws_client *c, bool classic, const char *id,
+		   const struct elbv2_kv *tags, size_t n, struct aws_error *err)
+{
+	struct aws_query q = AWS_QUERY_INIT;
+	int r;
+	if (n == 0)
+		return 0;
+	if ((r = tags_query(&q, classic, id)) < 0 || (r = add_kv(&q, "Tags", tags, n)) < 0) {
+		aws_query_release(&q);
+		return r;
+	}
+	return tags_call(c, classic, "AddTags", &q, err);
+}
+
+int elbv2_tags_remove(struct aws_client *c, bool classic, const char *id,
+		      const char *const *keys, size_t n, struct aws_error *err)
+{
+	struct aws_query q = AWS_QUERY_INIT;
+	int r;
+	if (n == 0)
+		return 0;
+	r = tags_query(&q, classic, id);
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = classic ? aws_query_addf(&q, keys[i], "Tags.member.%zu.Key", i + 1)
+			    : aws_query_addf(&q, keys[i], "TagKeys.member.%zu", i + 1);
+	if (r < 0) {
+		aws_query_release(&q);
+		return r;
+	}
+	return tags_call(c, classic, "RemoveTags", &q, err);
+}
+
 /* A zeroed table for the members of list in result (at most ELBV2_MAX_ITEMS, *count). */
 static void *items(const xmlNode *result, const char *list, size_t size, size_t *count)
 {

@@ -82,6 +82,20 @@ int elbv2_lb_attributes(struct aws_client *c, const char *arn, const struct elbv
 			size_t n, struct aws_error *err);
 int elbv2_tg_attributes(struct aws_client *c, const char *arn, const struct elbv2_kv *kv,
 			size_t n, struct aws_error *err);
+/* Tags of one resource: a classic ELB by name (classic, Elastic Load Balancing's API) or an
+ * ELBv2 resource by ARN; ret holds at most max (keys 128, values 256 characters). */
+#define ELBV2_MAX_TAGS 50 /* per resource, AWS's limit */
+struct elbv2_tag {
+	char key[129];
+	char value[257];
+};
+int elbv2_tags_describe(struct aws_client *c, bool classic, const char *id,
+			struct elbv2_tag *ret, size_t max, size_t *n, struct aws_error *err);
+/* AddTags (a key's value replaced) and RemoveTags on one resource, as above. */
+int elbv2_tags_add(struct aws_client *c, bool classic, const char *id,
+		   const struct elbv2_kv *tags, size_t n, struct aws_error *err);
+int elbv2_tags_remove(struct aws_client *c, bool classic, const char *id,
+		      const char *const *keys, size_t n, struct aws_error *err);
 /* AddTags on one resource. */
 int elbv2_add_tags(struct aws_client *c, const char *arn, const struct elbv2_kv *tags, size_t n,
 		   struct aws_error *err);

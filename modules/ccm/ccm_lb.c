@@ -100,7 +100,7 @@ int ccm_lb_split_list(const char *s, char *out, size_t width, size_t max, size_t
 }
 
 /* "k=v,k2=v2" into kv pairs. */
-static int split_kv(const char *s, struct ccm_lb_kv *out, size_t max, size_t *n)
+int ccm_lb_split_kv(const char *s, struct ccm_lb_kv *out, size_t max, size_t *n)
 {
 	char items[CCM_LB_MAX_TAGS][400];
 	size_t m;
@@ -386,14 +386,14 @@ int ccm_lb_spec_parse(const cJSON *svc, struct ccm_lb_spec *s, char *err, size_t
 		}
 		s->proxy_protocol = true;
 	}
-	if (split_kv(ccm_lb_ann(svc, "additional-resource-tags"), s->tags, CCM_LB_MAX_TAGS, &s->n_tags) <
+	if (ccm_lb_split_kv(ccm_lb_ann(svc, "additional-resource-tags"), s->tags, CCM_LB_MAX_TAGS, &s->n_tags) <
 	    0) {
 		snprintf(err, errlen, "annotation %sadditional-resource-tags: not a list of "
 				      "key=value",
 			 CCM_LB_ANN);
 		return -EINVAL;
 	}
-	if (split_kv(ccm_lb_ann(svc, "target-node-labels"), s->node_labels, CCM_LB_MAX_LABELS,
+	if (ccm_lb_split_kv(ccm_lb_ann(svc, "target-node-labels"), s->node_labels, CCM_LB_MAX_LABELS,
 		     &s->n_node_labels) < 0) {
 		snprintf(err, errlen, "annotation %starget-node-labels: not a list of key=value",
 			 CCM_LB_ANN);

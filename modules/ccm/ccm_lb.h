@@ -95,6 +95,8 @@ bool ccm_lb_has_finalizer(const cJSON *svc);
 /* Reads the Service. 0; -EINVAL when upstream rejects it (the reason in err, as the Event
  * says it); -ENOTSUP for the types another controller implements (nlb-ip, external). */
 int ccm_lb_spec_parse(const cJSON *svc, struct ccm_lb_spec *ret, char *err, size_t errlen);
+/* "k=v,k2=v2" (additional-resource-tags, target-node-labels) into at most max pairs. */
+int ccm_lb_split_kv(const char *s, struct ccm_lb_kv *out, size_t max, size_t *n);
 /* The annotation service.beta.kubernetes.io/aws-load-balancer-<suffix>, or NULL. */
 const char *ccm_lb_ann(const cJSON *svc, const char *suffix);
 /* "a, b ,c" -> trimmed items into a table of max rows of width bytes; -E2BIG past it. */

@@ -39,7 +39,16 @@
 struct synced {
 	uint64_t fp;
 	int64_t at;
+	char *tags; /* additional-resource-tags as applied ("" without the annotation) */
 };
+
+static void synced_free(void *p)
+{
+	struct synced *s = p;
+	if (s)
+		free(s->tags);
+	free(s);
+}
 
 /* Kubernetes writes ----------------------------------------------------------------------- */
 
@@ -175,25 +184,40 @@ static bool synced_fresh(struct ccm_svc_ctl *ctl, const char *key, uint64_t fp)
 	return r;
 }
 
-static void synced_set(struct ccm_svc_ctl *ctl, const char *key, uint64_t fp)
+static void synced_set(struct ccm_svc_ctl *ctl, const char *key, uint64_t fp, const char *tags)
 {
 	struct synced *s = malloc(sizeof(*s)), *old = NULL;
+	char *t = strdup(tags);
 	pthread_mutex_lock(&ctl->lock);
-	if (s) {
-		*s = (struct synced){fp, now_mono_ns()};
+	if (s && t) {
+		*s = (struct synced){fp, now_mono_ns(), t};
 		if (ctl->synced.size >= CACHE_MAX)
-			kmap_clear(&ctl->synced, free);
+			kmap_clear(&ctl->synced, synced_free);
 		if (kmap_put(&ctl->synced, key, s, (void **)&old) < 0)
-			free(s);
-		free(old);
+			synced_free(s);
+		synced_free(old);
+	} else {
+		free(s);
+		free(t);
+		synced_free(kmap_remove(&ctl->synced, key)); /* the tags applied are unknown */
 	}
 	pthread_mutex_unlock(&ctl->lock);
+}
+
+/* The tags this process last applied for the Service (a copy), NULL when unknown. */
+static char *synced_tags(struct ccm_svc_ctl *ctl, const char *key)
+{
+	pthread_mutex_lock(&ctl->lock);
+	struct synced *s = kmap_get(&ctl->synced, key);
+	char *r = s ? strdup(s->tags) : NULL;
+	pthread_mutex_unlock(&ctl->lock);
+	return r;
 }
 
 static void synced_forget(struct ccm_svc_ctl *ctl, const char *key)
 {
 	pthread_mutex_lock(&ctl->lock);
-	free(kmap_remove(&ctl->synced, key));
+	synced_free(kmap_remove(&ctl->synced, key));
 	pthread_mutex_unlock(&ctl->lock);
 }
 
@@ -202,6 +226,7 @@ static void ensure_free(struct ccm_svc_ensure *e)
 	free(e->ids);
 	free(e->inst);
 	free(e->subnets);
+	free(e->prev_tags);
 	ccm_elb_release(&e->elb);
 	ccm_elb_plan_release(&e->plan);
 	free(e);
@@ -314,6 +339,9 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 	}
 	if ((r = set_finalizer(m, svc, true)) < 0)
 		goto out;
+	const char *tags = ccm_lb_ann(svc, "additional-resource-tags") ?: "";
+	e->prev_tags = synced_tags(ctl, key);
+	e->tags_changed = !e->prev_tags || strcmp(e->prev_tags, tags) != 0;
 	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "EnsuringLoadBalancer", "Ensuring load balancer");
 	if (e->n_ids == 0)
 		ccm_svc_event(m, svc, KUBE_EVENT_WARNING, "UnAvailableLoadBalancer",
@@ -332,7 +360,7 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 	}
 	if ((r = set_status(m, svc, e->dns)) < 0)
 		goto out;
-	synced_set(ctl, key, fp);
+	synced_set(ctl, key, fp, tags);
 	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "EnsuredLoadBalancer", "Ensured load balancer");
 	*requeue_after_ns = VERIFY_NS + NSEC_PER_SEC;
 out:
@@ -359,7 +387,7 @@ void ccm_svc_free(struct ccm_svc_ctl *ctl)
 {
 	if (!ctl)
 		return;
-	kmap_clear(&ctl->synced, free);
+	kmap_clear(&ctl->synced, synced_free);
 	ccm_svc_cache_clear(ctl);
 	pthread_mutex_destroy(&ctl->lock);
 	free(ctl);

@@ -45,6 +45,10 @@ struct ccm_svc_ensure {
 	struct ccm_nlb_spec nlb; /* nlb and none */
 	char dns[256]; /* the status hostname once ensured */
 	char err[512]; /* a reason for the Event, when not AWS's */
+	/* additional-resource-tags as this process last applied them (NULL: unknown, as after a
+	 * start); tags_changed: not known to be the annotation's value now */
+	char *prev_tags;
+	bool tags_changed;
 };
 
 void ccm_svc_event(struct ccm *m, const cJSON *svc, const char *type, const char *reason,
@@ -71,6 +75,12 @@ int ccm_svc_none_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_sv
 			struct aws_error *err);
 int ccm_svc_none_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
 			struct aws_error *err);
+/* Makes the tags of a classic ELB (by name) or an ELBv2 resource (by ARN) hold the
+ * additional-resource-tags: adds what is missing or different, removes the keys of e->prev_tags
+ * the annotation no longer names (never the cluster or service-name tags, nor a key this
+ * process did not apply). */
+int ccm_svc_tags_sync(struct ccm_svc_ctl *ctl, const struct ccm_svc_ensure *e, bool classic,
+		      const char *id, struct aws_error *err);
 /* Upstream refuses to change the type of an existing load balancer: -EINVAL with e->err set
  * when another kind than want exists under the Service's name (a classic ELB, an NLB, or
  * none's first target group <name>-0), 0 when none does. */

@@ -172,6 +172,9 @@ int ccm_svc_elb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 		ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "UpdatedLoadBalancer",
 			  "Updated load balancer with new hosts (%zu registered, %zu deregistered)",
 			  e->plan.n_reg, e->plan.n_dereg);
+	if (!created && e->tags_changed &&
+	    (r = ccm_svc_tags_sync(ctl, e, true, e->spec.name, err)) < 0)
+		return r;
 	/* attributes are not described back: set when made and whenever the Service changed */
 	if ((r = ccm_elb_attributes(c, &e->spec, err)) < 0)
 		return r;

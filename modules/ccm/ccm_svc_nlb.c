@@ -38,6 +38,59 @@ static size_t tags_of(const struct ccm *m, const struct ccm_lb_spec *s, char cta
 	return n;
 }
 
+static bool cluster_or_svc_tag(const char *key)
+{
+	return strcmp(key, CCM_LB_SVC_TAG) == 0 ||
+	       strncmp(key, CCM_CLUSTER_TAG_PREFIX, strlen(CCM_CLUSTER_TAG_PREFIX)) == 0;
+}
+
+int ccm_svc_tags_sync(struct ccm_svc_ctl *ctl, const struct ccm_svc_ensure *e, bool classic,
+		      const char *id, struct aws_error *err)
+{
+	struct aws_client *c = ccm_cloud_client(ctl->m->cloud);
+	const struct ccm_lb_spec *s = &e->spec;
+	struct ccm_lb_kv prev[CCM_LB_MAX_TAGS];
+	struct elbv2_tag *have = calloc(ELBV2_MAX_TAGS, sizeof(*have));
+	struct elbv2_kv add[CCM_LB_MAX_TAGS];
+	const char *del[CCM_LB_MAX_TAGS];
+	size_t n_prev = 0, n_have = 0, n_add = 0, n_del = 0;
+	int r;
+
+	if (!have)
+		return -ENOMEM;
+	if (!e->prev_tags || ccm_lb_split_kv(e->prev_tags, prev, CCM_LB_MAX_TAGS, &n_prev) < 0)
+		n_prev = 0; /* unknown: remove nothing */
+	if ((r = elbv2_tags_describe(c, classic, id, have, ELBV2_MAX_TAGS, &n_have, err)) < 0)
+		goto out;
+	for (size_t i = 0; i < s->n_tags; i++) {
+		bool same = false;
+		for (size_t k = 0; k < n_have && !same; k++)
+			same = strcmp(have[k].key, s->tags[i].key) == 0 &&
+			       strcmp(have[k].value, s->tags[i].value) == 0;
+		if (!same)
+			add[n_add++] = (struct elbv2_kv){s->tags[i].key, s->tags[i].value};
+	}
+	for (size_t p = 0; p < n_prev; p++) {
+		bool wanted = cluster_or_svc_tag(prev[p].key), present = false;
+		for (size_t i = 0; i < s->n_tags && !wanted; i++)
+			wanted = strcmp(s->tags[i].key, prev[p].key) == 0;
+		for (size_t k = 0; k < n_have && !present; k++)
+			present = strcmp(have[k].key, prev[p].key) == 0;
+		if (!wanted && present)
+			del[n_del++] = prev[p].key;
+	}
+	if ((r = elbv2_tags_add(c, classic, id, add, n_add, err)) < 0 ||
+	    (r = elbv2_tags_remove(c, classic, id, del, n_del, err)) < 0)
+		goto out;
+	if (n_add || n_del)
+		log_info("updated the load balancer's tags", KV_S("service", s->svc),
+			 KV_S("resource", id), KV_I("added", (long long)n_add),
+			 KV_I("removed", (long long)n_del));
+out:
+	free(have);
+	return r;
+}
+
 /* Targets: the eligible instances on the NodePort. *changed counts the registrations. */
 static int ensure_targets(struct aws_client *c, const struct ccm_svc_ensure *e,
 			  const char *tg_arn, int port, size_t *reg, size_t *dereg,
@@ -357,7 +410,7 @@ static int lb_attributes(struct aws_client *c, const struct ccm_lb_spec *s, cons
 }
 
 static int ensure_lb(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
-		     struct elbv2_lb *lb, struct aws_error *err)
+		     struct elbv2_lb *lb, bool *created, struct aws_error *err)
 {
 	struct ccm *m = ctl->m;
 	struct aws_client *c = ccm_cloud_client(m->cloud);
@@ -390,6 +443,7 @@ static int ensure_lb(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_e
 		return r;
 	log_info("created the network load balancer", KV_S("service", e->spec.svc),
 		 KV_S("name", e->spec.name));
+	*created = true;
 	return 0;
 }
 
@@ -402,6 +456,7 @@ int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 	struct elbv2_tg *tgs = NULL;
 	size_t n_ls = 0, n_tgs = 0;
 	char(*arns)[ELBV2_ARN_MAX] = calloc(e->nlb.n_p + 1, ELBV2_ARN_MAX);
+	bool created = false;
 	int r;
 
 	if (!arns)
@@ -409,7 +464,7 @@ int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 	if ((r = ccm_svc_place(ctl, e, err)) < 0 ||
 	    (r = ccm_nlb_check_mappings(&e->nlb, e->spec.internal, e->n_chosen, e->err,
 					sizeof(e->err))) < 0 ||
-	    (r = ensure_lb(ctl, svc, e, &lb, err)) < 0 ||
+	    (r = ensure_lb(ctl, svc, e, &lb, &created, err)) < 0 ||
 	    (r = elbv2_listeners_describe(c, lb.arn, &ls, &n_ls, err)) < 0 ||
 	    (r = elbv2_tgs_describe(c, lb.arn, NULL, &tgs, &n_tgs, err)) < 0)
 		goto out;
@@ -426,6 +481,14 @@ int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 		if (!keep)
 			log_info("deleted a target group no listener uses",
 				 KV_S("service", e->spec.svc), KV_S("name", tgs[i].name));
+	}
+	/* the load balancer's and its target groups' tags (made with them when new) */
+	if (!created && e->tags_changed) {
+		if ((r = ccm_svc_tags_sync(ctl, e, false, lb.arn, err)) < 0)
+			goto out;
+		for (size_t i = 0; i < e->nlb.n_p; i++)
+			if ((r = ccm_svc_tags_sync(ctl, e, false, arns[i], err)) < 0)
+				goto out;
 	}
 	if ((r = lb_attributes(c, &e->spec, lb.arn, err)) < 0)
 		goto out;

@@ -176,6 +176,35 @@ n_mutate=$(tr ' ' '\n' <<<"$verify_log" | grep -vc '^Describe')
 	|| fail "re-check calls bounded" "$verify_calls: $verify_log"
 ! grep -qE 'Create|Register|Deregister|Delete|Authorize|Revoke' <<<"$verify_log" && ok "the re-check creates, registers and deletes nothing" || fail "re-check changed things" "$verify_log"
 
+
+# --- additional-resource-tags changed after creation: the NLB and its target groups ----------------
+# Rule: a key is removed only when the annotation (as this process last applied it) named it and
+# names it no longer; a foreign tag (owner) and the cluster tags stay.
+nlb_tags() { moto_py "
+lb = elbv2.describe_load_balancers(Names=['$lb'])['LoadBalancers'][0]
+arns = [lb['LoadBalancerArn']] + [t['TargetGroupArn'] for t in elbv2.describe_target_groups(LoadBalancerArn=lb['LoadBalancerArn'])['TargetGroups']]
+d = {x['ResourceArn']: sorted((t['Key'], t['Value']) for t in x['Tags'] if not t['Key'].startswith('kubernetes.io/')) for x in elbv2.describe_tags(ResourceArns=arns)['TagDescriptions']}
+k = {x['ResourceArn']: sorted(t['Key'] for t in x['Tags'] if t['Key'].startswith('kubernetes.io/')) for x in elbv2.describe_tags(ResourceArns=arns)['TagDescriptions']}
+print(d[arns[0]], sorted(set(str(d[a]) for a in arns[1:])), len(arns), all(len(k[a]) == 2 for a in arns))"; }
+moto_py "elbv2.add_tags(ResourceArns=[elbv2.describe_load_balancers(Names=['$lb'])['LoadBalancers'][0]['LoadBalancerArn']], Tags=[{'Key': 'owner', 'Value': 'ops'}])"
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+kc annotate --overwrite svc web-app service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags=team=b,env=prod >/dev/null
+want1="[('env', 'prod'), ('owner', 'ops'), ('team', 'b')] [\"[('env', 'prod'), ('team', 'b')]\"] 4 True"
+tags_are() { [ "$(nlb_tags)" = "$1" ]; }
+if wait_until 20 tags_are "$want1"; then ok "changed additional-resource-tags: a new value and a new key on the NLB and its 3 target groups"
+else fail "NLB tags changed" "$(nlb_tags) want $want1 $(call_log)"; fi
+sleep 1
+got=$(call_log)
+[ "$(tr ' ' '\n' <<<"$got" | grep -c '^AddTags$')" = 4 ] && ! grep -q RemoveTags <<<"$got" && ok "... one AddTags per resource, no RemoveTags" || fail "tag calls" "$got"
+kc annotate --overwrite svc web-app service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags=env=prod >/dev/null
+want2="[('env', 'prod'), ('owner', 'ops')] [\"[('env', 'prod')]\"] 4 True"
+if wait_until 20 tags_are "$want2"; then ok "a key dropped from the annotation is removed (team), the foreign owner tag and the cluster tags stay"
+else fail "NLB tag removed" "$(nlb_tags) want $want2 $(call_log)"; fi
+sleep 1
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+kc label --overwrite svc web-app team=c >/dev/null
+sleep 3
+[ "$(calls)" = 0 ] && ok "after the tag changes, an unchanged Service still costs no AWS call" || fail "re-sync after tags" "$(calls) $(call_log)"
 # --- Nodes ------------------------------------------------------------------------------------
 tgs_targets() { nlb_py "$lb" "sorted(set(str(targets(a)) for a in by_arn))"; }
 targets_are() { [ "$(tgs_targets)" = "[\"$(sorted_ids "$@")\"]" ]; }

@@ -127,6 +127,32 @@ verify_log=$(tb_json "$FAULTPROXY_URL/_control/calls?log=100" | python3 -c 'impo
 	|| fail "re-check calls bounded" "$verify_calls: $verify_log"
 grep -q "ModifyLoadBalancerAttributes" <<<"$verify_log" || true
 
+# additional-resource-tags changed after creation: AddTags/RemoveTags on the ELB; a key is removed
+# only when the annotation (as this process last applied it) named it; foreign and cluster tags stay
+elb_tags() { moto_py "
+t = elb.describe_tags(LoadBalancerNames=['$lb'])['TagDescriptions'][0]['Tags']
+print(sorted((x['Key'], x['Value']) for x in t if not x['Key'].startswith('kubernetes.io/')), sorted(x['Key'] for x in t if x['Key'].startswith('kubernetes.io/')))"; }
+moto_py "elb.add_tags(LoadBalancerNames=['$lb'], Tags=[{'Key': 'owner', 'Value': 'ops'}])"
+log_of() { tb_json "$FAULTPROXY_URL/_control/calls?log=100" | python3 -c 'import json,sys; print(" ".join(l["action"] for l in json.load(sys.stdin)["log"]))'; }
+etags_are() { [ "$(elb_tags)" = "$1" ]; }
+ckeys="['kubernetes.io/cluster/$CLUSTER', 'kubernetes.io/service-name']"
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+kc annotate svc web service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags=team=a,env=prod >/dev/null
+want="[('env', 'prod'), ('owner', 'ops'), ('team', 'a')] $ckeys"
+if wait_until 20 etags_are "$want"; then ok "additional-resource-tags added after creation are put on the ELB (AddTags)"
+else fail "ELB tags added" "$(elb_tags) want $want $(log_of)"; fi
+sleep 1
+grep -q AddTags <<<"$(log_of)" && ! grep -q RemoveTags <<<"$(log_of)" && ok "... AddTags, no RemoveTags" || fail "ELB tag calls" "$(log_of)"
+kc annotate --overwrite svc web service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags=env=test >/dev/null
+want="[('env', 'test'), ('owner', 'ops')] $ckeys"
+if wait_until 20 etags_are "$want"; then ok "a changed value is replaced and a dropped key removed; the foreign owner tag and the cluster tags stay"
+else fail "ELB tags changed" "$(elb_tags) want $want $(log_of)"; fi
+sleep 1
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+kc label --overwrite svc web team=b >/dev/null
+sleep 3
+[ "$(calls)" = 0 ] && ok "after the tag changes, an unchanged Service still costs no AWS call" || fail "re-sync after tags" "$(calls) $(log_of)"
+
 # Nodes: one goes, one comes, one is excluded
 inst() { elb_py "$lb" "' '.join(sorted(i['InstanceId'] for i in d['Instances']))"; }
 inst_is() { [ "$(inst)" = "$1" ]; }
