@@ -9,7 +9,9 @@
  *      replaced; health checks are changed in place; target groups no listener wants any more
  *      are deleted after the listeners moved;
  *   3. the targets of each group (DescribeTargetHealth), registered and deregistered;
- *   4. the attributes of the groups and of the load balancer;
+ *   4. the tags of the load balancer and its groups when additional-resource-tags changed
+ *      (ccm_svc_tags_sync, also used for the classic ELB), the attributes of the groups and of
+ *      the load balancer;
  *   5. the rules on the nodes' security group (client, health, mtu), stale ones revoked.
  * `none` makes step 2's target groups only, named <lb name>-<index>, and step 3. */
 #include <errno.h>

@@ -192,6 +192,15 @@ grep -q "the only value supported currently is '\*'" <<<"$msg" && ok "the Event 
 	[ "$(svc_py bad "s['metadata'].get('finalizers')")" = None ] &&
 	ok "nothing is made for it (no ELB, no group, no finalizer)" || fail "nothing made for the invalid Service" "$(elb_py "$blb" "d")"
 
+# a restart: the tags last applied are not known any more, so a key dropped while the controller
+# was down stays (it cannot tell ours from someone else's) and new ones are added
+ccm_stop_check ccm1
+kc annotate --overwrite svc web service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags=k=v >/dev/null
+ccm_start ccm1 || fail "ccm starts again" "$(tail -5 "$T_TMP/ccm1.log")"
+want="[('env', 'test'), ('k', 'v'), ('owner', 'ops')] $ckeys"
+if wait_until 30 etags_are "$want"; then ok "after a restart a new key is added and nothing is removed (env, dropped while down, stays)"
+else fail "ELB tags after a restart" "$(elb_tags) want $want"; fi
+
 # delete: nothing left
 tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
 kc delete svc web --wait=false >/dev/null
