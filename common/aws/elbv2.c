@@ -375,7 +375,9 @@ int elbv2_tgs_describe(struct aws_client *c, const char *lb_arn, const char *nam
 			: aws_query_add(&q, "Names.member.1", name)) < 0)
 		goto out;
 	r = aws_call_query(c, AWS_SVC_ELBV2, "DescribeTargetGroups", &q, &rep, err);
-	if (r == -ENOENT && lb_arn) /* moto: TargetGroupNotFound for a load balancer without */
+	/* moto: TargetGroupNotFound for a load balancer without any; only that code means none
+	 * (LoadBalancerNotFound or another not-found stays an error) */
+	if (r == -ENOENT && lb_arn && aws_error_is(err, "TargetGroupNotFound"))
 		r = 0;
 	if (r < 0)
 		goto out;
