@@ -96,7 +96,9 @@ out:
 	return r;
 }
 
-static int set_status(struct ccm *m, const cJSON *svc, const char *hostname)
+/* With ret, *ret is the Service as the server holds it after the patch (NULL when nothing was
+ * patched), so a following write can carry its resourceVersion. */
+static int set_status(struct ccm *m, const cJSON *svc, const char *hostname, cJSON **ret)
 {
 	const char *cur = json_str(svc, "status.loadBalancer.ingress.0.hostname");
 	_cleanup_buf_ struct buf patch = BUF_INIT(0);
@@ -120,7 +122,7 @@ static int set_status(struct ccm *m, const cJSON *svc, const char *hostname)
 	r = kube_patch(m->kc,
 		       KUBE_REF_SUB(&kube_services, json_str(svc, "metadata.namespace"),
 				    json_str(svc, "metadata.name"), "status"),
-		       KUBE_PATCH_MERGE, patch.data, NULL, &st);
+		       KUBE_PATCH_MERGE, patch.data, ret, &st);
 	if (r < 0 && r != -ENOENT)
 		log_error("failed to update the load balancer status",
 			  KV_S("service", json_str(svc, "metadata.name")), KV_S("error", st.message),
@@ -281,11 +283,16 @@ static int reconcile_delete(struct ccm_svc_ctl *ctl, const char *key, const cJSO
 			  KV_S("error", err.message), KV_E(r));
 		return r;
 	}
-	if ((r = set_status(m, svc, NULL)) < 0 || (r = set_finalizer(m, svc, false)) < 0)
-		return r;
+	/* The upstream service controller's order: the Event, then the status, then the
+	 * finalizer, which may let the Service go at once. The finalizer patch carries the
+	 * resourceVersion the status patch returned, not the informer's, now stale. */
 	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletedLoadBalancer", "Deleted load balancer");
 	log_info("deleted the load balancer", KV_S("service", key));
-	return 0;
+	cJSON *fresh = NULL;
+	if ((r = set_status(m, svc, NULL, &fresh)) >= 0)
+		r = set_finalizer(m, fresh ?: svc, false);
+	cJSON_Delete(fresh);
+	return r;
 }
 
 int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
@@ -358,7 +365,7 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 			r = 0; /* rejected once AWS's state was known: again when the Service changes */
 		goto out;
 	}
-	if ((r = set_status(m, svc, e->dns)) < 0)
+	if ((r = set_status(m, svc, e->dns, NULL)) < 0)
 		goto out;
 	synced_set(ctl, key, fp, tags);
 	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "EnsuredLoadBalancer", "Ensured load balancer");

@@ -338,6 +338,9 @@ else fail "the Service is deleted" "$(tail -20 "$T_TMP/ccm1.log")"; fi
 delete_calls=$(calls)
 [ "$(nlb_py "$lb" lb)" = NONE ] && ok "the NLB is deleted" || fail "NLB deleted" "$(nlb_py "$lb" lb)"
 grep -q DeletedLoadBalancer <<<"$(events_of web-app)" && ok "Event DeletedLoadBalancer" || fail "DeletedLoadBalancer" "$(events_of web-app)"
+# The finalizer patch carries the resourceVersion of the status patch just before it: no 409.
+! grep -q "failed to remove the finalizer" "$T_TMP/ccm1.log" && ok "every finalizer removal succeeded at the first try (no conflict)" ||
+	fail "finalizer removal conflicted" "$(grep "failed to remove the finalizer" "$T_TMP/ccm1.log")"
 kc delete svc loc --wait=false >/dev/null
 loc_gone() { ! kc get svc loc >/dev/null 2>&1; }
 wait_until 40 loc_gone || fail "the Local Service is deleted" "$(tail -10 "$T_TMP/ccm1.log")"
