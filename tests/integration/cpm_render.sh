@@ -363,6 +363,17 @@ snapshot >"$T_TMP/snap2"
 	grep -q '^render (dry run): 1 would change, 16 unchanged' <<<"$out" && cmp -s "$T_TMP/snap1" "$T_TMP/snap2" &&
 	ok "--dry-run with a key deleted: says it would renew, writes nothing" ||
 	fail "--dry-run with a key deleted: says it would renew, writes nothing" "exit $rc: $(grep -v unchanged <<<"$out")"
+sed 's/value: 40s/value: 50s/' "$T_TMP/cfg-ep.yaml" >"$T_TMP/cfg-ep50.yaml"
+out=$(CFG=$T_TMP/cfg-ep50.yaml render --dry-run 2>&1)
+rc=$?
+snapshot >"$T_TMP/snap2"
+# the diff as diff -u: the flag's line removed and added, the checksum annotation too, nothing else
+hunk=$(sed -n '/^--- a\/etc\/kubernetes\/manifests\/kube-controller-manager.yaml$/,/^render/p' <<<"$out" | grep '^[-+]' | sort)
+[ $rc = 0 ] && grep -q '^+++ b/etc/kubernetes/manifests/kube-controller-manager.yaml$' <<<"$out" &&
+	grep -qx -- '-    - --node-monitor-grace-period=40s' <<<"$hunk" && grep -qx -- '+    - --node-monitor-grace-period=50s' <<<"$hunk" &&
+	[ "$(grep -c '^[-+] ' <<<"$hunk")" = 4 ] && ! grep -q '^--- a/etc/kubernetes/manifests/kube-scheduler.yaml' <<<"$out" && cmp -s "$T_TMP/snap1" "$T_TMP/snap2" &&
+	ok "--dry-run with an extraArg changed: prints the manifest's diff (the flag and the checksum), writes nothing" ||
+	fail "--dry-run prints the manifest's diff" "exit $rc: $hunk $(grep -v unchanged <<<"$out" | head -20)"
 out=$(CFG=$T_TMP/cfg-ep.yaml render --root-kubeconfig-symlink 2>&1)
 [ "$(readlink "$R/root/.kube/config")" = /etc/kubernetes/admin.conf ] && [[ "$(step_of /root/.kube/config "$out")" == "[created]"* ]] &&
 	ok "--root-kubeconfig-symlink: ROOT/root/.kube/config -> /etc/kubernetes/admin.conf" ||
