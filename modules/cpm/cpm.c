@@ -52,7 +52,7 @@ static const char cpm_usage[] =
 	"      (certificateValidityPeriod) and key type (encryptionAlgorithm); default 1 year,\n"
 	"      RSA-2048.\n"
 	"  version plan --target V|Default --control-plane NODE=V ... [--kubelet NODE=V ...]\n"
-	"      [--max-used V]\n"
+	"      [--max-used V]   (or --kubeconfig FILE: the versions read from the cluster)\n"
 	"      The steps of a Kubernetes version change as Deckhouse makes them (one minor at a\n"
 	"      time, the skew rules, the version map); a refused change names the rule. See\n"
 	"      'aws-k8s cpm version --help'.\n"

@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/buf.h"
 #include "common/base/flags.h"
 #include "common/base/log.h"
 #include "modules/cpm/cpm_version.h"
+#include "modules/cpm/cpm_version_cluster.h"
 
 static const char version_usage[] =
     "Plans a Kubernetes version change as Deckhouse makes it, one step per line, without\n"
@@ -14,6 +16,10 @@ static const char version_usage[] =
     "\n"
     "  aws-k8s cpm version plan --target 1.34|Default --control-plane master-0=1.32 ...\n"
     "      --kubelet worker-0=v1.32.5 ... [--max-used 1.33]\n"
+    "  aws-k8s cpm version plan --target 1.34 --kubeconfig /etc/kubernetes/admin.conf\n"
+    "      (the versions read from the cluster: Nodes' status.nodeInfo.kubeletVersion, the\n"
+    "      mirror pods kube-system/<component>-<node> of the control-plane Nodes, and\n"
+    "      maxUsedControlPlaneKubernetesVersion from the Secret d8-cluster-configuration)\n"
     "\n"
     "One step moves one component of one node by one minor. Upgrade: every master's control\n"
     "plane first (master by master: kube-apiserver, kube-controller-manager, kube-scheduler),\n"
@@ -30,7 +36,7 @@ static const char version_usage[] =
     "apiserver-skew, kcm-scheduler-skew, kubelet-skew) and exits 1; nothing is planned.\n"
     "Exit codes: 0 planned (or nothing to do), 1 refused, 2 usage error.";
 
-static char *target_s, *max_used_s;
+static char *target_s, *max_used_s, *kubeconfig;
 static char **cp_v, **kubelet_v;
 
 static const struct flag version_flags[] = {
@@ -45,6 +51,10 @@ static const struct flag version_flags[] = {
     {"max-used", FLAG_STRING, &max_used_s, NULL, NULL,
      "maxUsedControlPlaneKubernetesVersion (Secret d8-cluster-configuration); default: the "
      "newest control-plane version given."},
+    {"kubeconfig", FLAG_STRING, &kubeconfig, NULL, NULL,
+     "Read the versions from this cluster instead: the kubelets from the Nodes, the control "
+     "plane from the mirror pods of the control-plane Nodes, --max-used from the Secret "
+     "kube-system/d8-cluster-configuration (unless given)."},
     LOG_FLAGS,
     {NULL},
 };
@@ -90,15 +100,15 @@ static size_t name_index(struct names *nm, const char *node)
 	return nm->n++;
 }
 
-static int load(struct cpm_vstate *s, struct names *mn, struct names *kn)
+static int load(char **cp, char **kl, struct cpm_vstate *s, struct names *mn, struct names *kn)
 {
 	size_t ncp = 0, nk = 0;
 	char node[254];
 	int comp, minor;
 
-	while (cp_v && cp_v[ncp])
+	while (cp && cp[ncp])
 		ncp++;
-	while (kubelet_v && kubelet_v[nk])
+	while (kl && kl[nk])
 		nk++;
 	if (ncp == 0 || ncp > CPM_VERSION_MAX_NODES || nk > CPM_VERSION_MAX_NODES) {
 		fprintf(stderr,
@@ -116,13 +126,13 @@ static int load(struct cpm_vstate *s, struct names *mn, struct names *kn)
 	/* NODE=V first, then NODE/COMPONENT=V over it, whatever the order given */
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < ncp; i++) {
-			if (split(cp_v[i], node, sizeof(node), &comp, &minor) < 0) {
+			if (split(cp[i], node, sizeof(node), &comp, &minor) < 0) {
 				fprintf(stderr,
 					"aws-k8s cpm version plan: --control-plane \"%s\" is not "
 					"NODE=1.MINOR or NODE/COMPONENT=1.MINOR (COMPONENT: "
 					"kube-apiserver, kube-controller-manager, "
 					"kube-scheduler)\n",
-					cp_v[i]);
+					cp[i]);
 				return -EINVAL;
 			}
 			if ((comp < 0) != (pass == 0))
@@ -149,11 +159,11 @@ static int load(struct cpm_vstate *s, struct names *mn, struct names *kn)
 				return -EINVAL;
 			}
 	for (size_t i = 0; i < nk; i++) {
-		if (split(kubelet_v[i], node, sizeof(node), &comp, &minor) < 0 || comp >= 0) {
+		if (split(kl[i], node, sizeof(node), &comp, &minor) < 0 || comp >= 0) {
 			fprintf(stderr,
 				"aws-k8s cpm version plan: --kubelet \"%s\" is not "
 				"NODE=1.MINOR\n",
-				kubelet_v[i]);
+				kl[i]);
 			return -EINVAL;
 		}
 		size_t k = name_index(kn, node);
@@ -185,6 +195,8 @@ static int plan(void)
 	struct names mn = {0}, kn = {0};
 	struct cpm_vrefusal why = {0};
 	struct cpm_vstep *steps = NULL;
+	char **cp = cp_v, **kl = kubelet_v, *used = max_used_s, err[700] = "";
+	char **ccp = NULL, **ckl = NULL, *cused = NULL;
 	size_t n = 0;
 	int target = 0, r, from_lo, from_hi;
 
@@ -201,14 +213,31 @@ static int plan(void)
 			target_s);
 		return 2;
 	}
-	if (r >= 0 && (r = load(&s, &mn, &kn)) < 0) {
+	if (r >= 0 && kubeconfig && kubeconfig[0]) {
+		if (cp_v || kubelet_v) {
+			fprintf(stderr,
+				"aws-k8s cpm version plan: --kubeconfig reads the versions: "
+				"give it without --control-plane and --kubelet\n");
+			return 2;
+		}
+		r = cpm_version_from_cluster(kubeconfig, &ccp, &ckl, &cused, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "aws-k8s cpm version plan: %s: %s\n", kubeconfig, err);
+			r = 1;
+			goto out;
+		}
+		cp = ccp;
+		kl = ckl;
+		if (!used || !used[0])
+			used = cused;
+	}
+	if (r >= 0 && (r = load(cp, kl, &s, &mn, &kn)) < 0) {
 		r = r == -ENOMEM ? 1 : 2;
 		goto out;
 	}
-	if (r >= 0 && max_used_s && max_used_s[0] &&
-	    cpm_version_parse(max_used_s, &s.max_used) < 0) {
+	if (r >= 0 && used && used[0] && cpm_version_parse(used, &s.max_used) < 0) {
 		fprintf(stderr, "aws-k8s cpm version plan: --max-used \"%s\" is not 1.MINOR\n",
-			max_used_s);
+			used);
 		r = 2;
 		goto out;
 	}
@@ -261,6 +290,9 @@ out:
 	free(s.kubelets);
 	free(mn.v);
 	free(kn.v);
+	strv_free(ccp);
+	strv_free(ckl);
+	free(cused);
 	return r;
 }
 

@@ -7,6 +7,9 @@
 # name the rule (downgrade-floor, version-map for end-of-life, unknown versions and a step
 # through a minor outside the map, kubelet-skew, apiserver-skew and kcm-scheduler-skew for a
 # state that breaks upstream's policy) with nothing planned on stdout; usage errors exit 2.
+# --kubeconfig against the test API server: the kubelets from the Nodes, the control plane from
+# the mirror pods (Deckhouse's version annotation, else the image tag), maxUsed from the Secret
+# d8-cluster-configuration; a missing mirror pod is named.
 . "$(dirname "$0")/../lib/testlib.sh"
 
 plan() { "$AWS_K8S" cpm version plan "$@"; }
@@ -110,6 +113,55 @@ for bad in "--control-plane m=1.33" "--target 1.33" "--target 1.x --control-plan
 	rc=$?
 	[ "$rc" = 2 ] && [ -s "$T_TMP/err" ] && ok "usage error: $bad" || fail "usage error: $bad" "exit $rc: $(cat "$T_TMP/err")"
 done
+# ---- --kubeconfig: the versions read from a cluster (the test API server) --------------------------
+if command -v kubectl >/dev/null; then
+	export KUBECACHEDIR=$T_TMP/kcache
+	PORT=$(free_port)
+	KC=$T_TMP/kas.kubeconfig
+	bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$PORT" --kubeconfig-out "$KC"
+	if wait_http "https://127.0.0.1:$PORT/healthz" 30; then
+		k() { kubectl --kubeconfig "$KC" "$@"; }
+		node() { printf 'apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels: {%s}\nstatus:\n  nodeInfo: {kubeletVersion: %s}\n---\n' "$@"; }
+		mirror() { # COMPONENT NODE IMAGE-TAG [ANNOTATION-VERSION]
+			printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s-%s\n  namespace: kube-system\n' "$1" "$2"
+			[ -n "${4:-}" ] && printf '  annotations: {control-plane-manager.deckhouse.io/kubernetes-version: "%s"}\n' "$4"
+			printf 'spec:\n  nodeName: %s\n  containers:\n  - name: %s\n    image: registry.k8s.io/%s:%s\n---\n' "$2" "$1" "$1" "$3"
+		}
+		{
+			node master-a 'node-role.kubernetes.io/control-plane: ""' v1.33.2
+			node worker-0 'kubernetes.io/os: linux' v1.32.7
+			mirror kube-apiserver master-a v1.33.2 1.33.2
+			mirror kube-controller-manager master-a v1.33.2
+			mirror kube-scheduler master-a v1.32.9 1.32.9
+			printf 'apiVersion: v1\nkind: Secret\nmetadata: {name: d8-cluster-configuration, namespace: kube-system}\ndata: {maxUsedControlPlaneKubernetesVersion: %s}\n' "$(printf 1.34 | base64)"
+		} >"$T_TMP/cluster.yaml"
+		peer check "the Nodes, mirror pods and Secret are created" k create -f "$T_TMP/cluster.yaml"
+		expect "--kubeconfig: kubelets from the Nodes, the control plane from the mirror pods (annotation, else image tag), maxUsed from the Secret" 0 \
+			"plan: upgrade 1.32-1.33 -> 1.33, 2 steps
+   1. master-a kube-scheduler 1.32 -> 1.33
+   2. worker-0 kubelet 1.32 -> 1.33
+maxUsedControlPlaneKubernetesVersion: 1.34" -- --target 1.33 --kubeconfig "$KC"
+		expect "--kubeconfig with --max-used 1.32: the flag wins over the Secret (raised to the running 1.33)" 0 \
+			"plan: upgrade 1.32-1.33 -> 1.33, 2 steps
+   1. master-a kube-scheduler 1.32 -> 1.33
+   2. worker-0 kubelet 1.32 -> 1.33
+maxUsedControlPlaneKubernetesVersion: 1.33" -- --target 1.33 --kubeconfig "$KC" --max-used 1.32
+		refused "--kubeconfig: a downgrade below the Secret's maxUsed - 1 is refused" downgrade-floor \
+			"maxUsedControlPlaneKubernetesVersion 1.34" -- --target 1.32 --kubeconfig "$KC"
+		peer check "the scheduler's mirror pod is deleted" k -n kube-system delete pod kube-scheduler-master-a --wait=false
+		out=$(plan --target 1.33 --kubeconfig "$KC" 2>&1)
+		rc=$?
+		[ $rc = 1 ] && grep -q "the mirror pod kube-system/kube-scheduler-master-a: " <<<"$out" &&
+			ok "--kubeconfig: a missing mirror pod is an error naming it" || fail "--kubeconfig: a missing mirror pod is an error naming it" "exit $rc: $out"
+		plan --target 1.33 --kubeconfig "$KC" --kubelet w=1.33 >/dev/null 2>&1
+		[ $? = 2 ] && ok "--kubeconfig with --kubelet is a usage error" || fail "--kubeconfig with --kubelet is a usage error"
+	else
+		peer fail "the test API server starts" "$(tail -5 "$T_TMP/kas.log")"
+	fi
+else
+	skip "cpm version plan --kubeconfig" "kubectl missing"
+fi
+
 "$AWS_K8S" cpm version apply >/dev/null 2>&1
 [ $? = 2 ] && ok "cpm version: an unknown command is a usage error" || fail "cpm version: an unknown command is a usage error"
 "$AWS_K8S" cpm version --help | grep -q "one minor" && ok "cpm version --help" || fail "cpm version --help"
