@@ -264,7 +264,7 @@ static void add(struct cand *v, size_t *n, const struct cpm_vstate *s, size_t in
 	c->order = order;
 }
 
-/* The moves Deckhouse's order allows next, best first. */
+/* The moves Deckhouse's order allows next (unordered; cand_cmp orders them). */
 static size_t candidates(const struct cpm_vstate *s, int target, struct cand *v)
 {
 	int top = cp_max(s), bottom = cp_min(s);
@@ -303,7 +303,6 @@ static size_t candidates(const struct cpm_vstate *s, int target, struct cand *v)
 				for (int c = 0; c < CPM_VC_COUNT; c++)
 					add(v, &n, s, i, (enum cpm_vcomp)c, 1, 0, c);
 	}
-	qsort(v, n, sizeof(*v), cand_cmp);
 	return n;
 }
 
@@ -336,7 +335,17 @@ int cpm_version_next(const struct cpm_vstate *s, int target, struct cpm_vstep *r
 	r = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct cpm_vrefusal w;
+		struct cand tmp;
+		size_t best = i;
 		int q;
+		/* the best of those left (a selection, not a sort: the first one is nearly always
+		 * taken, so a step costs O(nodes)) */
+		for (size_t j = i + 1; j < n; j++)
+			if (cand_cmp(&v[j], &v[best]) < 0)
+				best = j;
+		tmp = v[i];
+		v[i] = v[best];
+		v[best] = tmp;
 		memcpy(t.masters, s->masters, s->nmasters * sizeof(*t.masters));
 		memcpy(t.kubelets, s->kubelets, s->nkubelets * sizeof(*t.kubelets));
 		t.nmasters = s->nmasters;
