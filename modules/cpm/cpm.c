@@ -9,6 +9,9 @@
 #include "common/base/flags.h"
 #include "common/base/log.h"
 #include "modules/cpm/cpm_int.h"
+#include "modules/cpm/cpm_sched.h"
+#include "modules/cpm/cpm_sched_cmd.h"
+#include "modules/cpm/cpm_version.h"
 
 static const char cpm_usage[] =
 	"The control-plane manager: renders what kubeadm would for a control-plane node (the PKI,\n"
@@ -49,6 +52,17 @@ static const char cpm_usage[] =
 	"      its own). Restart the control-plane pods afterwards. --config gives the validity\n"
 	"      (certificateValidityPeriod) and key type (encryptionAlgorithm); default 1 year,\n"
 	"      RSA-2048.\n"
+	"  version plan --target V|Default --control-plane NODE=V ... [--kubelet NODE=V ...]\n"
+	"      [--max-used V]   (or --kubeconfig FILE: the versions read from the cluster)\n"
+	"      The steps of a Kubernetes version change as Deckhouse makes them (one minor at a\n"
+	"      time, the skew rules, the version map); a refused change names the rule. See\n"
+	"      'aws-k8s cpm version --help'.\n"
+	"  scheduler-config --kubernetes-version V [--webhooks FILE] [--cluster-domain D]\n"
+	"      [--cluster-ca FILE]\n"
+	"      Prints kube-scheduler's configuration: Deckhouse's two profiles and an extender per\n"
+	"      KubeSchedulerWebhookConfiguration webhook. render --scheduler-webhooks FILE writes\n"
+	"      it to " CPM_SCHED_CONFIG_PATH " (before the manifests,\n"
+	"      so the kube-scheduler checksum covers it).\n"
 	"\n"
 	"The configuration: kubeadm.k8s.io/v1beta3 or v1beta4 ClusterConfiguration (kubernetesVersion,\n"
 	"controlPlaneEndpoint, networking, apiServer/controllerManager/scheduler extraArgs and\n"
@@ -62,7 +76,7 @@ static const char cpm_usage[] =
 	"Exit codes: 0 done, 1 a step failed (the failed step says why; the steps before it are\n"
 	"kept), 2 usage error.";
 
-static char *config_path, *root, *node_name, *my_ip;
+static char *config_path, *root, *node_name, *my_ip, *sched_webhooks;
 static bool dry_run, root_symlink;
 
 static const struct flag cpm_flags[] = {
@@ -81,6 +95,9 @@ static const struct flag cpm_flags[] = {
 	{ "root-kubeconfig-symlink", FLAG_BOOL, &root_symlink, "false", NULL,
 	  "render: also link ROOT/root/.kube/config to /etc/kubernetes/admin.conf "
 	  "(Deckhouse's rootKubeconfigSymlink)." },
+	{ "scheduler-webhooks", FLAG_STRING, &sched_webhooks, NULL, NULL,
+	  "render: also write " CPM_SCHED_CONFIG_PATH " from this YAML file of "
+	  "KubeSchedulerWebhookConfigurations (see 'aws-k8s cpm scheduler-config --help')." },
 	LOG_FLAGS,
 	{ NULL },
 };
@@ -101,6 +118,7 @@ static int render(void)
 	struct cpm_config cfg = { 0 };
 	struct cpm_pki_input in;
 	int64_t t0 = cpm_report_clock_ms();
+	char *sched = NULL, sched_detail[300], err[600] = "";
 	int r;
 
 	if (!config_path || !config_path[0]) {
@@ -109,6 +127,14 @@ static int render(void)
 	}
 	if (load_config(&cfg) < 0)
 		return 1;
+	/* the webhooks are checked before anything is written */
+	if (sched_webhooks && sched_webhooks[0] &&
+	    cpm_sched_for_render(&cfg, root, sched_webhooks, &sched, sched_detail,
+				 sizeof(sched_detail), err, sizeof(err)) < 0) {
+		fprintf(stderr, "aws-k8s cpm render: the scheduler webhooks %s\n", err);
+		cpm_config_release(&cfg);
+		return 1;
+	}
 	cpm_config_pki_input(&cfg, root, &in);
 	in.root_kubeconfig_symlink = root_symlink;
 	r = cpm_pki_converge(&in, dry_run, &rep);
@@ -116,6 +142,8 @@ static int render(void)
 		r = cpm_sa_converge(&in, dry_run, &rep);
 	if (r >= 0)
 		r = cpm_kubeconfigs_converge(&in, dry_run, &rep);
+	if (r >= 0 && sched)
+		r = cpm_sched_write(root, sched, dry_run, sched_detail, &rep);
 	if (r >= 0)
 		r = cpm_manifests_converge(&cfg, root, dry_run, &rep);
 	if (r < 0)
@@ -131,6 +159,7 @@ static int render(void)
 		       cpm_report_count(&rep, CPM_STEP_UPDATED),
 		       cpm_report_count(&rep, CPM_STEP_UNCHANGED),
 		       (long long)(cpm_report_clock_ms() - t0));
+	free(sched);
 	cpm_report_release(&rep);
 	cpm_config_release(&cfg);
 	return r < 0 ? 1 : 0;
@@ -154,8 +183,14 @@ static int certs(int argc, char **argv)
 
 int cpm_main(int argc, char **argv)
 {
-	int r, n = flags_parse("cpm", cpm_usage, cpm_flags, argc, argv);
+	int r, n;
 
+	/* commands with flags of their own (the command word first) */
+	if (argc > 1 && strcmp(argv[1], "version") == 0)
+		return cpm_version_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "scheduler-config") == 0)
+		return cpm_sched_main(argc - 1, argv + 1);
+	n = flags_parse("cpm", cpm_usage, cpm_flags, argc, argv);
 	if (n < 0)
 		return flags_exit_code(n);
 	if (n == 0) {
