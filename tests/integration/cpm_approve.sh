@@ -8,7 +8,9 @@
 # next waiting node approved, a NotReady node and a cordoned node skipped until they are Ready
 # and schedulable; a restart while a node is approved adopts it (no second approval, no early
 # removal); Deckhouse's older spelling control-plane-manger.deckhouse.io/ is answered in kind;
-# two approvers at once (leader election) never leave two masters approved, as a watch of every
+# a Node that changes while the approver's patch is in flight (the server holds it) is not approved
+# (the patch carries the resourceVersion read: 409, decided again); two approvers at once (leader
+# election) never leave two masters approved, as a watch of every
 # Node change proves, also when the leader is killed (SIGKILL) and the standby takes over; no
 # request of the approver was forbidden; SIGTERM exits 0; --help says why a role of its own.
 . "$(dirname "$0")/../lib/testlib.sh"
@@ -282,6 +284,31 @@ wait_until 15 approved_is m3 && ok "m1 done again; m3 approved" || fail "m1 done
 pod_ready m3 True
 wait_until 15 approved_is "" && ok "m3 done: nothing waits, nothing approved" || fail "all done" "'$(approved)'"
 
+# ---- the resourceVersion guard: the Node changes between the approver's read and its patch -------
+# the approver's patch of m0 (no query string: kubectl's own patches carry ?fieldManager=) is held
+# 4 s by the server; meanwhile m0 withdraws its request and m1 asks. The patch, made from the
+# version it read, must be refused (409) and the next decision approve m1, not m0.
+faults() { curl -sk "$KAS/_control/faults" | jq '.faults | length'; }
+faults_are() { [ "$(faults)" = "$1" ]; }
+curl -sk -X POST "$KAS/_control/faults" -d '{"action": "stall", "method": "PATCH", "path": "^/api/v1/nodes/m0$", "seconds": 4, "count": 1}' >/dev/null
+peer check "the stall of the approver's patch of m0 is set" test "$(faults)" = 1
+pod_ready m0 False
+pod_ready m1 False
+ask m0
+if wait_until 15 faults_are 0; then
+	kc annotate node m0 "$P/waiting-for-approval-" >/dev/null
+	ask m1
+	if wait_until 15 approved_is m1; then ok "m0 changed while the approver's patch was in flight: refused, m1 approved instead"
+	else fail "m0 changed while the approver's patch was in flight: m1 approved instead" "'$(approved)'"; fi
+	! has_ann m0 "$P/approved" && ok "m0, which withdrew, was never approved" || fail "m0 was never approved"
+	grep -q "the Node changed meanwhile" "$T_TMP/a3.log" && ok "the conflict is logged and decided again" ||
+		fail "the conflict is logged" "$(grep -i "m0" "$T_TMP/a3.log" | tail -3)"
+	pod_ready m1 True
+	wait_until 15 approved_is "" || fail "m1 done" "'$(approved)'"
+else
+	fail "the approver patches m0 (the stall is hit)" "$(curl -sk "$KAS/_control/faults")"
+fi
+
 # ---- what the whole run shows ---------------------------------------------------------------------
 sleep 1
 kill "$WATCH" 2>/dev/null
@@ -310,7 +337,7 @@ read -r maxc nver <<<"$maxc"
 total=$(($(events_for m0 ControlPlaneManagerApproved) + $(events_for m1 ControlPlaneManagerApproved) +
 	$(events_for m2 ControlPlaneManagerApproved) + $(events_for m3 ControlPlaneManagerApproved) +
 	$(events_for m4 ControlPlaneManagerApproved) + $(events_for m5 ControlPlaneManagerApproved)))
-expect "8 approvals over the run, 8 Events (m1 and m3 twice)" 8 "$total"
+expect "9 approvals over the run, 9 Events (m1 thrice, m3 twice)" 9 "$total"
 # every request of the approver was allowed by deploy/cpm's RBAC
 reqs=$(curl -sk "$KAS/_control/requests?limit=100000")
 nreq=$(jq --arg u "$SA" '[.requests[] | select(.user == $u)] | length' <<<"$reqs")
