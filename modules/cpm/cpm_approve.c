@@ -42,24 +42,25 @@
 
 static const char approve_usage[] =
 	"One master at a time, as Deckhouse's update_approval hook: the cpm run on each master asks\n"
-	"for its turn with the Node annotation control-plane-manager.deckhouse.io/waiting-for-approval,\n"
-	"waits for control-plane-manager.deckhouse.io/approved, converges its control plane, then its\n"
-	"Pod becomes Ready. This controller, while it holds the Lease (--leader-elect):\n"
+	"for its turn with the Node annotation\n"
+	"control-plane-manager.deckhouse.io/waiting-for-approval, waits for\n"
+	"control-plane-manager.deckhouse.io/approved, converges its control plane, then its Pod\n"
+	"becomes Ready. This controller, while it holds the Lease (--leader-elect):\n"
 	"  - removes approved from a master Node once the cpm Pod on it is Ready (not before: a\n"
 	"    Node whose Pod is not Ready, or has no Pod, stays approved);\n"
 	"  - while no master Node is approved, approves exactly one that is waiting, Ready and\n"
 	"    schedulable (the first by name): approved set and waiting-for-approval removed in one\n"
 	"    patch guarded by the resourceVersion it has just read from the API server, with a\n"
-	"    Normal Event on the Node (ControlPlaneManagerApproved; ControlPlaneManagerDone when it\n"
-	"    removes approved). NotReady and cordoned Nodes wait.\n"
-	"The older spelling control-plane-manger.deckhouse.io/ (Deckhouse's older hooks) is read too,\n"
-	"and a Node that asked with it is approved with it.\n"
+	"    Normal Event on the Node (ControlPlaneManagerApproved; ControlPlaneManagerDone when\n"
+	"    it removes approved). NotReady and cordoned Nodes wait.\n"
+	"The older spelling control-plane-manger.deckhouse.io/ (Deckhouse's older hooks) is read\n"
+	"too, and a Node that asked with it is approved with it.\n"
 	"\n"
-	"Why a role of its own (a Deployment of 2 replicas with leader election) and not a Lease in\n"
-	"each cpm process: the cpm processes are the ones that restart, one after the other, when the\n"
-	"configuration changes, and the one converging may take its own API server and etcd member\n"
-	"down; the approver must keep deciding through that. It needs patch on every master Node,\n"
-	"which the DaemonSet's pods then do not need beyond their own.\n"
+	"Why a role of its own (a Deployment of 2 replicas with leader election) and not a Lease\n"
+	"in each cpm process: the cpm processes are the ones that restart, one after the other,\n"
+	"when the configuration changes, and the one converging may take its own API server and\n"
+	"etcd member down; the approver must keep deciding through that. It needs patch on every\n"
+	"master Node, which the DaemonSet's pods then do not need beyond their own.\n"
 	"\n"
 	"RBAC: nodes get/list/watch/patch, pods get/list/watch (in --pod-namespace), events\n"
 	"create/patch, leases get/create/update (in the Lease's namespace).\n"
@@ -237,6 +238,10 @@ static int approve(struct approver *a, const char *name)
 	cJSON *list = NULL;
 	const cJSON *it, *node = NULL;
 	struct cpm_node_view v = { 0 }, x;
+	char approved[96];
+	const char *const set[] = { approved, NULL };
+	const char *const del[] = { CPM_ANN_PREFIX CPM_ANN_WAITING,
+				    CPM_ANN_PREFIX_OLD CPM_ANN_WAITING, NULL };
 	int r;
 
 	if ((r = fresh_masters(a, &list)) < 0)
@@ -264,10 +269,6 @@ static int approve(struct approver *a, const char *name)
 		goto out;
 	}
 	/* answered in the spelling it asked with; both waiting spellings go */
-	char approved[96];
-	const char *const del[] = { CPM_ANN_PREFIX CPM_ANN_WAITING,
-				    CPM_ANN_PREFIX_OLD CPM_ANN_WAITING, NULL };
-	const char *const set[] = { approved, NULL };
 	if ((r = str_printf(approved, sizeof(approved), "%s%s", v.waiting, CPM_ANN_APPROVED)) < 0 ||
 	    (r = patch_annotations(a, name, v.rv, set, del)) < 0)
 		goto out;
