@@ -8,6 +8,7 @@
 
 #include "common/base/flags.h"
 #include "common/base/log.h"
+#include "modules/cpm/cpm_approve.h"
 #include "modules/cpm/cpm_int.h"
 #include "modules/cpm/cpm_sched.h"
 #include "modules/cpm/cpm_sched_cmd.h"
@@ -63,6 +64,11 @@ static const char cpm_usage[] =
 	"      KubeSchedulerWebhookConfiguration webhook. render --scheduler-webhooks FILE writes\n"
 	"      it to " CPM_SCHED_CONFIG_PATH " (before the manifests,\n"
 	"      so the kube-scheduler checksum covers it).\n"
+	"  approve [flags]\n"
+	"      The one-master-at-a-time controller (Deckhouse's update_approval hook), a role of its\n"
+	"      own with leader election: approves one waiting master at a time (Node annotations\n"
+	"      control-plane-manager.deckhouse.io/waiting-for-approval -> approved) and removes the\n"
+	"      approval once that node's cpm Pod is Ready. Its flags: 'aws-k8s cpm approve --help'.\n"
 	"\n"
 	"The configuration: kubeadm.k8s.io/v1beta3 or v1beta4 ClusterConfiguration (kubernetesVersion,\n"
 	"controlPlaneEndpoint, networking, apiServer/controllerManager/scheduler extraArgs and\n"
@@ -71,7 +77,7 @@ static const char cpm_usage[] =
 	"Deckhouse's DaemonSet sets them, win over the latter.\n"
 	"\n"
 	"Not built yet (issue 18, part 2): the converge with backups and waiting for the mirror pods,\n"
-	"the one-master-at-a-time approval, kubeadm patches, the deploy/ DaemonSet.\n"
+	"kubeadm patches.\n"
 	"\n"
 	"Exit codes: 0 done, 1 a step failed (the failed step says why; the steps before it are\n"
 	"kept), 2 usage error.";
@@ -190,11 +196,14 @@ int cpm_main(int argc, char **argv)
 		return cpm_version_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "scheduler-config") == 0)
 		return cpm_sched_main(argc - 1, argv + 1);
+	/* a role with flags of its own (the Deployment's command line) */
+	if (argc > 1 && strcmp(argv[1], "approve") == 0)
+		return cpm_approve_main(argc - 1, argv + 1);
 	n = flags_parse("cpm", cpm_usage, cpm_flags, argc, argv);
 	if (n < 0)
 		return flags_exit_code(n);
 	if (n == 0) {
-		fprintf(stderr, "aws-k8s cpm: a command is needed: render or certs (see 'aws-k8s "
+		fprintf(stderr, "aws-k8s cpm: a command is needed: render, certs or approve (see 'aws-k8s "
 				"cpm --help')\n");
 		r = 2;
 	} else if (strcmp(argv[0], "render") == 0) {
@@ -207,7 +216,7 @@ int cpm_main(int argc, char **argv)
 	} else if (strcmp(argv[0], "certs") == 0) {
 		r = certs(n - 1, argv + 1);
 	} else {
-		fprintf(stderr, "aws-k8s cpm: unknown command '%s' (render, certs; see 'aws-k8s cpm "
+		fprintf(stderr, "aws-k8s cpm: unknown command '%s' (render, certs, approve; see 'aws-k8s cpm "
 				"--help')\n", argv[0]);
 		r = 2;
 	}
