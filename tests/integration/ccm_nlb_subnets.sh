@@ -8,7 +8,8 @@
 # is added (one SetSubnets, an UpdatedLoadBalancer Event, nothing re-created); removing one,
 # replacing a zone's subnet and adding eip-allocations are refused with a SubnetChangeRefused
 # Warning Event naming what AWS cannot do, the NLB keeps its subnets, and the rest of the sync
-# goes on (a new Node is still registered); deleting leaves nothing.
+# goes on (a new Node is still registered); deleting leaves nothing. Also NLBSecurityGroupMode:
+# another value than Managed stops the ccm at start; Managed is logged as not implemented.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 . "$(dirname "$0")/ccm_lib.sh"
@@ -35,6 +36,15 @@ for n in 1 2; do
 	node_create "$dns" "aws:///us-east-1a/$id"
 done
 read -r i3 d3 < <(instance n3)
+# NLBSecurityGroupMode: another value than Managed is refused at start as upstream refuses it;
+# Managed is accepted and said not to be implemented (the NLB gets no security group)
+printf 'NLBSecurityGroupMode = managed\n' | cat "$CCM_CONFIG" - >"$T_TMP/bad-config"
+out=$(timeout 20 "$AWS_K8S" ccm --cloud-provider=aws --cloud-config="$T_TMP/bad-config" --kubeconfig="$KC" \
+	--bind-address=127.0.0.1 --secure-port="$(free_port)" 2>&1)
+rc=$?
+[ "$rc" = 1 ] && grep -q 'invalid NLB security group mode: .*managed.*Expected: .*Managed' <<<"$out" &&
+	ok "NLBSecurityGroupMode = managed: the ccm exits 1 with upstream's message" || fail "invalid NLBSecurityGroupMode refused" "rc $rc: $(tail -3 <<<"$out")"
+printf 'NLBSecurityGroupMode = Managed\n' >>"$CCM_CONFIG"
 ccm_start ccm1 --leader-elect-lease-duration=30s --leader-elect-renew-deadline=20s \
 	--leader-elect-retry-period=2s || fail "ccm starts" "$(tail -5 "$T_TMP/ccm1.log")"
 
@@ -63,6 +73,10 @@ refused() { [ "$(n_refused "$1")" -ge 1 ]; }
 if wait_until 60 has_host; then ok "an NLB is made in the two subnets the annotation names"
 else fail "NLB made" "$(events) $(tail -5 "$T_TMP/ccm1.log")"; fi
 [ "$(lb_subnets)" = "1 $(sorted_list "$sa" "$sb")" ] && ok "... in exactly those" || fail "NLB subnets" "$(lb_subnets)"
+grep -q "NLBSecurityGroupMode = Managed is not implemented" "$T_TMP/ccm1.log" &&
+	[ "$(moto_py "print(elbv2.describe_load_balancers(Names=['$lb'])['LoadBalancers'][0].get('SecurityGroups', []))")" = "[]" ] &&
+	ok "NLBSecurityGroupMode = Managed: logged as not implemented, the NLB has no security group" ||
+	fail "NLBSecurityGroupMode = Managed said not implemented" "$(grep -i nlbsecurity "$T_TMP/ccm1.log")"
 
 # --- a subnet in a new zone is added in place ---------------------------------------------------
 tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
