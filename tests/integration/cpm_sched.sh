@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests: product
 # KubeSchedulerWebhookConfiguration -> kube-scheduler's configuration. The CRD of
-# deploy/cpm/crds/ is created on the test API server, which then accepts valid CRs (filling in
+# deploy/cpm/base/crd-kubeschedulerwebhookconfigurations.yaml is created on the test API server, which then accepts valid CRs (filling in
 # failurePolicy Fail and timeoutSeconds 5) and refuses the invalid ones with the field named;
 # `kubectl get -o yaml` of the stored CRs goes to `aws-k8s cpm scheduler-config`, whose output,
 # parsed back with PyYAML, holds Deckhouse's two profiles and the extenders expected (URL,
@@ -21,7 +21,7 @@ if ! command -v kubectl >/dev/null || ! python3 -c 'import yaml' 2>/dev/null; th
 	t_summary
 fi
 export KUBECACHEDIR=$T_TMP/kcache
-CRD=$T_ROOT/deploy/cpm/crds/kubeschedulerwebhookconfigurations.yaml
+CRD=$T_ROOT/deploy/cpm/base/crd-kubeschedulerwebhookconfigurations.yaml
 R=$T_TMP/root
 P=$R/etc/kubernetes/pki
 peer check "the three CAs are made with openssl" cpm_mkcas "$P"
@@ -39,7 +39,7 @@ if ! wait_http "https://127.0.0.1:$PORT/healthz" 30; then
 fi
 k() { kubectl --kubeconfig "$KC" "$@"; }
 
-check "the CRD of deploy/cpm/crds is created" k apply --validate=strict -f "$CRD"
+check "the CRD of deploy/cpm/base is created" k apply --validate=strict -f "$CRD"
 for i in $(seq 1 30); do k get kubeschedulerwebhookconfigurations >/dev/null 2>&1 && break; sleep 0.5; done
 
 cr() { # NAME WEBHOOKS-YAML
