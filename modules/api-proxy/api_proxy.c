@@ -322,6 +322,46 @@ static void metrics_init(void)
 				   "Connections open to an upstream.", up);
 }
 
+/* Starts the EndpointSlice watch. Its kubeconfig may not exist yet (kubelet.conf appears after
+ * kubelet's TLS bootstrap, which goes through this proxy): a failure is logged (first: a
+ * warning) and retried by the caller, while the other sources serve. */
+static int start_slices(struct slices *sl, struct cancel *stop, struct kube_client **kc, bool first)
+{
+	char err[512];
+	int r;
+
+	if ((r = kube_client_from_flags("api-proxy", kc, err, sizeof(err))) < 0) {
+		if (first)
+			log_warn("no Kubernetes client yet; the EndpointSlices are not watched, retrying "
+				 "every 10 s",
+				 KV_S("error", err));
+		else
+			log_v(2, "no Kubernetes client yet", KV_S("error", err));
+		*kc = NULL;
+		return r;
+	}
+	struct kube_informer_opts o = {
+		.res = &kube_endpointslices,
+		.ns = "default",
+		.label_selector = "kubernetes.io/service-name=kubernetes",
+		.handlers = { .on_add = on_add, .on_update = on_update, .on_delete = on_delete,
+			      .ud = sl },
+		.cancel = stop,
+		.name = "endpointslices(default/kubernetes)",
+	};
+	if ((r = kube_informer_new(*kc, &o, &sl->inf)) < 0 || (r = kube_informer_start(sl->inf)) < 0) {
+		log_error("cannot start the EndpointSlice watch", KV_E(r));
+		kube_informer_free(sl->inf);
+		sl->inf = NULL;
+		kube_client_free(*kc);
+		*kc = NULL;
+		return r;
+	}
+	if (!first)
+		log_info("watching the EndpointSlices of default/kubernetes");
+	return 0;
+}
+
 static bool kube_configured(void)
 {
 	const char *env = getenv("KUBERNETES_SERVICE_HOST");
@@ -339,6 +379,7 @@ int api_proxy_main(int argc, char **argv)
 	struct cancel *stop = NULL;
 	struct file_state fs = { 0 };
 	char err[512];
+	int64_t next_kube = 0;
 	int n = flags_parse("api-proxy", api_proxy_usage, api_proxy_flags, argc, argv), r = 2;
 	bool kube;
 
@@ -421,31 +462,18 @@ int api_proxy_main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (kube) {
-		if (kube_client_from_flags("api-proxy", &kc, err, sizeof(err)) < 0) {
-			log_error("cannot make the Kubernetes client", KV_S("error", err));
-			goto out;
-		}
-		struct kube_informer_opts o = {
-			.res = &kube_endpointslices,
-			.ns = "default",
-			.label_selector = "kubernetes.io/service-name=kubernetes",
-			.handlers = { .on_add = on_add, .on_update = on_update, .on_delete = on_delete,
-				      .ud = &sl },
-			.cancel = stop,
-			.name = "endpointslices(default/kubernetes)",
-		};
-		if (kube_informer_new(kc, &o, &sl.inf) < 0 || kube_informer_start(sl.inf) < 0) {
-			log_error("cannot start the EndpointSlice watch");
-			goto out;
-		}
-	}
+	if (kube && start_slices(&sl, stop, &kc, true) < 0)
+		next_kube = now_mono_ns() + 10 * NSEC_PER_SEC;
 	log_info("serving", KV_S("address", listen_addr), KV_I("workers", p.nloops),
 		 KV_S("relay", relay_mode), KV_B("endpointslices", kube),
 		 KV_S("node-ip", node_ip), KV_S("health", health_listen));
 	/* the file is checked every second until SIGTERM */
 	while (!cancel_wait(cancel_root(), NSEC_PER_SEC)) {
 		char **list = NULL;
+		if (next_kube && now_mono_ns() >= next_kube)
+			next_kube = start_slices(&sl, stop, &kc, false) < 0 ?
+					    now_mono_ns() + 10 * NSEC_PER_SEC :
+					    0;
 		if (*upstream_file && file_check(&fs, &list) > 0) {
 			pthread_mutex_lock(&src.mu);
 			strv_free(src.file);

@@ -171,7 +171,11 @@ t_cleanup_add "kill $TARPIT 2>/dev/null"
 PXH=$(free_port)
 bg pxfail "$AWS_K8S" api-proxy --listen "127.0.0.1:$PXF" --upstream "127.0.0.2:$DEAD,127.0.0.1:$UP" --node-ip 127.0.0.2 --fail-timeout 0s
 bg pxhang "$AWS_K8S" api-proxy --listen "127.0.0.1:$PXH" --upstream "127.0.0.2:$HANG,127.0.0.1:$UP" --node-ip 127.0.0.2 --fail-timeout 0s
-wait_http "https://127.0.0.1:$PXF/obj" 20 && wait_http "https://127.0.0.1:$PXH/obj" 20
+# ready when they log it (a request through pxhang takes the 1 s connect timeout)
+for ((i = 0; i < 200; i++)); do
+	grep -q '"serving"' "$T_TMP/pxfail.log" && grep -q '"serving"' "$T_TMP/pxhang.log" && break
+	sleep 0.1
+done
 med5() { # PORT: median total ms of 5 requests
 	for _ in 1 2 3 4 5; do
 		curl -s --cacert "$T_TMP/tls.crt" -o /dev/null -w '%{time_total}\n' --max-time 10 "https://127.0.0.1:$1/obj"

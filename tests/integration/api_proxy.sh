@@ -283,16 +283,16 @@ sed "s#https://127.0.0.1:$KAS#https://127.0.0.1:$PX2#" "$T_TMP/kc" >"$T_TMP/kc2"
 k() { kubectl --kubeconfig "$T_TMP/kc" "$@"; }
 k2() { kubectl --kubeconfig "$T_TMP/kc2" --request-timeout=20s "$@"; }
 bg proxy2 "$AWS_K8S" api-proxy --listen "127.0.0.1:$PX2" --upstream "127.0.0.1:$KAS" \
-	--kubeconfig "$T_TMP/kc" --health-listen "127.0.0.1:$PH2" --v=2
+	--kubeconfig "$T_TMP/kubelet.conf" --health-listen "127.0.0.1:$PH2" --v=2
 PX2_PID=$(cat "$T_TMP/proxy2.pid")
 check "api-proxy with a kubeconfig serves /healthz" wait_http "http://127.0.0.1:$PH2/healthz" 30
 for ((i = 0; i < 100; i++)); do grep -q 'source="--upstream"' "$T_TMP/proxy2.log" && break; sleep 0.1; done
 k create configmap cm1 >/dev/null 2>&1
 W=$T_TMP/watch
 bg watch kubectl --kubeconfig "$T_TMP/kc2" get configmaps -w -o name
-wait_line() { # FILE TEXT (bounded)
+wait_line() { # FILE TEXT (bounded: 30 s)
 	local i
-	for ((i = 0; i < 200; i++)); do
+	for ((i = 0; i < 300; i++)); do
 		grep -q "$2" "$1" 2>/dev/null && return 0
 		sleep 0.1
 	done
@@ -309,6 +309,13 @@ slice() { # NAME PORT ADDRESS...: an EndpointSlice of the Service kubernetes
  "ports":[{"name":"https","port":$port,"protocol":"TCP"}]}
 JSON
 }
+# the kubeconfig appears after the start (kubelet.conf comes with kubelet's TLS bootstrap, which
+# goes through this proxy): the watch starts then
+grep -q "no Kubernetes client yet" "$T_TMP/proxy2.log" && ok "a kubeconfig that does not exist yet: a warning, the proxy serves" ||
+	fail "a kubeconfig that does not exist yet: a warning, the proxy serves" "$(tail -3 "$T_TMP/proxy2.log")"
+cp "$T_TMP/kc" "$T_TMP/kubelet.conf"
+check "the kubeconfig in place: the EndpointSlice watch starts (retried every 10 s)" \
+	wait_line "$T_TMP/proxy2.log" "watching the EndpointSlices"
 slice kubernetes-c "$PC" 127.0.0.1:true 127.0.0.9:false >"$T_TMP/slice.json"
 peer check "the EndpointSlice is created" k apply -f "$T_TMP/slice.json"
 check "the EndpointSlices changed: new connections go to their ready address" wait_name "$PX2" C
