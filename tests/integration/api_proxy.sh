@@ -21,6 +21,7 @@ cat >"$PEER" <<'PY'
 #   hello HOST PORT CA               prints the server's name and the ms the hello took
 #   stream HOST PORT CA OUT          appends each tick to OUT, "END" when the stream ends
 #   bulk HOST PORT CA N              checks N pattern bytes, prints "ok NAME"
+#   idle HOST PORT CA SECS           silent after the hello: "closed S" when the proxy closes it
 #   tarpit HOST PORT                 a listener whose queue is full: connects hang
 import socket, ssl, sys, threading, time
 
@@ -103,6 +104,16 @@ def main():
         if got != pattern(n):
             sys.exit("bulk: %d bytes, not the pattern" % len(got))
         print("ok", name)
+    elif a[0] == "idle":
+        # silent after the hello; prints the seconds until the proxy closes the connection
+        s, f, name = client(*a[1:4])
+        s.settimeout(float(a[4]))
+        t = time.monotonic()
+        try:
+            rest = f.read()
+            print("closed %.1f %d" % (time.monotonic() - t, len(rest)))
+        except (OSError, ssl.SSLError):
+            print("open")
     elif a[0] == "tarpit":
         ls = socket.socket()
         ls.bind((a[1], int(a[2])))
@@ -198,11 +209,25 @@ out=$(timeout 60 python3 "$PEER" bulk 127.0.0.1 "$PX" "$CA" 20000000 2>&1)
 
 # the same through the splice relay
 PX3=$(free_port)
-bg proxy3 "$AWS_K8S" api-proxy --listen "127.0.0.1:$PX3" --upstream "127.0.0.1:$PB" --relay=splice --workers=1
+bg proxy3 "$AWS_K8S" api-proxy --listen "127.0.0.1:$PX3" --upstream "127.0.0.1:$PB" --relay=splice --workers=1 \
+	--idle-timeout=2s
 PX3_PID=$(cat "$T_TMP/proxy3.pid")
 for ((i = 0; i < 100; i++)); do grep -q '"serving"' "$T_TMP/proxy3.log" && break; sleep 0.1; done
 out=$(timeout 60 python3 "$PEER" bulk 127.0.0.1 "$PX3" "$CA" 20000000 2>&1)
 [ "$out" = "ok B" ] && ok "--relay=splice: 20 MB arrive intact" || fail "--relay=splice: 20 MB arrive intact" "$out"
+# --idle-timeout: a silent connection is closed, a stream that ticks is not
+S3=$T_TMP/s3
+bg s3 python3 "$PEER" stream 127.0.0.1 "$PX3" "$CA" "$S3"
+out=$(timeout 30 python3 "$PEER" idle 127.0.0.1 "$PX3" "$CA" 15 2>&1)
+set -- $out
+if [ "${1:-}" = closed ] && awk -v t="${2:-0}" 'BEGIN { exit !(t >= 1.5 && t < 8) }'; then
+	ok "--idle-timeout=2s: a silent connection is closed after ${2} s"
+else
+	fail "--idle-timeout=2s: a silent connection is closed after about 2 s" "$out"
+fi
+n0=$(grep -c '^tick' "$S3")
+[ "$n0" -ge 10 ] && ! grep -q '^END' "$S3" && ok "--idle-timeout=2s: a stream with bytes flowing stays open ($n0 ticks)" ||
+	fail "--idle-timeout=2s: a stream with bytes flowing stays open" "$(tail -2 "$S3")"
 stop_within "$PX3_PID" 10 "api-proxy --relay=splice" && [ "$STOP_RC" = 0 ] && ok "--relay=splice: SIGTERM exit 0" ||
 	fail "--relay=splice: SIGTERM exit 0" "rc=$STOP_RC"
 
