@@ -173,6 +173,22 @@ bg upB python3 "$PEER" server 127.0.0.1 "$PB" B "$T_TMP/up.crt" "$T_TMP/up.key"
 bg upC python3 "$PEER" server 127.0.0.1 "$PC" C "$T_TMP/up.crt" "$T_TMP/up.key"
 bg upD python3 "$PEER" server 127.0.0.1 "$PD" D "$T_TMP/up.crt" "$T_TMP/up.key"
 hello() { timeout 20 python3 "$PEER" hello 127.0.0.1 "$1" "$CA" 2>/dev/null; } # PORT: "NAME MS"
+wait_ticks() { # FILE N: at least N ticks in FILE (bounded)
+	local i
+	for ((i = 0; i < 300; i++)); do
+		[ "$(grep -c '^tick' "$1" 2>/dev/null)" -ge "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+wait_name() { # PORT NAME: a new connection reaches NAME (bounded)
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[ "$(hello "$1" | cut -d' ' -f1)" = "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
 wait_peer() { # HOST PORT
 	local i
 	for ((i = 0; i < 150; i++)); do
@@ -206,6 +222,9 @@ names=$(for i in 1 2 3; do hello "$PX" | cut -d' ' -f1; done | tr '\n' ' ')
 	fail "new connections go to the local API server first (--node-ip), TLS verified through the proxy" "got: $names"
 out=$(timeout 60 python3 "$PEER" bulk 127.0.0.1 "$PX" "$CA" 20000000 2>&1)
 [ "$out" = "ok A" ] && ok "20 MB through the proxy arrive intact" || fail "20 MB through the proxy arrive intact" "$out"
+b=$(metric 'api_proxy_bytes_total{direction="to_client"}')
+[ "${b:-0}" -ge 20000000 ] 2>/dev/null && ok "api_proxy_bytes_total counts the bytes to the client ($b)" ||
+	fail "api_proxy_bytes_total counts the bytes to the client" "$b"
 
 # the same through the splice relay
 PX3=$(free_port)
@@ -231,17 +250,23 @@ n0=$(grep -c '^tick' "$S3")
 stop_within "$PX3_PID" 10 "api-proxy --relay=splice" && [ "$STOP_RC" = 0 ] && ok "--relay=splice: SIGTERM exit 0" ||
 	fail "--relay=splice: SIGTERM exit 0" "rc=$STOP_RC"
 
+# --max-connections: past it a new connection is closed at accept
+PX4=$(free_port)
+bg proxy4 "$AWS_K8S" api-proxy --listen "127.0.0.1:$PX4" --upstream "127.0.0.1:$PB" --max-connections=1
+PX4_PID=$(cat "$T_TMP/proxy4.pid")
+for ((i = 0; i < 100; i++)); do grep -q '"serving"' "$T_TMP/proxy4.log" && break; sleep 0.1; done
+S4=$T_TMP/s4
+bg s4 python3 "$PEER" stream 127.0.0.1 "$PX4" "$CA" "$S4"
+peer check "a stream through the proxy with --max-connections=1 ticks" wait_ticks "$S4" 3
+[ -z "$(hello "$PX4")" ] && ok "--max-connections=1: a second connection is refused" ||
+	fail "--max-connections=1: a second connection is refused"
+kill "$(cat "$T_TMP/s4.pid")" 2>/dev/null
+check "--max-connections=1: once the first closes, a new one is served" wait_name "$PX4" B
+stop_within "$PX4_PID" 10 "api-proxy --max-connections=1"
+
 # a stream to A, then A is killed mid-stream
 S1=$T_TMP/s1
 bg s1 python3 "$PEER" stream 127.0.0.1 "$PX" "$CA" "$S1"
-wait_ticks() { # FILE N: at least N ticks in FILE (bounded)
-	local i
-	for ((i = 0; i < 300; i++)); do
-		[ "$(grep -c '^tick' "$1" 2>/dev/null)" -ge "$2" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
 peer check "a stream through the proxy ticks" wait_ticks "$S1" 3
 pid=$(cat "$T_TMP/upA.pid")
 { kill -9 "$pid" && wait "$pid"; } 2>/dev/null
@@ -274,14 +299,6 @@ S2=$T_TMP/s2
 bg s2 python3 "$PEER" stream 127.0.0.1 "$PX" "$CA" "$S2"
 peer check "a second stream ticks" wait_ticks "$S2" 3
 s2up=$(awk '$1 == "connected" { print $2 }' "$S2")
-wait_name() { # PORT NAME: a new connection reaches NAME (bounded)
-	local i
-	for ((i = 0; i < 100; i++)); do
-		[ "$(hello "$1" | cut -d' ' -f1)" = "$2" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
 write_conf "server 127.0.0.1:$PC;"
 check "the upstream file changed: new connections go to its new upstream" wait_name "$PX" C
 n0=$(grep -c '^tick' "$S2")
@@ -296,9 +313,11 @@ grep -q "upstream file is refused" "$T_TMP/proxy.log" && [ "$(hello "$PX" | cut 
 	fail "a file that does not parse is refused and the previous upstreams stay" "$(tail -3 "$T_TMP/proxy.log")"
 : >"$UF.tmp" && mv "$UF.tmp" "$UF"
 check "an empty file: the --upstream flags serve" wait_name "$PX" D
+printf '# one HOST:PORT a line\n127.0.0.1:%s  # C\n' "$PC" >"$UF.tmp" && mv "$UF.tmp" "$UF"
+check "a file of HOST:PORT lines works too" wait_name "$PX" C
 n0=$(grep -c '^tick' "$S2")
-wait_ticks "$S2" $((n0 + 3)) && ! grep -q '^END' "$S2" && ok "the stream goes on after three changes" ||
-	fail "the stream goes on after three changes" "$(tail -2 "$S2")"
+wait_ticks "$S2" $((n0 + 3)) && ! grep -q '^END' "$S2" && ok "the stream goes on after four changes of the file" ||
+	fail "the stream goes on after four changes of the file" "$(tail -2 "$S2")"
 
 # ---- the EndpointSlices of default/kubernetes, and a kubectl watch through the proxy ----
 KAS=$(free_port) PX2=$(free_port) PH2=$(free_port)
