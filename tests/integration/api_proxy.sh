@@ -379,6 +379,29 @@ for ((i = 0; i < 100; i++)); do k2 get configmap cm3 -o name >/dev/null 2>&1 && 
 	fail "no EndpointSlice left: the bootstrap --upstream serves kubectl again" "$(tail -3 "$T_TMP/proxy2.log")"
 kill -0 "$(cat "$T_TMP/watch.pid")" 2>/dev/null && ok "the kubectl watch is still running" || fail "the kubectl watch is still running" "$(tail -3 "$T_TMP/watch.log")"
 
+# ---- deploy/api-proxy's static pod, its container run as the kubelet would ----------------
+# (tests/lib/manifest_run.py: the mounts under a directory, the ports moved, NODE_IP from
+# status.hostIP). kubelet.conf is missing, as before kubelet's TLS bootstrap: the file serves.
+MR=$T_TMP/mr PS=$(free_port) PHS=$(free_port)
+mkdir -p "$MR/etc-kubernetes/kubernetes-api-proxy" "$T_TMP/bin"
+ln -sf "$AWS_K8S" "$T_TMP/bin/aws-k8s"
+# first in the file: 127.0.0.2:$PA, the listener whose connects hang
+printf 'stream {\n  upstream kubernetes {\n    least_conn;\n    server 127.0.0.2:%s;\n    server 127.0.0.1:%s;\n  }\n}\n' \
+	"$PA" "$PB" >"$MR/etc-kubernetes/kubernetes-api-proxy/nginx_new.conf"
+bg pod python3 "$T_ROOT/tests/lib/manifest_run.py" "$T_ROOT/deploy/api-proxy/kubernetes-api-proxy.yaml" \
+	--container kubernetes-api-proxy --set fieldRef:status.hostIP=127.0.0.1 --mount-root "$MR" \
+	--port-map 6445="$PS" --port-map 6446="$PHS" --bin-dir "$T_TMP/bin" \
+	--pass-env 'ASAN_*' --pass-env 'UBSAN_*' --pass-env 'LSAN_*' --exec
+POD_PID=$(cat "$T_TMP/pod.pid")
+check "deploy/api-proxy's pod: its readiness probe's /readyz answers" wait_http "http://127.0.0.1:$PHS/readyz" 30
+got=$(for i in 1 2 3; do hello "$PS"; done | awk '{ printf "%s%s", $1, ($2 < 900 ? " " : "(slow) ") }')
+[ "$got" = "B B B " ] && ok "deploy/api-proxy's pod: the node's own API server (NODE_IP) first, from nginx_new.conf" ||
+	fail "deploy/api-proxy's pod: the node's own API server (NODE_IP) first, from nginx_new.conf" "$got"
+grep -q "no Kubernetes client yet" "$T_TMP/pod.log" && ok "deploy/api-proxy's pod: without kubelet.conf yet it serves and retries" ||
+	fail "deploy/api-proxy's pod: without kubelet.conf yet it serves and retries" "$(tail -3 "$T_TMP/pod.log")"
+stop_within "$POD_PID" 10 "deploy/api-proxy's pod" && [ "$STOP_RC" = 0 ] && ok "deploy/api-proxy's pod: SIGTERM exit 0" ||
+	fail "deploy/api-proxy's pod: SIGTERM exit 0" "rc=$STOP_RC"
+
 # ---- SIGTERM with connections open: exit 0 ----
 stop_within "$PX_PID" 10 "api-proxy (file)" && [ "$STOP_RC" = 0 ] && ok "SIGTERM with a stream open: exit 0" ||
 	fail "SIGTERM with a stream open: exit 0" "rc=$STOP_RC"
