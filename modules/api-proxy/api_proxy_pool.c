@@ -162,15 +162,25 @@ static int resolve(const char *name, struct ap_upstream *u, const char *local_ip
 	return 0;
 }
 
-int ap_pool_set(struct ap_pool *p, char *const *names, char *err, size_t errlen)
+int ap_pool_set(struct ap_pool *p, char *const *all, char *err, size_t errlen)
 {
 	struct ap_upstream *next[AP_MAX_UPSTREAMS], *fresh[AP_MAX_UPSTREAMS];
-	size_t n = strv_len(names), nfresh = 0;
+	const char *names[AP_MAX_UPSTREAMS];
+	size_t n = 0, nfresh = 0;
 	bool changed;
 
-	if (n > AP_MAX_UPSTREAMS) {
-		snprintf(err, errlen, "%zu upstreams: at most %d", n, AP_MAX_UPSTREAMS);
-		return -E2BIG;
+	for (char *const *a = all; a && *a; a++) { /* a name given twice counts once */
+		bool dup = false;
+		for (size_t i = 0; i < n && !dup; i++)
+			dup = strcmp(names[i], *a) == 0;
+		if (dup)
+			continue;
+		if (n == AP_MAX_UPSTREAMS) {
+			snprintf(err, errlen, "%zu upstreams: at most %d", strv_len(all),
+				 AP_MAX_UPSTREAMS);
+			return -E2BIG;
+		}
+		names[n++] = *a;
 	}
 	/* resolve the new names outside the lock */
 	for (size_t i = 0; i < n; i++) {
@@ -225,7 +235,7 @@ int ap_pool_set(struct ap_pool *p, char *const *names, char *err, size_t errlen)
 		p->changes++;
 	pthread_mutex_unlock(&p->mu);
 	for (size_t k = 0; k < nfresh; k++)
-		free(fresh[k]); /* a name given twice */
+		free(fresh[k]); /* NULL unless added meanwhile by another caller */
 	return changed ? 1 : 0;
 }
 

@@ -252,7 +252,8 @@ stop_within "$PX3_PID" 10 "api-proxy --relay=splice" && [ "$STOP_RC" = 0 ] && ok
 
 # --max-connections: past it a new connection is closed at accept
 PX4=$(free_port)
-bg proxy4 "$AWS_K8S" api-proxy --listen "127.0.0.1:$PX4" --upstream "127.0.0.1:$PB" --max-connections=1
+# (an upstream named twice counts once)
+bg proxy4 "$AWS_K8S" api-proxy --listen "127.0.0.1:$PX4" --upstream "127.0.0.1:$PB,127.0.0.1:$PB" --max-connections=1
 PX4_PID=$(cat "$T_TMP/proxy4.pid")
 for ((i = 0; i < 100; i++)); do grep -q '"serving"' "$T_TMP/proxy4.log" && break; sleep 0.1; done
 S4=$T_TMP/s4
@@ -262,7 +263,9 @@ peer check "a stream through the proxy with --max-connections=1 ticks" wait_tick
 	fail "--max-connections=1: a second connection is refused"
 kill "$(cat "$T_TMP/s4.pid")" 2>/dev/null
 check "--max-connections=1: once the first closes, a new one is served" wait_name "$PX4" B
-stop_within "$PX4_PID" 10 "api-proxy --max-connections=1"
+grep -q 'count=1 upstreams="127.0.0.1:'"$PB"'"' "$T_TMP/proxy4.log" && ok "an upstream named twice counts once" ||
+	fail "an upstream named twice counts once" "$(grep upstreams "$T_TMP/proxy4.log")"
+stop_within "$PX4_PID" 10 "api-proxy --max-connections=1" && [ "$STOP_RC" = 0 ] || fail "api-proxy --max-connections=1 exits 0" "rc=$STOP_RC"
 
 # a stream to A, then A is killed mid-stream
 S1=$T_TMP/s1
