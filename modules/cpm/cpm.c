@@ -8,6 +8,7 @@
 
 #include "common/base/flags.h"
 #include "common/base/log.h"
+#include "modules/cpm/cpm_etcd.h"
 #include "modules/cpm/cpm_int.h"
 
 static const char cpm_usage[] =
@@ -48,6 +49,8 @@ static const char cpm_usage[] =
 	"      its own). Restart the control-plane pods afterwards. --config gives the validity\n"
 	"      (certificateValidityPeriod) and key type (encryptionAlgorithm); default 1 year,\n"
 	"      RSA-2048.\n"
+	"  etcd backup|defrag|members|join|promote|remove-stale|update-peer-url ...\n"
+	"      etcd backups and membership over etcd's v3 API ('aws-k8s cpm etcd --help').\n"
 	"\n"
 	"The configuration: kubeadm.k8s.io/v1beta3 or v1beta4 ClusterConfiguration (kubernetesVersion,\n"
 	"controlPlaneEndpoint, networking, apiServer/controllerManager/scheduler extraArgs and\n"
@@ -153,8 +156,12 @@ static int certs(int argc, char **argv)
 
 int cpm_main(int argc, char **argv)
 {
-	int r, n = flags_parse("cpm", cpm_usage, cpm_flags, argc, argv);
+	int r, n;
 
+	/* `cpm etcd ...` has its own flags (cpm_etcd.c) */
+	if (argc > 1 && strcmp(argv[1], "etcd") == 0)
+		return cpm_etcd_main(argc - 1, argv + 1);
+	n = flags_parse("cpm", cpm_usage, cpm_flags, argc, argv);
 	if (n < 0)
 		return flags_exit_code(n);
 	if (n == 0) {
