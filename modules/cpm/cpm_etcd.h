@@ -90,7 +90,8 @@ struct cpm_etcd_stats {
 
 /* Adds this node as a learner (nothing when its peer URL is already a member, started or not;
  * a STALE member, started elsewhere with this URL but no data here, is removed first when
- * has_data is false). An unstarted learner of another peer URL (an interrupted join) is removed
+ * has_data is false). While etcd answers "unhealthy cluster" (a voter connected for less than
+ * 5 s, as right after a promote), MemberAdd is tried again: 10 tries, 1 s x1.5. An unstarted learner of another peer URL (an interrupted join) is removed
  * first: etcd takes one learner at a time. Refused (-EBUSY) when another member is unstarted
  * voter or a started learner, or when the cluster has no leader. initial_cluster gets etcd's
  * --initial-cluster: every member name=peerURL, this one under name. */

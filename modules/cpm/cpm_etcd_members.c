@@ -28,6 +28,8 @@ int cpm_etcd_fail(struct etcd_error *err, int r, const char *fmt, ...)
 }
 
 #define fail cpm_etcd_fail
+/* tries of MemberAdd while etcd says the cluster is not healthy yet (1 s, x1.5) */
+#define JOIN_STEPS 10
 
 const char *cpm_etcd_state_name(enum cpm_etcd_state s)
 {
@@ -134,7 +136,7 @@ int cpm_etcd_join(struct etcd_client *c, const char *name, const char *peer_url,
 		  struct buf *ic, struct cpm_etcd_stats *st, struct etcd_error *err)
 {
 	unsigned long calls0 = etcd_client_calls(c);
-	int64_t t0 = now_mono_ns();
+	int64_t t0 = now_mono_ns(), delay = NSEC_PER_SEC;
 	struct etcd_members ms = { 0 };
 	const struct etcd_member *self;
 	int r;
@@ -180,7 +182,16 @@ int cpm_etcd_join(struct etcd_client *c, const char *name, const char *peer_url,
 				goto out;
 			}
 		}
-		if ((r = etcd_member_add(c, urls, true, NULL, &after, err)) < 0)
+		/* etcd refuses ("unhealthy cluster") until every voter has been connected for 5 s,
+		 * as after a promote: tried again with the promote's backoff */
+		for (unsigned k = 0;; k++) {
+			r = etcd_member_add(c, urls, true, NULL, &after, err);
+			if (r != -EAGAIN || k + 1 >= JOIN_STEPS)
+				break;
+			sleep_ns(delay);
+			delay = delay * 3 / 2;
+		}
+		if (r < 0)
 			goto out;
 		etcd_members_release(&ms);
 		ms = after;
@@ -251,6 +262,22 @@ void cpm_etcd_removal_release(struct cpm_etcd_removal *rm)
 	rm->removed = rm->refused = 0;
 }
 
+/* MemberRemove, tried again while etcd answers "unhealthy cluster" (its strict reconfiguration
+ * check wants the voters left connected for 5 s, as right after another removal). */
+static int remove_retrying(struct etcd_client *c, uint64_t id, struct etcd_error *e)
+{
+	int64_t delay = NSEC_PER_SEC;
+	int r;
+
+	for (unsigned k = 0;; k++) {
+		r = etcd_member_remove(c, id, e);
+		if (r != -EAGAIN || k + 1 >= JOIN_STEPS)
+			return r;
+		sleep_ns(delay);
+		delay = delay * 3 / 2;
+	}
+}
+
 /* Whether the member's status answers on its first client URL, with a leader. */
 static bool member_healthy(struct etcd_client *c, const struct etcd_member *m)
 {
@@ -318,7 +345,7 @@ int cpm_etcd_remove_stale(struct etcd_client *c, char *const *cp, bool dry_run,
 				rm->refused++;
 				continue;
 			}
-			if (!dry_run && (r = etcd_member_remove(c, m->id, &e)) < 0) {
+			if (!dry_run && (r = remove_retrying(c, m->id, &e)) < 0) {
 				buf_printf(&rm->report, "kept %s (%016llx): MemberRemove: %s: %s\n",
 					   m->name, (unsigned long long)m->id, e.message,
 					   strerror(-r));

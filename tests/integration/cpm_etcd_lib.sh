@@ -78,3 +78,73 @@ for i in range(1, n + 1):
         sys.exit("put k%04d: %d %s" % (i, r.status, data[:200]))
 PY
 }
+
+# etcd_writer_start STATE URL[,URL...]: a writer in the background (through bg, named writer)
+# that puts w/000001, w/000002... one after the other, write n to endpoint n first (round robin)
+# and on to the next until one acknowledges it (2 s per try; a learner or a dead member refuses), until the file STATE.stop appears; then it reads every key back
+# from the endpoints and writes a JSON summary to STATE: acked, lost (acknowledged but missing or
+# wrong), failed_tries, max_gap_s (the longest time between two acknowledged writes).
+etcd_writer_start() {
+	# (a background job's stdin is /dev/null: the script goes through a file)
+	cat >"$T_TMP/writer.py" <<'PY'
+import base64, http.client, json, os, ssl, sys, time, urllib.parse
+state, urls, ep = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+ctx = ssl.create_default_context(cafile=ep + "/ca.crt")
+ctx.load_cert_chain(ep + "/client.crt", ep + "/client.key")
+b64 = lambda b: base64.b64encode(b).decode()
+def post(url, path, body):
+    u = urllib.parse.urlparse(url)
+    c = http.client.HTTPSConnection(u.hostname, u.port, context=ctx, timeout=2)
+    try:
+        c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse(); data = r.read()
+        return r.status, data
+    finally:
+        c.close()
+acked, failed, gap = 0, 0, 0.0
+last = time.monotonic()
+n = 1
+while not os.path.exists(state + ".stop"):
+    done = False
+    for i in range(len(urls)):
+        url = urls[(n + i) % len(urls)]
+        try:
+            st, _ = post(url, "/v3/kv/put", {"key": b64(b"w/%06d" % n), "value": b64(b"%d" % n)})
+        except Exception:
+            st = 0
+        if st == 200:
+            done = True; break
+        failed += 1
+    if done:
+        now = time.monotonic(); gap = max(gap, now - last); last = now
+        acked = n; n += 1
+        time.sleep(0.02)
+    else:
+        time.sleep(0.1)
+lost = -1
+for url in urls:
+    try:
+        st, data = post(url, "/v3/kv/range", {"key": b64(b"w/"), "range_end": b64(b"w0")})
+    except Exception:
+        continue
+    if st != 200:
+        continue
+    got = {base64.b64decode(kv["key"]).decode(): base64.b64decode(kv["value"]).decode() for kv in json.loads(data).get("kvs", [])}
+    lost = sum(1 for i in range(1, acked + 1) if got.get("w/%06d" % i) != str(i))
+    break
+json.dump({"acked": acked, "lost": lost, "failed_tries": failed, "max_gap_s": round(gap, 2)}, open(state, "w"))
+PY
+	bg writer python3 "$T_TMP/writer.py" "$1" "$2" "$EP"
+}
+# etcd_writer_stop STATE: asks the writer to stop and waits for its summary (60 s at most)
+etcd_writer_stop() {
+	local i
+	touch "$1.stop"
+	for ((i = 0; i < 240; i++)); do
+		[ -s "$1" ] && return 0
+		sleep 0.25
+	done
+	return 1
+}
+# etcd_count_w URL: how many w/ keys the writer has written so far
+etcd_count_w() { ectl --endpoints "$1" get w/ w0 --limit 1 -w json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin).get("count", 0))' 2>/dev/null; }
