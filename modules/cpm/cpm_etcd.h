@@ -126,6 +126,17 @@ int cpm_etcd_remove_stale(struct etcd_client *c, char *const *control_plane, boo
 			  struct cpm_etcd_removal *rm, struct cpm_etcd_stats *st,
 			  struct etcd_error *err);
 
+/* Multi -> single after quorum was lost (Deckhouse's 2 -> 1, done by hand there): *ret_safe
+ * when this node's member (name / peer_url) is a started voter that answers, and every other
+ * voter neither answers nor belongs to a control-plane Node (control_plane). Then restarting
+ * this node's etcd once with --force-new-cluster (same data dir; a backup first: the snapshot
+ * needs no quorum) keeps its data and drops the others, and a restart without the flag follows.
+ * -EBUSY (not safe) when another voter answers (no forcing needed) or is on a control-plane
+ * Node (it may come back: forcing would split the cluster); -EALREADY when this node is the
+ * only voter. The restart is the caller's (the static pod's manifest). */
+int cpm_etcd_force_check(struct etcd_client *c, const char *name, const char *peer_url,
+			 char *const *control_plane, bool *ret_safe, struct etcd_error *err);
+
 /* Single master: when the cluster has exactly one member and its peer URL is not peer_url,
  * MemberUpdate it to peer_url (what lets a second master join). *ret_changed tells whether it
  * did. More than one member: nothing. */

@@ -278,15 +278,28 @@ static int remove_retrying(struct etcd_client *c, uint64_t id, struct etcd_error
 	}
 }
 
-/* Whether the member's status answers on its first client URL, with a leader. */
-static bool member_healthy(struct etcd_client *c, const struct etcd_member *m)
+/* Whether the member's status answers on its first client URL (with a leader, when
+ * need_leader). */
+static bool member_status_ok(struct etcd_client *c, const struct etcd_member *m, bool need_leader)
 {
 	struct etcd_status s;
 
 	if (!started(m) || !m->client_urls[0])
 		return false;
-	return etcd_status(c, m->client_urls[0], &s, NULL) >= 0 && s.leader != 0;
+	return etcd_status(c, m->client_urls[0], &s, NULL) >= 0 && (!need_leader || s.leader != 0);
 }
+
+static bool member_healthy(struct etcd_client *c, const struct etcd_member *m)
+{
+	return member_status_ok(c, m, true);
+}
+
+/* It answers at all, leader or not. */
+static bool member_answers(struct etcd_client *c, const struct etcd_member *m)
+{
+	return member_status_ok(c, m, false);
+}
+
 
 int cpm_etcd_remove_stale(struct etcd_client *c, char *const *cp, bool dry_run,
 			  struct cpm_etcd_removal *rm, struct cpm_etcd_stats *st,
@@ -388,6 +401,53 @@ int cpm_etcd_fix_lone_peer(struct etcd_client *c, const char *peer_url, bool *re
 		r = etcd_member_update(c, ms.v[0].id, urls, err);
 		*ret_changed = r >= 0;
 	}
+	etcd_members_release(&ms);
+	return r;
+}
+
+int cpm_etcd_force_check(struct etcd_client *c, const char *name, const char *peer_url,
+			 char *const *cp, bool *ret_safe, struct etcd_error *err)
+{
+	struct etcd_members ms = { 0 };
+	const struct etcd_member *self;
+	unsigned others = 0;
+	int r;
+
+	*ret_safe = false;
+	if ((r = etcd_member_list(c, &ms, err)) < 0)
+		return r;
+	self = cpm_etcd_find_self(&ms, name, peer_url);
+	if (!self || self->is_learner || !started(self)) {
+		r = fail(err, -ENOENT, "this node (%s) is no started voting member", name ? name : "-");
+		goto out;
+	}
+	if (!member_answers(c, self)) {
+		r = fail(err, -EHOSTDOWN, "this node's etcd does not answer on its client URL");
+		goto out;
+	}
+	for (size_t i = 0; i < ms.n; i++) {
+		const struct etcd_member *m = &ms.v[i];
+
+		if (m == self || m->is_learner)
+			continue;
+		others++;
+		if (member_healthy(c, m) || member_answers(c, m)) {
+			r = fail(err, -EBUSY, "member %s answers: the cluster can work without forcing",
+				 m->name[0] ? m->name : m->peer_urls[0]);
+			goto out;
+		}
+		if (started(m) && strv_contains(cp, m->name)) {
+			r = fail(err, -EBUSY, "member %s is on a control-plane Node: it may come back",
+				 m->name);
+			goto out;
+		}
+	}
+	if (!others) {
+		r = fail(err, -EALREADY, "this node is the only voting member already");
+		goto out;
+	}
+	*ret_safe = true;
+out:
 	etcd_members_release(&ms);
 	return r;
 }
@@ -511,6 +571,23 @@ int cpm_etcd_members_cmd(struct etcd_client *c, const char *verb, const char *na
 		       rm.refused, (long long)st.duration_ms, st.calls);
 		cpm_etcd_removal_release(&rm);
 		return r < 0 ? cmd_fail("remove-stale", r, &e) : 0;
+	}
+	if (strcmp(verb, "force-new-cluster-check") == 0) {
+		bool safe;
+
+		if (!cp || !cp[0] || !name || !name[0]) {
+			fprintf(stderr, "aws-k8s cpm etcd force-new-cluster-check: --name and "
+					"--control-plane-nodes are needed\n");
+			return 2;
+		}
+		r = cpm_etcd_force_check(c, name, peer_url, cp, &safe, &e);
+		if (r < 0) {
+			printf("force-new-cluster-check: not safe: %s\n", e.message);
+			return 1;
+		}
+		printf("force-new-cluster-check: safe: every other voting member is dead and on no "
+		       "control-plane Node; restart %s's etcd once with --force-new-cluster\n", name);
+		return 0;
 	}
 	if (strcmp(verb, "update-peer-url") == 0) {
 		if (!peer_url || !peer_url[0]) {

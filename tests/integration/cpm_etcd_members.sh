@@ -10,8 +10,11 @@
 # read back at the end and no gap between two acknowledged writes exceeds 5 s (quorum never
 # lost). At each step `etcdctl member list` and `cpm etcd members` agree on the names, roles
 # and peer URLs. Last, with two of three members dead, remove-stale refuses at once (lost
-# quorum: a MemberRemove would hang) instead of hanging. Prints the time and etcd calls of each
-# join + promote.
+# quorum: a MemberRemove would hang) instead of hanging; force-new-cluster-check says it is not
+# safe while a dead member's Node is still control-plane and safe once it is not; the backup
+# works without quorum; e1 restarted once with --force-new-cluster (what the cpm run's manifest
+# would do) is a lone member with every acknowledged write, and takes writes after a restart
+# without the flag. Prints the time and etcd calls of each join + promote.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/cpm_etcd_lib.sh"
 
@@ -152,6 +155,33 @@ rc=$?
 ms=$((($(date +%s%N) - t0) / 1000000))
 [ $rc = 1 ] && grep -q "lost quorum: 1 of 3 voting members answer" <<<"$out" && [ $ms -lt 30000 ] &&
 	ok "two of three dead: remove-stale refuses in ${ms} ms (lost quorum, --force-new-cluster named)" || fail "lost quorum: refused" "exit $rc in $ms ms: $out"
+
+# ---- multi -> single without quorum: checked, then forced ------------------------------------------------
+fnc() { cpm_etcd force-new-cluster-check --endpoints "$EPS" --name e1 --peer-url "$(peer_of e1)" --command-timeout 3s "$@" 2>&1; }
+out=$(fnc --control-plane-nodes e1,e2)
+rc=$?
+[ $rc = 1 ] && grep -q "not safe: member e2 is on a control-plane Node" <<<"$out" &&
+	ok "force-new-cluster-check with e2 still a control-plane Node: not safe (it may come back)" || fail "force check refuses while e2 is control-plane" "exit $rc: $out"
+out=$(fnc --control-plane-nodes e1)
+rc=$?
+[ $rc = 0 ] && grep -q "^force-new-cluster-check: safe" <<<"$out" &&
+	ok "force-new-cluster-check with e1 the only control-plane Node: safe" || fail "force check: safe" "exit $rc: $out"
+out=$(cpm_etcd backup --endpoints "$U1" --out "$T_TMP/before-force.db" 2>&1)
+[ $? = 0 ] && ok "a backup without quorum (the snapshot needs none)" || fail "a backup without quorum" "$out"
+want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["acked"])' "$T_TMP/writer.json" 2>/dev/null)
+if stop_within "$(cat "$T_TMP/e1.pid")" 30 e1; then
+	etcd_run e1 "$C1" "$P1" "$T_TMP/e1" "e1=$(peer_of e1)" new --force-new-cluster
+	if etcd_wait_healthy "$U1"; then
+		agree "forced to one (--force-new-cluster)" e1
+		got=$(etcd_count_w "$U1")
+		[ -n "$want" ] && [ "$got" = "$want" ] && ok "the forced member kept every acknowledged write ($got)" || fail "the forced member kept the writes" "$got of $want"
+		stop_within "$(cat "$T_TMP/e1.pid")" 30 e1 && etcd_run e1 "$C1" "$P1" "$T_TMP/e1" "e1=$(peer_of e1)" new
+		etcd_wait_healthy "$U1" && ectl --endpoints "$U1" put after-force yes >/dev/null &&
+			ok "restarted without the flag: a lone healthy member that takes writes" || fail "restarted without the flag" "$(tail -3 "$T_TMP/e1.log")"
+		out=$(fnc --control-plane-nodes e1)
+		[ $? = 1 ] && grep -q "only voting member already" <<<"$out" && ok "force-new-cluster-check afterwards: nothing to force" || fail "force check afterwards" "$out"
+	else fail "e1 starts with --force-new-cluster" "$(tail -3 "$T_TMP/e1.log")"; fi
+fi
 
 for f in "${FIG[@]}"; do echo "# figures: $f"; done
 t_summary
