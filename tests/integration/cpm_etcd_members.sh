@@ -138,6 +138,20 @@ agree "grown to two again" e1 e2
 join_promote e3
 agree "grown to three again" e1 e2 e3
 
+# ---- an interrupted join: its unstarted learner is replaced by the next join ------------------------
+P4=$(free_port) P5=$(free_port)
+out=$(cpm_etcd join --endpoints "$EPS" --name e4 --peer-url "https://127.0.0.1:$P4" --data-dir "$T_TMP/e4" 2>&1)
+[ $? = 0 ] && grep -q -- "-:unstarted:https://127.0.0.1:$P4" <<<"$(theirs)" && ok "join e4, never started: an unstarted learner" || fail "join e4" "$out"
+out=$(cpm_etcd join --endpoints "$EPS" --name e5 --peer-url "https://127.0.0.1:$P5" --data-dir "$T_TMP/e5" 2>&1)
+rc=$?
+t=$(theirs)
+if [ $rc = 0 ] && grep -q -- "-:unstarted:https://127.0.0.1:$P5" <<<"$t" && ! grep -q ":$P4" <<<"$t"; then
+	ok "join e5: e4's interrupted join removed first (etcd takes one learner), e5 added"
+else fail "join e5 replaces the interrupted learner" "$out; etcdctl [$t]"; fi
+id=$(cpm_etcd members --endpoints "$EPS" 2>/dev/null | awk -v u="https://127.0.0.1:$P5" '$3 == "unstarted" && $5 == u {print $1}')
+peer check "the unstarted e5 removed with etcdctl" ectl --endpoints "$EPS" member remove "$id"
+agree "after the interrupted joins" e1 e2 e3
+
 # ---- the writer -----------------------------------------------------------------------------------------
 if etcd_writer_stop "$T_TMP/writer.json"; then
 	read -r acked lost gap tries < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["acked"], d["lost"], d["max_gap_s"], d["failed_tries"])' "$T_TMP/writer.json")
