@@ -10,7 +10,7 @@
 #   make image [IMAGE_BIN=build/static/aws-k8s]   the container image, an OCI archive (build/image/)
 #   make clean
 CC ?= cc
-PKGS := libcurl openssl libcjson yaml-0.1 libmicrohttpd libxml-2.0 grpc libprotobuf-c blkid mount
+PKGS := libcurl openssl zlib libcjson yaml-0.1 libmicrohttpd libxml-2.0 grpc libprotobuf-c blkid mount
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS := $(shell pkg-config --libs $(PKGS))
 

@@ -9,6 +9,7 @@
 #include "common/base/flags.h"
 #include "common/base/log.h"
 #include "modules/cpm/cpm_approve.h"
+#include "modules/cpm/cpm_etcd.h"
 #include "modules/cpm/cpm_int.h"
 #include "modules/cpm/cpm_sched.h"
 #include "modules/cpm/cpm_sched_cmd.h"
@@ -69,6 +70,8 @@ static const char cpm_usage[] =
 	"      own with leader election: approves one waiting master at a time (Node annotations\n"
 	"      control-plane-manager.deckhouse.io/waiting-for-approval -> approved) and removes the\n"
 	"      approval once that node's cpm Pod is Ready. Its flags: 'aws-k8s cpm approve --help'.\n"
+	"  etcd backup|defrag|members|join|promote|remove-stale|update-peer-url ...\n"
+	"      etcd backups and membership over etcd's v3 API ('aws-k8s cpm etcd --help').\n"
 	"\n"
 	"The configuration: kubeadm.k8s.io/v1beta3 or v1beta4 ClusterConfiguration (kubernetesVersion,\n"
 	"controlPlaneEndpoint, networking, apiServer/controllerManager/scheduler extraArgs and\n"
@@ -199,6 +202,9 @@ int cpm_main(int argc, char **argv)
 	/* a role with flags of its own (the Deployment's command line) */
 	if (argc > 1 && strcmp(argv[1], "approve") == 0)
 		return cpm_approve_main(argc - 1, argv + 1);
+	/* `cpm etcd ...` has its own flags (cpm_etcd.c) */
+	if (argc > 1 && strcmp(argv[1], "etcd") == 0)
+		return cpm_etcd_main(argc - 1, argv + 1);
 	n = flags_parse("cpm", cpm_usage, cpm_flags, argc, argv);
 	if (n < 0)
 		return flags_exit_code(n);
