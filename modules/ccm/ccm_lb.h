@@ -27,7 +27,7 @@
 #define CCM_LB_MAX_SUBNETS 32
 #define CCM_LB_MAX_LABELS 16
 #define CCM_LB_MAX_INSTANCES 10000
-#define CCM_LB_MAX_PERMS 512
+#define CCM_LB_MAX_PERMS 1024 /* a group holds at most 1,000 ingress rules (AWS quota) */
 
 enum ccm_lb_type { CCM_LB_CLASSIC, CCM_LB_NLB, CCM_LB_NONE };
 

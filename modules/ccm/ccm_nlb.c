@@ -437,11 +437,18 @@ size_t ccm_nlb_node_rules(const struct ccm_nlb_spec *n, const char *lb_name,
 			add_rule(ret, &k, max, strcmp(n->p[i].proto, "UDP") == 0 ? "udp" : "tcp",
 				 n->p[i].node_port, n->p[i].node_port, clients[c],
 				 CCM_NLB_RULE_CLIENT, lb_name);
+	/* a health port whose client rule admits it from anywhere needs no health rule (as
+	 * upstream, which adds none when the clients are 0.0.0.0/0 on the health ports): a 3-port
+	 * NLB in 6 subnets would spend 18 of the group's 60 rules on them */
+	size_t n_client_rules = k;
 	for (size_t c = 0; c < n_health; c++)
 		for (size_t i = 0; i < (traffic ? n->n_p : 1); i++) {
 			int port = traffic ? n->p[i].node_port : (int)hc_port;
-			add_rule(ret, &k, max, "tcp", port, port, health[c], CCM_NLB_RULE_HEALTH,
-				 lb_name);
+			struct ccm_sg_perm any = {.proto = "tcp", .from = port, .to = port,
+						  .cidr = "0.0.0.0/0"};
+			if (!has_rule(ret, n_client_rules, &any))
+				add_rule(ret, &k, max, "tcp", port, port, health[c],
+					 CCM_NLB_RULE_HEALTH, lb_name);
 		}
 	for (size_t c = 0; c < n_clients; c++)
 		add_rule(ret, &k, max, "icmp", 3, 4, clients[c], CCM_NLB_RULE_MTU, lb_name);

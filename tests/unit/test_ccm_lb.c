@@ -352,3 +352,31 @@ TEST(ccm_lb_sg_rules_and_plan)
 	free(p);
 	free(s);
 }
+
+/* A group holds up to 1,000 ingress rules (AWS's quota at its maximum): every one is read back,
+ * or the controller misses its own rules past the cap, asks for them again (a duplicate-rule
+ * error on every re-check) and leaves them behind on delete. */
+TEST(ccm_sg_perms_parse_reads_a_full_group)
+{
+	struct buf x = BUF_INIT(0);
+	struct ccm_sg_perm *perms = calloc(CCM_LB_MAX_PERMS, sizeof(*perms));
+	xmlDoc *d = NULL;
+
+	ASSERT_NOT_NULL(perms);
+	ASSERT_OK(buf_printf(&x, "<g><ipPermissions>"));
+	for (int i = 0; i < 1000; i++)
+		ASSERT_OK(buf_printf(&x,
+				     "<item><ipProtocol>tcp</ipProtocol><fromPort>%d</fromPort>"
+				     "<toPort>%d</toPort><ipRanges><item><cidrIp>10.%d.0.0/16</cidrIp>"
+				     "<description>kubernetes.io/rule/nlb/client=a%d</description>"
+				     "</item></ipRanges></item>",
+				     30000 + i, 30000 + i, i % 256, i));
+	ASSERT_OK(buf_printf(&x, "</ipPermissions></g>"));
+	ASSERT_OK(aws_xml_parse(x.data, x.len, &d, NULL, 0));
+	ASSERT_EQ(ccm_sg_perms_parse(xmlDocGetRootElement(d), perms, CCM_LB_MAX_PERMS), 1000);
+	ASSERT_EQ(perms[999].from, 30999);
+	ASSERT_STREQ(perms[999].desc, "kubernetes.io/rule/nlb/client=a999");
+	xmlFreeDoc(d);
+	buf_release(&x);
+	free(perms);
+}

@@ -121,7 +121,7 @@ TEST(ccm_nlb_node_rules_described)
 	struct ccm_lb_spec *s = calloc(1, sizeof(*s));
 	struct ccm_nlb_spec *n = calloc(1, sizeof(*n));
 	struct ccm_sg_perm p[32];
-	const char clients[2][64] = {"10.0.0.0/8", "0.0.0.0/0"};
+	const char clients[2][64] = {"10.0.0.0/8", "192.168.0.0/16"};
 	const char health[2][64] = {"10.0.0.0/8", "172.31.0.0/20"};
 	char err[512] = "";
 
@@ -232,4 +232,33 @@ TEST(ccm_nlb_subnets_plan_discovered)
 		  CCM_NLB_SUBNETS_REFUSED);
 	ASSERT_CONTAINS(why, "zone us-east-1b has subnet subnet-b, which cannot be replaced by "
 			     "subnet-b2");
+/* clients from anywhere: the health ports are admitted already, no health rule (a 3-port NLB in
+ * 6 subnets made 18 of them: 50 NLBs put 1,101 rules on one node group, past the 512 the
+ * controller reads back, and every re-check then failed on a duplicate rule) */
+TEST(ccm_nlb_node_rules_no_health_when_open)
+{
+	struct ccm_lb_spec *s = calloc(1, sizeof(*s));
+	struct ccm_nlb_spec *n = calloc(1, sizeof(*n));
+	struct ccm_sg_perm p[32];
+	const char any[1][64] = {"0.0.0.0/0"};
+	const char health[3][64] = {"172.31.0.0/20", "172.31.16.0/20", "172.31.32.0/20"};
+	char err[512] = "";
+
+	ASSERT_OK(parse_nlb("", "", s, n, err, sizeof(err)));
+	size_t k = ccm_nlb_node_rules(n, "alb", any, 1, health, 3, p, 32);
+	ASSERT_EQ(k, 3); /* 2 client rules, 1 mtu */
+	for (size_t i = 0; i < k; i++)
+		ASSERT_CONTAINS(p[i].desc, i < 2 ? "/client=alb" : "/mtu=alb");
+	/* a health-check port that no client rule opens keeps its rules */
+	ASSERT_OK(parse_nlb(", " ANN "healthcheck-port\":\"31000\"", "", s, n, err, sizeof(err)));
+	k = ccm_nlb_node_rules(n, "alb", any, 1, health, 3, p, 32);
+	ASSERT_EQ(k, 6); /* 2 client, 3 health on 31000, 1 mtu */
+	ASSERT_EQ(p[2].from, 31000);
+	ASSERT_STREQ(p[4].cidr, "172.31.32.0/20");
+	ASSERT_CONTAINS(p[4].desc, "/health=alb");
+	/* the health-check port is one of the open NodePorts: none */
+	ASSERT_OK(parse_nlb(", " ANN "healthcheck-port\":\"30443\"", "", s, n, err, sizeof(err)));
+	ASSERT_EQ(ccm_nlb_node_rules(n, "alb", any, 1, health, 3, p, 32), 3);
+	free(s);
+	free(n);
 }
