@@ -232,6 +232,8 @@ TEST(ccm_nlb_subnets_plan_discovered)
 		  CCM_NLB_SUBNETS_REFUSED);
 	ASSERT_CONTAINS(why, "zone us-east-1b has subnet subnet-b, which cannot be replaced by "
 			     "subnet-b2");
+}
+
 /* clients from anywhere: the health ports are admitted already, no health rule (a 3-port NLB in
  * 6 subnets made 18 of them: 50 NLBs put 1,101 rules on one node group, past the 512 the
  * controller reads back, and every re-check then failed on a duplicate rule) */
