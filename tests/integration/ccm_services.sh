@@ -215,7 +215,9 @@ left=$(moto_py "
 elb = client('elb')
 print(len(elb.describe_load_balancers()['LoadBalancerDescriptions']), len([g for g in ec2.describe_security_groups()['SecurityGroups'] if g['GroupName'].startswith('k8s-elb-')]))")
 [ "$left" = "0 0" ] && ok "moto holds no load balancer and no k8s-elb- group" || fail "moto state after delete" "$left"
-grep -q DeletedLoadBalancer <<<"$(events_of web)" && ok "Event DeletedLoadBalancer" || fail "DeletedLoadBalancer" "$(events_of web)"
+# Events are sent by the recorder's own thread: the last one may land after the Service is gone
+deleted_event() { grep -q DeletedLoadBalancer <<<"$(events_of web)"; }
+wait_until 20 deleted_event && ok "Event DeletedLoadBalancer" || fail "DeletedLoadBalancer" "$(events_of web)"
 
 [ "$T_FAIL" = 0 ] || grep -E '^[EW]' "$T_TMP/ccm1.log" | head -20
 echo "# AWS calls: create $create_calls, re-sync after a label 0 = $label_calls, full re-check $verify_calls, delete $delete_calls"
