@@ -23,8 +23,8 @@
 #
 # Environment: SERVICES (default 100), NODES (default 1000), STEADY (seconds, default 60),
 # WORKERS (--concurrent-service-syncs, default 4; upstream's default is 1), ALL (1: phase 4).
-# moto sets the pace (a DescribeTargetHealth of 1,000 targets, 1,500 RegisterTargets): about
-# 20 min on the 2-core machine with other work on it (load average 15-20).
+# moto sets the pace (a DescribeTargetHealth of 1,000 targets, 1,500 RegisterTargets): 5.5 min
+# on the 2-core machine at load average 3-8, 22 min at 15-20.
 # The node security group collects 3 rules per NLB (its client ports), one per ELB and a shared
 # MTU rule: moto's 60-rule limit per group is lifted here (AWS's quota can be raised to 1,000).
 . "$(dirname "$0")/../lib/testlib.sh"
