@@ -8,7 +8,9 @@
 
 #include "common/base/flags.h"
 #include "common/base/log.h"
+#include "common/kube/kubeflags.h"
 #include "modules/cpm/cpm_int.h"
+#include "modules/cpm/cpm_run.h"
 
 static const char cpm_usage[] =
 	"The control-plane manager: renders what kubeadm would for a control-plane node (the PKI,\n"
@@ -17,6 +19,26 @@ static const char cpm_usage[] =
 	"d8-control-plane-manager-config holds, without a kubeadm binary.\n"
 	"\n"
 	"Commands:\n"
+	"  (none) | converge [--config-dir DIR] [--pki-dir DIR] [--root DIR] [--kubeconfig FILE]\n"
+	"      Deckhouse's DaemonSet run, one-shot then idle: removes orphan kubeadm patches;\n"
+	"      annotates the Node control-plane-manager.deckhouse.io/waiting-for-approval and waits\n"
+	"      (--approval-retries x --approval-interval, 42 x 10s) for .../approved (set by\n"
+	"      'cpm approve'); refuses to go on when the etcd manifest's --advertise-client-urls IP\n"
+	"      is not MY_IP, its --name not the node or its --data-dir not /var/lib/etcd, or when\n"
+	"      kubelet.conf does not point at https://127.0.0.1:6445; installs kubeadm-config.yaml\n"
+	"      and the <component>.yaml.tpl patches (env expanded) under\n"
+	"      /etc/kubernetes/deckhouse/kubeadm/, the d8-pki files under /etc/kubernetes/pki, the\n"
+	"      certificates and kubeconfigs as render does, the extra-file-* (0600) under\n"
+	"      /etc/kubernetes/deckhouse/extra-files/; converges kube-apiserver,\n"
+	"      kube-controller-manager, kube-scheduler, etcd in that order: the manifest with the\n"
+	"      kubeadm patches (TARGET[suffix][+strategic|merge|json].{yaml,json}) applied is\n"
+	"      written when the live one lacks its checksum, then the mirror pod <comp>-<node> must\n"
+	"      show it and be Ready (--pod-ready-retries x 1s; for kube-apiserver the manifest is\n"
+	"      moved out and back once more, kubernetes#109596). Every replaced or removed file is\n"
+	"      first copied to /etc/kubernetes/deckhouse/backup/<YYYY-MM-DD>_<configChecksum>/<path>\n"
+	"      (newest 5 folders kept). Then writes last_applied_configuration_checksum, answers ok\n"
+	"      on /readyz (--healthz-bind-address, 127.0.0.1:8095) and waits for SIGTERM (exit 0).\n"
+	"      The node is NODE_NAME (or the hostname), its IP MY_IP.\n"
 	"  render --config FILE [--root DIR] [--node-name N] [--my-ip IP] [--dry-run]\n"
 	"      Writes under DIR (as kubeadm's --rootfs; default /), then stops:\n"
 	"      - etc/kubernetes/pki: the leaf certificates of kubeadm's table (apiserver,\n"
@@ -55,8 +77,8 @@ static const char cpm_usage[] =
 	"and InitConfiguration (nodeRegistration.name, localAPIEndpoint); NODE_NAME and MY_IP, as\n"
 	"Deckhouse's DaemonSet sets them, win over the latter.\n"
 	"\n"
-	"Not built yet (issue 18, part 2): the converge with backups and waiting for the mirror pods,\n"
-	"the one-master-at-a-time approval, kubeadm patches, the deploy/ DaemonSet.\n"
+	"Not built yet (issue 18): etcd's join as a learner and its promotion, waiting for the\n"
+	"image-holder containers.\n"
 	"\n"
 	"Exit codes: 0 done, 1 a step failed (the failed step says why; the steps before it are\n"
 	"kept), 2 usage error.";
@@ -80,6 +102,8 @@ static const struct flag cpm_flags[] = {
 	{ "root-kubeconfig-symlink", FLAG_BOOL, &root_symlink, "false", NULL,
 	  "render: also link ROOT/root/.kube/config to /etc/kubernetes/admin.conf "
 	  "(Deckhouse's rootKubeconfigSymlink)." },
+	CPM_RUN_FLAGS,
+	KUBE_FLAGS_QPS("5", "10"),
 	LOG_FLAGS,
 	{ NULL },
 };
@@ -157,10 +181,13 @@ int cpm_main(int argc, char **argv)
 
 	if (n < 0)
 		return flags_exit_code(n);
-	if (n == 0) {
-		fprintf(stderr, "aws-k8s cpm: a command is needed: render or certs (see 'aws-k8s "
-				"cpm --help')\n");
+	if (n > 1 && strcmp(argv[0], "converge") == 0) {
+		fprintf(stderr, "aws-k8s cpm converge: unexpected argument '%s'\n", argv[1]);
 		r = 2;
+	} else if (n == 0 || strcmp(argv[0], "converge") == 0) {
+		r = cpm_run(&(struct cpm_run_opts){ .root = root, .node_name = node_name,
+						     .my_ip = my_ip,
+						     .root_kubeconfig_symlink = root_symlink });
 	} else if (strcmp(argv[0], "render") == 0) {
 		if (n > 1) {
 			fprintf(stderr, "aws-k8s cpm render: unexpected argument '%s'\n", argv[1]);
@@ -171,7 +198,7 @@ int cpm_main(int argc, char **argv)
 	} else if (strcmp(argv[0], "certs") == 0) {
 		r = certs(n - 1, argv + 1);
 	} else {
-		fprintf(stderr, "aws-k8s cpm: unknown command '%s' (render, certs; see 'aws-k8s cpm "
+		fprintf(stderr, "aws-k8s cpm: unknown command '%s' (converge, render, certs; see 'aws-k8s cpm "
 				"--help')\n", argv[0]);
 		r = 2;
 	}
