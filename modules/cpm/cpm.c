@@ -23,7 +23,8 @@ static const char cpm_usage[] =
 	"      Deckhouse's DaemonSet run, one-shot then idle: removes orphan kubeadm patches;\n"
 	"      annotates the Node control-plane-manager.deckhouse.io/waiting-for-approval and waits\n"
 	"      (--approval-retries x --approval-interval, 42 x 10s) for .../approved (set by\n"
-	"      'cpm approve'); refuses to go on when the etcd manifest's --advertise-client-urls IP\n"
+	"      'cpm approve'); with MY_POD_NAME, waits for that pod's image-holder containers;\n"
+	"      refuses to go on when the etcd manifest's --advertise-client-urls IP\n"
 	"      is not MY_IP, its --name not the node or its --data-dir not /var/lib/etcd, or when\n"
 	"      kubelet.conf does not point at https://127.0.0.1:6445; installs kubeadm-config.yaml\n"
 	"      and the <component>.yaml.tpl patches (env expanded) under\n"
@@ -77,8 +78,7 @@ static const char cpm_usage[] =
 	"and InitConfiguration (nodeRegistration.name, localAPIEndpoint); NODE_NAME and MY_IP, as\n"
 	"Deckhouse's DaemonSet sets them, win over the latter.\n"
 	"\n"
-	"Not built yet (issue 18): etcd's join as a learner and its promotion, waiting for the\n"
-	"image-holder containers.\n"
+	"Not built yet (issue 18): etcd's join as a learner and its promotion.\n"
 	"\n"
 	"Exit codes: 0 done, 1 a step failed (the failed step says why; the steps before it are\n"
 	"kept), 2 usage error.";
@@ -186,7 +186,7 @@ int cpm_main(int argc, char **argv)
 		r = 2;
 	} else if (n == 0 || strcmp(argv[0], "converge") == 0) {
 		r = cpm_run(&(struct cpm_run_opts){ .root = root, .node_name = node_name,
-						     .my_ip = my_ip,
+						     .my_ip = my_ip, .pod_name = getenv("MY_POD_NAME"),
 						     .root_kubeconfig_symlink = root_symlink });
 	} else if (strcmp(argv[0], "render") == 0) {
 		if (n > 1) {

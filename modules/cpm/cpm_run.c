@@ -508,6 +508,14 @@ static int steps(struct run *run, struct kube_client *kc)
 			      cpm_run_approval_interval, cancel_root(), err, sizeof(err));
 	if (r < 0)
 		return fail(run, "approval: %s", r == -ECANCELED ? "stopped" : err);
+	if (run->o->pod_name && run->o->pod_name[0]) {
+		log_info("phase: waiting for the image-holder containers",
+			 KV_S("pod", run->o->pod_name));
+		r = cpm_image_holders_wait(kc, run->o->pod_name, (int)cpm_run_approval_tries,
+					   cpm_run_approval_interval, cancel_root(), err, sizeof(err));
+		if (r < 0)
+			return fail(run, "image holders: %s", r == -ECANCELED ? "stopped" : err);
+	}
 	if (check_etcd_manifest(run) < 0 || check_kubelet_config(run) < 0)
 		return -1;
 	log_info("phase: install kubeadm configuration and base PKI");

@@ -1,6 +1,7 @@
 /* `aws-k8s cpm` (no command) and `aws-k8s cpm converge`: Deckhouse's control-plane-manager run,
  * one-shot, ending in an idle wait (controller.go):
  *   remove orphan patch files; annotate the Node waiting-for-approval and wait for approved;
+ *   with MY_POD_NAME, wait for that pod's image-holder containers to be ready;
  *   checkEtcdManifest; checkKubeletConfig; install the kubeadm config and patches under
  *   /etc/kubernetes/deckhouse/kubeadm/ and the base PKI from the d8-pki files; the leaf
  *   certificates and kubeconfigs (as render); the root kubeconfig symlink when asked; the extra
@@ -42,6 +43,7 @@ extern int64_t cpm_run_approval_interval, cpm_run_pod_interval;
 
 struct cpm_run_opts {
 	const char *root, *node_name, *my_ip;
+	const char *pod_name; /* MY_POD_NAME: its image-holder containers are waited for */
 	bool root_kubeconfig_symlink;
 };
 

@@ -76,6 +76,19 @@ int cpm_approval_wait(struct kube_client *kc, const char *node, int tries, int64
 	return -ETIMEDOUT;
 }
 
+/* GET kube-system/pod; on failure a sentence in err (when given). */
+static int system_pod(struct kube_client *kc, const char *pod, cJSON **ret, char *err,
+		      size_t errlen)
+{
+	struct kube_status st = { 0 };
+	int r = kube_get(kc, KUBE_REF(&kube_pods, "kube-system", pod), ret, &st);
+
+	if (r < 0 && err)
+		snprintf(err, errlen, "cannot get pod kube-system/%s: %s %s", pod, strerror(-r),
+			 st.message);
+	return r;
+}
+
 /* 1 when the pod carries checksum and is Ready; 0 otherwise, what was seen in why. */
 static int pod_state(const cJSON *pod, const char *checksum, char *why, size_t n)
 {
@@ -103,9 +116,8 @@ int cpm_mirror_pod_wait(struct kube_client *kc, const char *pod, const char *che
 	char why[256] = "not looked at";
 
 	for (int i = 0; i < tries; i++) {
-		struct kube_status st = { 0 };
 		cJSON *obj = NULL;
-		int r = kube_get(kc, KUBE_REF(&kube_pods, "kube-system", pod), &obj, &st);
+		int r = system_pod(kc, pod, &obj, NULL, 0);
 		if (r == -ECANCELED)
 			return r;
 		if (r < 0) {
@@ -126,5 +138,47 @@ int cpm_mirror_pod_wait(struct kube_client *kc, const char *pod, const char *che
 		 "timeout waiting for pod kube-system/%s to become ready with checksum %s after %d "
 		 "tries (last seen: %s)",
 		 pod, checksum, tries, why);
+	return -ETIMEDOUT;
+}
+
+/* The first container (but control-plane-manager) not ready, or NULL when all are. */
+static const char *holder_not_ready(const cJSON *pod)
+{
+	const cJSON *c, *statuses = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(pod, "status"), "containerStatuses");
+
+	cJSON_ArrayForEach(c, statuses) {
+		const char *name = json_str_key(c, "name");
+		if (name && strcmp(name, "control-plane-manager") != 0 &&
+		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "ready")))
+			return name;
+	}
+	return NULL;
+}
+
+int cpm_image_holders_wait(struct kube_client *kc, const char *pod, int tries, int64_t interval_ns,
+			   struct cancel *ct, char *err, size_t errlen)
+{
+	char last[128] = "";
+
+	for (int i = 0; i < tries; i++) {
+		cJSON *obj = NULL;
+		int r = system_pod(kc, pod, &obj, err, errlen);
+		if (r < 0)
+			return r;
+		const char *name = holder_not_ready(obj);
+		if (!name) {
+			cJSON_Delete(obj);
+			return 0;
+		}
+		snprintf(last, sizeof(last), "%s", name);
+		cJSON_Delete(obj);
+		log_info("waiting for the image-holder containers", KV_S("pod", pod),
+			 KV_S("notReady", last));
+		if (cancel_wait(ct, interval_ns))
+			return -ECANCELED;
+	}
+	snprintf(err, errlen, "container %s of pod kube-system/%s is not ready after %d tries", last,
+		 pod, tries);
 	return -ETIMEDOUT;
 }

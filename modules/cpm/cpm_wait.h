@@ -21,6 +21,11 @@ struct cancel;
  * up to tries times, interval_ns apart, for the approved annotation. */
 int cpm_approval_wait(struct kube_client *kc, const char *node, int tries, int64_t interval_ns,
 		      struct cancel *ct, char *err, size_t errlen);
+/* Deckhouse's waitImageHolderContainers: polls kube-system/pod (this cpm's own, MY_POD_NAME) up
+ * to tries times, interval_ns apart, until every container but control-plane-manager is ready
+ * (the image-holder containers that pre-pull the control-plane images). */
+int cpm_image_holders_wait(struct kube_client *kc, const char *pod, int tries, int64_t interval_ns,
+			   struct cancel *ct, char *err, size_t errlen);
 /* Polls kube-system/pod up to tries times, interval_ns apart, until its annotation
  * control-plane-manager.deckhouse.io/checksum is checksum and its condition Ready is True. */
 int cpm_mirror_pod_wait(struct kube_client *kc, const char *pod, const char *checksum, int tries,

@@ -15,7 +15,8 @@
 # last_applied unchanged, the backup restorable; kube-apiserver held NotReady is moved out and
 # back once (kubernetes#109596) before failing; kubeadm patches from the Secret (strategic merge
 # of the container by name, env expanded) show in the manifest, and an orphan patch is removed
-# (backed up); checkEtcdManifest's three refusals and checkKubeletConfig's two; usage; --help.
+# (backed up); with MY_POD_NAME the image-holder containers are waited for; checkEtcdManifest's
+# three refusals and checkKubeletConfig's two; usage; --help.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/cpm_lib.sh"
 
@@ -59,7 +60,7 @@ HZ=$(free_port)
 cpm_bg() {
 	local name=$1
 	shift
-	NODE_NAME=$NODE MY_IP=${MYIP:-$IP} "$AWS_K8S" cpm "$@" --config-dir "$CD" --pki-dir "$PD" --root "$R" \
+	NODE_NAME=$NODE MY_IP=${MYIP:-$IP} MY_POD_NAME=${PODNAME:-} "$AWS_K8S" cpm "$@" --config-dir "$CD" --pki-dir "$PD" --root "$R" \
 		--kubeconfig "$KC" --healthz-bind-address "127.0.0.1:$HZ" --approval-interval 200ms \
 		--approval-retries 300 --pod-ready-interval 200ms --pod-ready-retries "${TRIES:-150}" \
 		>"$T_TMP/$name.log" 2>&1 &
@@ -275,6 +276,23 @@ cpm_bg run7
 converged && ok "run 7 (patch unchanged): converged" || fail "run 7: converged" "$(tail -5 "$T_TMP/run7.log")"
 [ "$before" = "$(snapshot)" ] && ok "run 7: with a patch, a second run changes no file either" || fail "run 7: no file changed" "$(diff <(echo "$before") <(snapshot) | head -4 | tr '\n' ';')"
 stop_cpm "run 7"
+
+# ---- MY_POD_NAME: its image-holder containers are waited for (Deckhouse's waitImageHolderContainers)
+holders() { # holders READY: the pod's container statuses
+	printf '{"status":{"phase":"Running","containerStatuses":[{"name":"control-plane-manager","ready":false,"restartCount":0,"image":"x","imageID":""},{"name":"image-holder-etcd","ready":%s,"restartCount":0,"image":"x","imageID":""}]}}' "$1"
+}
+curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' "$API/api/v1/namespaces/kube-system/pods" \
+	-d '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"d8-control-plane-manager-x","namespace":"kube-system"},"spec":{"nodeName":"'"$NODE"'","containers":[{"name":"control-plane-manager","image":"x"},{"name":"image-holder-etcd","image":"x"}]},'"$(holders false | sed 's/^{//')" ||
+	peer fail "the cpm pod with an image holder is created"
+PODNAME=d8-control-plane-manager-x cpm_bg run8
+if wait_for 60 grep -q 'waiting for the image-holder containers.*notReady="image-holder-etcd"' "$T_TMP/run8.log"; then
+	sleep 1
+	! readyz && kill -0 "$CPM_PID" 2>/dev/null && ok "run 8: waits while an image-holder container of MY_POD_NAME is not ready" || fail "run 8: waits for the image holders"
+else fail "run 8: waits for the image-holder containers" "$(tail -3 "$T_TMP/run8.log")"; fi
+curl -sf -o /dev/null -X PATCH -H 'Content-Type: application/merge-patch+json' "$API/api/v1/namespaces/kube-system/pods/d8-control-plane-manager-x/status" -d "$(holders true)" ||
+	peer fail "the image holder is made ready"
+converged && ok "run 8: converges once the image holder is ready (control-plane-manager's own readiness not needed)" || fail "run 8: converges once the image holder is ready" "$(tail -3 "$T_TMP/run8.log")"
+stop_cpm "run 8"
 
 # ---- refusals ---------------------------------------------------------------------------------------------
 refused() { # refused NAME PATTERN: a run that must end with exit 1 and the message
