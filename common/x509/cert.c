@@ -48,7 +48,9 @@ static int validity_set(X509 *x, const struct x509_spec *s)
 {
 	int64_t start = s->start ? s->start : (int64_t)time(NULL);
 
-	if (!ASN1_TIME_set(X509_getm_notBefore(x), (time_t)(start - X509_SKEW_S)) ||
+	int64_t back = s->backdate_s > 0 ? s->backdate_s : X509_SKEW_S;
+
+	if (!ASN1_TIME_set(X509_getm_notBefore(x), (time_t)(start - back)) ||
 	    !ASN1_TIME_set(X509_getm_notAfter(x), (time_t)(start + s->duration_s)))
 		return -EINVAL;
 	return 0;

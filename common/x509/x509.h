@@ -23,8 +23,8 @@
  *
  * Keys are EC P-256 or RSA (2048 to 8192 bits); certificates and CSRs are signed with SHA-256.
  * A certificate has a random positive 128-bit serial, a subjectKeyIdentifier and an
- * authorityKeyIdentifier (the CA's, when it has one), and is valid from X509_SKEW_S before its
- * start (clock skew) to duration_s after it. A CA gets basicConstraints CA:TRUE and keyUsage
+ * authorityKeyIdentifier (the CA's, when it has one), and is valid from backdate_s (default
+ * X509_SKEW_S) before its start (clock skew) to duration_s after it. A CA gets basicConstraints CA:TRUE and keyUsage
  * keyCertSign, cRLSign, digitalSignature (both critical); a leaf gets CA:FALSE, keyUsage
  * digitalSignature (and keyEncipherment for an RSA key) and the extKeyUsage of its usages. A CA
  * with usages also gets that extKeyUsage (a self-signed serving certificate, as the ccm's).
@@ -46,7 +46,8 @@
 #include <stdint.h>
 
 #define X509_YEAR ((int64_t)365 * 24 * 3600)
-/* A certificate's not-before is this long before its start (as client-go and kubeadm). */
+/* A certificate's not-before is by default this long before its start (client-go's self-signed
+ * certificates; kubeadm backdates by 5 minutes: x509_spec.backdate_s). */
 #define X509_SKEW_S ((int64_t)3600)
 #define X509_PEM_MAX ((size_t)1 << 20)
 #define X509_BUNDLE_MAX 1000
@@ -78,6 +79,7 @@ struct x509_spec {
 	unsigned usages;    /* enum x509_usage bits; a leaf needs at least one */
 	int64_t start;	    /* unix seconds; 0: now */
 	int64_t duration_s; /* > 0: not-after = start + duration_s */
+	int64_t backdate_s; /* > 0: not-before = start - backdate_s; 0: start - X509_SKEW_S */
 };
 
 /* Names read back from a certificate or a CSR. Each list is NULL when empty. */

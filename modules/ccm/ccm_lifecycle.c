@@ -13,63 +13,26 @@
 #include "common/base/json.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
+#include "common/kube/drain.h"
 #include "common/kube/events.h"
 #include "common/kube/informer.h"
 #include "common/kube/rest.h"
 #include "common/kube/workqueue.h"
 #include "modules/ccm/ccm_controllers.h"
 
-/* Adds (add true) or removes the shutdown taint on a fresh copy of the Node. */
-static int taint_mutate(void *ud, cJSON *obj)
-{
-	bool add = *(bool *)ud;
-	cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
-	cJSON *taints = spec ? cJSON_GetObjectItemCaseSensitive(spec, "taints") : NULL;
-	int found = -1;
-
-	for (int i = 0; i < cJSON_GetArraySize(taints); i++) {
-		const char *k = json_str(cJSON_GetArrayItem(taints, i), "key");
-		if (k && strcmp(k, CCM_TAINT_SHUTDOWN) == 0)
-			found = i;
-	}
-	if (!add) {
-		if (found < 0)
-			return 1;
-		cJSON_DeleteItemFromArray(taints, found);
-		return 0;
-	}
-	if (found >= 0)
-		return 1;
-	if (!spec && !(spec = cJSON_AddObjectToObject(obj, "spec")))
-		return -ENOMEM;
-	if (!cJSON_IsArray(taints)) {
-		cJSON_DeleteItemFromObjectCaseSensitive(spec, "taints");
-		if (!(taints = cJSON_AddArrayToObject(spec, "taints")))
-			return -ENOMEM;
-	}
-	cJSON *t = cJSON_CreateObject();
-	if (!t || !cJSON_AddStringToObject(t, "key", CCM_TAINT_SHUTDOWN) ||
-	    !cJSON_AddStringToObject(t, "effect", "NoSchedule")) {
-		cJSON_Delete(t);
-		return -ENOMEM;
-	}
-	cJSON_AddItemToArray(taints, t);
-	return 0;
-}
-
+/* Adds (add true) or removes the shutdown taint (kube_node_taint: a GET/PUT on the Node's
+ * resourceVersion, retried on conflict; nothing written when already so). */
 static int set_taint(struct ccm *m, const char *name, bool add)
 {
-	struct kube_status st = {0};
 	int r;
 
 	if (!ccm_may_act(m))
 		return -ECANCELED;
-	r = kube_update_retry(m->kc, KUBE_REF(&kube_nodes, NULL, name), taint_mutate, &add, NULL,
-			      &st);
+	r = kube_node_taint(m->kc, name, CCM_TAINT_SHUTDOWN, NULL, add ? "NoSchedule" : NULL, add);
 	if (r < 0 && r != -ENOENT) {
 		log_error(add ? "failed to add the shutdown taint"
 			      : "failed to remove the shutdown taint",
-			  KV_S("node", name), KV_S("error", st.message), KV_E(r));
+			  KV_S("node", name), KV_E(r));
 		return r;
 	}
 	if (r == 0)

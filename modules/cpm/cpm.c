@@ -9,8 +9,12 @@
 #include "common/base/flags.h"
 #include "common/base/log.h"
 #include "common/kube/kubeflags.h"
+#include "modules/cpm/cpm_approve.h"
 #include "modules/cpm/cpm_int.h"
 #include "modules/cpm/cpm_run.h"
+#include "modules/cpm/cpm_sched.h"
+#include "modules/cpm/cpm_sched_cmd.h"
+#include "modules/cpm/cpm_version.h"
 
 static const char cpm_usage[] =
 	"The control-plane manager: renders what kubeadm would for a control-plane node (the PKI,\n"
@@ -36,7 +40,7 @@ static const char cpm_usage[] =
 	"      written when the live one lacks its checksum, then the mirror pod <comp>-<node> must\n"
 	"      show it and be Ready (--pod-ready-retries x 1s; for kube-apiserver the manifest is\n"
 	"      moved out and back once more, kubernetes#109596). Every replaced or removed file is\n"
-	"      first copied to /etc/kubernetes/deckhouse/backup/<YYYY-MM-DD>_<configChecksum>/<path>\n"
+	"      first copied under /etc/kubernetes/deckhouse/backup/<YYYY-MM-DD>_<configChecksum>/\n"
 	"      (newest 5 folders kept). Then writes last_applied_configuration_checksum, answers ok\n"
 	"      on /readyz (--healthz-bind-address, 127.0.0.1:8095) and waits for SIGTERM (exit 0).\n"
 	"      The node is NODE_NAME (or the hostname), its IP MY_IP.\n"
@@ -58,7 +62,8 @@ static const char cpm_usage[] =
 	"        file it names under /etc/kubernetes).\n"
 	"      A file is written only when it changes: a second run with nothing changed touches\n"
 	"      nothing. Each step is printed with its outcome and duration. --dry-run says what\n"
-	"      would change and writes nothing (exit 0 either way).\n"
+	"      would change (a manifest's change as `diff -u`; a certificate's with its reason)\n"
+	"      and writes nothing (exit 0 either way).\n"
 	"  certs check-expiration [--root DIR]\n"
 	"      kubeadm's table of the certificates (and kubeconfigs) with their expiry, residual\n"
 	"      time and CA, then the CAs'.\n"
@@ -71,6 +76,22 @@ static const char cpm_usage[] =
 	"      its own). Restart the control-plane pods afterwards. --config gives the validity\n"
 	"      (certificateValidityPeriod) and key type (encryptionAlgorithm); default 1 year,\n"
 	"      RSA-2048.\n"
+	"  version plan --target V|Default --control-plane NODE=V ... [--kubelet NODE=V ...]\n"
+	"      [--max-used V]   (or --kubeconfig FILE: the versions read from the cluster)\n"
+	"      The steps of a Kubernetes version change as Deckhouse makes them (one minor at a\n"
+	"      time, the skew rules, the version map); a refused change names the rule. See\n"
+	"      'aws-k8s cpm version --help'.\n"
+	"  scheduler-config --kubernetes-version V [--webhooks FILE] [--cluster-domain D]\n"
+	"      [--cluster-ca FILE]\n"
+	"      Prints kube-scheduler's configuration: Deckhouse's two profiles and an extender per\n"
+	"      KubeSchedulerWebhookConfiguration webhook. render --scheduler-webhooks FILE writes\n"
+	"      it to " CPM_SCHED_CONFIG_PATH " (before the manifests,\n"
+	"      so the kube-scheduler checksum covers it).\n"
+	"  approve [flags]\n"
+	"      The one-master-at-a-time controller (Deckhouse's update_approval hook), a role of its\n"
+	"      own with leader election: approves one waiting master at a time (Node annotations\n"
+	"      control-plane-manager.deckhouse.io/waiting-for-approval -> approved) and removes the\n"
+	"      approval once that node's cpm Pod is Ready. Its flags: 'aws-k8s cpm approve --help'.\n"
 	"\n"
 	"The configuration: kubeadm.k8s.io/v1beta3 or v1beta4 ClusterConfiguration (kubernetesVersion,\n"
 	"controlPlaneEndpoint, networking, apiServer/controllerManager/scheduler extraArgs and\n"
@@ -83,7 +104,7 @@ static const char cpm_usage[] =
 	"Exit codes: 0 done, 1 a step failed (the failed step says why; the steps before it are\n"
 	"kept), 2 usage error.";
 
-static char *config_path, *root, *node_name, *my_ip;
+static char *config_path, *root, *node_name, *my_ip, *sched_webhooks;
 static bool dry_run, root_symlink;
 
 static const struct flag cpm_flags[] = {
@@ -102,6 +123,9 @@ static const struct flag cpm_flags[] = {
 	{ "root-kubeconfig-symlink", FLAG_BOOL, &root_symlink, "false", NULL,
 	  "render: also link ROOT/root/.kube/config to /etc/kubernetes/admin.conf "
 	  "(Deckhouse's rootKubeconfigSymlink)." },
+	{ "scheduler-webhooks", FLAG_STRING, &sched_webhooks, NULL, NULL,
+	  "render: also write " CPM_SCHED_CONFIG_PATH " from this YAML file of "
+	  "KubeSchedulerWebhookConfigurations (see 'aws-k8s cpm scheduler-config --help')." },
 	CPM_RUN_FLAGS,
 	KUBE_FLAGS_QPS("5", "10"),
 	LOG_FLAGS,
@@ -124,6 +148,7 @@ static int render(void)
 	struct cpm_config cfg = { 0 };
 	struct cpm_pki_input in;
 	int64_t t0 = cpm_report_clock_ms();
+	char *sched = NULL, sched_detail[300], err[600] = "";
 	int r;
 
 	if (!config_path || !config_path[0]) {
@@ -132,6 +157,14 @@ static int render(void)
 	}
 	if (load_config(&cfg) < 0)
 		return 1;
+	/* the webhooks are checked before anything is written */
+	if (sched_webhooks && sched_webhooks[0] &&
+	    cpm_sched_for_render(&cfg, root, sched_webhooks, &sched, sched_detail,
+				 sizeof(sched_detail), err, sizeof(err)) < 0) {
+		fprintf(stderr, "aws-k8s cpm render: the scheduler webhooks %s\n", err);
+		cpm_config_release(&cfg);
+		return 1;
+	}
 	cpm_config_pki_input(&cfg, root, &in);
 	in.root_kubeconfig_symlink = root_symlink;
 	r = cpm_pki_converge(&in, dry_run, &rep);
@@ -139,6 +172,8 @@ static int render(void)
 		r = cpm_sa_converge(&in, dry_run, &rep);
 	if (r >= 0)
 		r = cpm_kubeconfigs_converge(&in, dry_run, &rep);
+	if (r >= 0 && sched)
+		r = cpm_sched_write(root, sched, dry_run, sched_detail, &rep);
 	if (r >= 0)
 		r = cpm_manifests_converge(&cfg, root, dry_run, &rep);
 	if (r < 0)
@@ -154,6 +189,7 @@ static int render(void)
 		       cpm_report_count(&rep, CPM_STEP_UPDATED),
 		       cpm_report_count(&rep, CPM_STEP_UNCHANGED),
 		       (long long)(cpm_report_clock_ms() - t0));
+	free(sched);
 	cpm_report_release(&rep);
 	cpm_config_release(&cfg);
 	return r < 0 ? 1 : 0;
@@ -177,8 +213,17 @@ static int certs(int argc, char **argv)
 
 int cpm_main(int argc, char **argv)
 {
-	int r, n = flags_parse("cpm", cpm_usage, cpm_flags, argc, argv);
+	int r, n;
 
+	/* commands with flags of their own (the command word first) */
+	if (argc > 1 && strcmp(argv[1], "version") == 0)
+		return cpm_version_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "scheduler-config") == 0)
+		return cpm_sched_main(argc - 1, argv + 1);
+	/* a role with flags of its own (the Deployment's command line) */
+	if (argc > 1 && strcmp(argv[1], "approve") == 0)
+		return cpm_approve_main(argc - 1, argv + 1);
+	n = flags_parse("cpm", cpm_usage, cpm_flags, argc, argv);
 	if (n < 0)
 		return flags_exit_code(n);
 	if (n > 1 && strcmp(argv[0], "converge") == 0) {
@@ -198,7 +243,8 @@ int cpm_main(int argc, char **argv)
 	} else if (strcmp(argv[0], "certs") == 0) {
 		r = certs(n - 1, argv + 1);
 	} else {
-		fprintf(stderr, "aws-k8s cpm: unknown command '%s' (converge, render, certs; see 'aws-k8s cpm "
+		fprintf(stderr, "aws-k8s cpm: unknown command '%s' (converge, render, certs, approve, "
+				"version, scheduler-config; see 'aws-k8s cpm "
 				"--help')\n", argv[0]);
 		r = 2;
 	}

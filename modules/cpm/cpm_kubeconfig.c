@@ -269,6 +269,7 @@ static int kc_make(const struct cpm_pki_input *in, const char *path, const char 
 		.start = in->now > 0 ? in->now : (int64_t)time(NULL),
 		.duration_s = in->cert_validity_s > 0 ? in->cert_validity_s
 						      : CPM_DEFAULT_CERT_VALIDITY_S,
+		.backdate_s = CPM_CERT_BACKDATE_S,
 	};
 	const char *cluster = in->cluster_name && in->cluster_name[0] ? in->cluster_name
 								      : "kubernetes";

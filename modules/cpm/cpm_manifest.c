@@ -11,6 +11,7 @@
 
 #include "common/base/buf.h"
 #include "common/base/fileutil.h"
+#include "common/base/textdiff.h"
 #include "modules/cpm/cpm_files.h"
 
 #define MANIFEST_MAX ((size_t)1 << 20)
@@ -579,6 +580,24 @@ int cpm_manifest_render(const struct cpm_config *c, const char *root, enum cpm_c
 	return r;
 }
 
+/* --dry-run: what would change in the manifest abs, as `diff -u` (old NULL: a new file). */
+static void print_diff(const char *abs, const char *old, const char *text)
+{
+	_cleanup_buf_ struct buf d = BUF_INIT(0);
+	char a[160], b[160];
+
+	if (old)
+		snprintf(a, sizeof(a), "a%s", abs);
+	else
+		snprintf(a, sizeof(a), "/dev/null");
+	snprintf(b, sizeof(b), "b%s", abs);
+	int r = text_diff(old ? old : "", text, a, b, 3, &d);
+	if (r == 1)
+		fwrite(d.data, 1, d.len, stdout);
+	else if (r < 0)
+		printf("%s: cannot show the difference: %s\n", abs, strerror(-r));
+}
+
 int cpm_manifests_converge(const struct cpm_config *c, const char *root, bool dry_run,
 			   struct cpm_report *rep)
 {
@@ -608,6 +627,8 @@ int cpm_manifests_converge(const struct cpm_config *c, const char *root, bool dr
 			char *cur = NULL;
 			bool same = file_read_all(path, MANIFEST_MAX, &cur, NULL) >= 0 &&
 				    strcmp(cur, text) == 0;
+			if (!same)
+				print_diff(abs, cur, text);
 			free(cur);
 			cpm_report_add(rep, step, same ? CPM_STEP_UNCHANGED : CPM_STEP_WOULD_CHANGE,
 				       cpm_report_clock_ms() - t0, same ? NULL : "would %s",

@@ -436,6 +436,7 @@ static int leaf_make(const struct cpm_pki_input *in, const struct leaf *l, const
 		.start = now,
 		.duration_s = in->cert_validity_s > 0 ? in->cert_validity_s
 						      : CPM_DEFAULT_CERT_VALIDITY_S,
+		.backdate_s = CPM_CERT_BACKDATE_S,
 	};
 	int r = cpm_key_new(in->algo, &key, err, errlen);
 

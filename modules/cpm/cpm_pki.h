@@ -41,6 +41,8 @@
 
 #define CPM_RENEW_BEFORE_S ((int64_t)30 * 24 * 3600)
 #define CPM_DEFAULT_CERT_VALIDITY_S ((int64_t)365 * 24 * 3600)
+/* kubeadm's CertificateBackdate: a leaf's not-before is 5 minutes before it was made. */
+#define CPM_CERT_BACKDATE_S ((int64_t)5 * 60)
 /* kubeadm's CertificateBackdate: a new certificate's not-before is this long before now. */
 #define CPM_CERT_BACKDATE_S ((int64_t)5 * 60)
 

@@ -40,7 +40,8 @@ grep -qE '^\[created\] +pki/apiserver.crt \([0-9]+ ms\): missing$' <<<"$out" &&
 	fail "render prints each step with its outcome and duration" "$(head -3 <<<"$out")"
 
 # ---- certificates against kubeadm's table --------------------------------------------------------
-# cert_fields FILE: subject, issuer, EKU, key usage, basic constraints, SANs (sorted), days left
+# cert_fields FILE: subject, issuer, EKU, key usage, basic constraints, SANs (sorted), days left,
+# seconds since not-before (kubeadm backdates by 5 minutes)
 cert_fields() {
 	openssl x509 -in "$1" -noout -text -nameopt oneline 2>/dev/null | python3 -c '
 import sys, re, time, subprocess
@@ -52,15 +53,17 @@ subj = re.search(r"Subject: ([^\n]*)", t).group(1).strip()
 iss = re.search(r"Issuer: ([^\n]*)", t).group(1).strip()
 na = re.search(r"Not After : ([^\n]*)", t).group(1).strip()
 left = (time.mktime(time.strptime(na, "%b %d %H:%M:%S %Y GMT")) - time.mktime(time.gmtime())) / 86400
+nb = re.search(r"Not Before: ([^\n]*)", t).group(1).strip()
+back = time.mktime(time.gmtime()) - time.mktime(time.strptime(nb, "%b %d %H:%M:%S %Y GMT"))
 sans = after("X509v3 Subject Alternative Name")
 sans = ",".join(sorted(s.strip() for s in sans.split(","))) if sans != "-" else "-"
-print(subj, iss, after("X509v3 Extended Key Usage"), after("X509v3 Key Usage"), after("X509v3 Basic Constraints"), sans, "%.0f" % left, sep="\t")'
+print(subj, iss, after("X509v3 Extended Key Usage"), after("X509v3 Key Usage"), after("X509v3 Basic Constraints"), sans, "%.0f" % left, "%.0f" % back, sep="\t")'
 }
 ca_cn() { case $1 in ca) echo kubernetes ;; front-proxy-ca) echo front-proxy-ca ;; etcd/ca) echo etcd-ca ;; esac; }
 while IFS=$'\t' read -r file ca subject eku sans; do
 	case $file in '#'* | '') continue ;; esac
 	check "pki/$file.crt: openssl verify against $ca" openssl verify -CAfile "$P/$ca.crt" "$P/$file.crt"
-	IFS=$'\t' read -r h_subj h_iss h_eku h_ku h_bc h_sans h_left < <(cert_fields "$P/$file.crt")
+	IFS=$'\t' read -r h_subj h_iss h_eku h_ku h_bc h_sans h_left h_back < <(cert_fields "$P/$file.crt")
 	want_subj=$(sed 's/ = /=/g' <<<"$subject") # -nameopt oneline prints "CN=x" as "CN = x"; compare loosely
 	want_sans=$(tr ',' '\n' <<<"$sans" | sort | paste -sd, -)
 	errs=""
@@ -71,7 +74,8 @@ while IFS=$'\t' read -r file ca subject eku sans; do
 	[ "$h_bc" = "CA:FALSE" ] || errs+=" basic constraints '$h_bc';"
 	[ "$h_sans" = "$want_sans" ] || errs+=" SANs '$h_sans' are not '$want_sans';"
 	[ "$h_left" -ge 364 ] && [ "$h_left" -le 365 ] || errs+=" $h_left days left, not 365;"
-	[ -z "$errs" ] && ok "pki/$file.crt matches kubeadm's table (subject, issuer, usages, SANs, 1 year)" ||
+	[ "$h_back" -ge 300 ] && [ "$h_back" -le 1200 ] || errs+=" not-before $h_back s ago, not 5 minutes before it was made;"
+	[ -z "$errs" ] && ok "pki/$file.crt matches kubeadm's table (subject, issuer, usages, SANs, 1 year, backdated 5 min)" ||
 		fail "pki/$file.crt matches kubeadm's table" "$errs"
 	mode_k=$(stat -c %a "$P/$file.key") mode_c=$(stat -c %a "$P/$file.crt")
 	[ "$mode_k" = 600 ] && [ "$mode_c" = 644 ] && ok "pki/$file: key 0600, certificate 0644" ||
@@ -359,6 +363,17 @@ snapshot >"$T_TMP/snap2"
 	grep -q '^render (dry run): 1 would change, 16 unchanged' <<<"$out" && cmp -s "$T_TMP/snap1" "$T_TMP/snap2" &&
 	ok "--dry-run with a key deleted: says it would renew, writes nothing" ||
 	fail "--dry-run with a key deleted: says it would renew, writes nothing" "exit $rc: $(grep -v unchanged <<<"$out")"
+sed 's/value: 40s/value: 50s/' "$T_TMP/cfg-ep.yaml" >"$T_TMP/cfg-ep50.yaml"
+out=$(CFG=$T_TMP/cfg-ep50.yaml render --dry-run 2>&1)
+rc=$?
+snapshot >"$T_TMP/snap2"
+# the diff as diff -u: the flag's line removed and added, the checksum annotation too, nothing else
+hunk=$(sed -n '/^--- a\/etc\/kubernetes\/manifests\/kube-controller-manager.yaml$/,/^render/p' <<<"$out" | grep '^[-+]' | sort)
+[ $rc = 0 ] && grep -q '^+++ b/etc/kubernetes/manifests/kube-controller-manager.yaml$' <<<"$out" &&
+	grep -qx -- '-    - --node-monitor-grace-period=40s' <<<"$hunk" && grep -qx -- '+    - --node-monitor-grace-period=50s' <<<"$hunk" &&
+	[ "$(grep -c '^[-+] ' <<<"$hunk")" = 4 ] && ! grep -q '^--- a/etc/kubernetes/manifests/kube-scheduler.yaml' <<<"$out" && cmp -s "$T_TMP/snap1" "$T_TMP/snap2" &&
+	ok "--dry-run with an extraArg changed: prints the manifest's diff (the flag and the checksum), writes nothing" ||
+	fail "--dry-run prints the manifest's diff" "exit $rc: $hunk $(grep -v unchanged <<<"$out" | head -20)"
 out=$(CFG=$T_TMP/cfg-ep.yaml render --root-kubeconfig-symlink 2>&1)
 [ "$(readlink "$R/root/.kube/config")" = /etc/kubernetes/admin.conf ] && [[ "$(step_of /root/.kube/config "$out")" == "[created]"* ]] &&
 	ok "--root-kubeconfig-symlink: ROOT/root/.kube/config -> /etc/kubernetes/admin.conf" ||

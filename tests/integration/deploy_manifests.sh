@@ -8,7 +8,8 @@
 # env) is accepted by `aws-k8s flags-check`, the subcommand's own flag parser; and the objects
 # say what deploy/README.md promises (leader election, anti-affinity, tolerations, privileged
 # node plugin with Bidirectional propagation, the preStop hook, the CSIDriver, the default
-# classes, nth's two modes with the upstream chart's RBAC, probe and metrics ports, resources on
+# classes, nth's two modes with the upstream chart's RBAC, probe and metrics ports, cpm's DaemonSet
+# (mounts, env, probes, annotations) and its approver with least-privilege RBAC, resources on
 # every aws-k8s container).
 # The test API server checks field names (strict decoding), not values, required fields or
 # references (the Role of a RoleBinding, a PriorityClass, a Secret): the python checks below
@@ -210,6 +211,54 @@ def checks(paths):
             ("", "events", "create"), ("", "events", "patch")}
         check("nth (%s): the ClusterRole has the upstream chart's rules, no more" % mode,
               got == want, "extra %s, missing %s" % (sorted(got - want), sorted(want - got)))
+    cpm = find(objs, "DaemonSet", "d8-control-plane-manager")
+    if cpm:
+        s, c = pod_spec(cpm), container(cpm, "control-plane-manager")
+        vols = {v["name"]: v for v in s.get("volumes", [])}
+        mnt = {m["mountPath"]: (m, vols.get(m["name"], {})) for m in c.get("volumeMounts", [])}
+        src = lambda p: (mnt.get(p, ({}, {}))[1].get("secret", {}).get("secretName") or
+                         mnt.get(p, ({}, {}))[1].get("hostPath", {}).get("path"))
+        check("cpm: the masters only, every taint tolerated, host networking",
+              "node-role.kubernetes.io/control-plane" in s.get("nodeSelector", {}) and
+              {"operator": "Exists"} in s.get("tolerations", []) and s.get("hostNetwork") is True)
+        check("cpm: /pki, /config from the Secrets d8-pki and d8-control-plane-manager-config; "
+              "the host's /etc/kubernetes, /root/.kube, /var/lib/etcd (read-only)",
+              [src(p) for p in ("/pki", "/config", "/etc/kubernetes", "/root/.kube", "/var/lib/etcd")] ==
+              ["d8-pki", "d8-control-plane-manager-config", "/etc/kubernetes", "/root/.kube",
+               "/var/lib/etcd"] and mnt["/var/lib/etcd"][0].get("readOnly") is True, str(mnt))
+        env = {e["name"]: e for e in c.get("env", [])}
+        ref = lambda k: env.get(k, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        check("cpm: MY_IP=status.hostIP, MY_POD_NAME=metadata.name, KUBERNETES_VERSION",
+              ref("MY_IP") == "status.hostIP" and ref("MY_POD_NAME") == "metadata.name" and
+              env.get("KUBERNETES_VERSION", {}).get("value"), str(env))
+        pr = [c.get(k, {}).get("httpGet", {}) for k in ("livenessProbe", "readinessProbe")]
+        check("cpm: probes /healthz and /readyz on 127.0.0.1:8095",
+              [(p.get("host"), p.get("port"), p.get("path")) for p in pr] ==
+              [("127.0.0.1", 8095, "/healthz"), ("127.0.0.1", 8095, "/readyz")], str(pr))
+        ann = cpm["spec"]["template"]["metadata"].get("annotations", {})
+        check("cpm: the pod annotations checksum/config, checksum/pki, rollout-epoch",
+              {"checksum/config", "checksum/pki", "rollout-epoch"} <= set(ann), str(ann))
+        ap = find(objs, "Deployment", "d8-control-plane-manager-approver")
+        argv = (container(ap, "approver").get("command", []) + container(ap, "approver").get("args", [])) if ap else []
+        sel = dict(a[len("--pod-selector="):].split("=", 1) for a in argv if a.startswith("--pod-selector="))
+        check("cpm: the approver (cpm approve), 2 replicas with leader election, selecting the "
+              "DaemonSet's pods", ap and argv[1:3] == ["cpm", "approve"] and ap["spec"]["replicas"] == 2
+              and "--leader-elect=true" in argv and sel and
+              sel.items() <= cpm["spec"]["template"]["metadata"]["labels"].items(), str(argv))
+        got = set()
+        for b in objs:
+            if b["kind"] in ("ClusterRoleBinding", "RoleBinding") and any(
+                    x["name"] == "d8-control-plane-manager-approver" for x in b["subjects"]):
+                role = find(objs, b["roleRef"]["kind"], b["roleRef"]["name"]) or {}
+                got |= {(b["kind"], g, r, v) for rule in role.get("rules", []) for g in rule["apiGroups"]
+                        for r in rule["resources"] for v in rule["verbs"]}
+        want = {("ClusterRoleBinding", "", "nodes", v) for v in ("get", "list", "watch", "patch")} | {
+            ("ClusterRoleBinding", "", "events", v) for v in ("create", "patch")} | {
+            ("RoleBinding", "", "pods", v) for v in ("get", "list", "watch")} | {
+            ("RoleBinding", "coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
+        check("cpm: the approver's RBAC is nodes get/list/watch/patch, events create/patch, pods and "
+              "leases in kube-system only, no more", got == want,
+              "extra %s, missing %s" % (sorted(got - want), sorted(want - got)))
     # aws-k8s rbac-proxy sidecars (deploy/rbac-proxy): the workload's metrics on 127.0.0.1 only,
     # the proxy's configuration names that upstream and a SAR on this very workload, the pod's
     # ServiceAccount may create TokenReviews and SubjectAccessReviews, the probes reach it

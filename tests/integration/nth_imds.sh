@@ -26,6 +26,7 @@
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$T_ROOT/tests/lib/moto.sh"
 . "$T_ROOT/tests/kube/lib.sh"
+. "$T_ROOT/tests/integration/nth_lib.sh"
 
 T=$T_TMP
 export KUBECACHEDIR=$T/kcache
@@ -70,18 +71,9 @@ n=$(k get pods -o name 2>/dev/null | wc -l)
 [ "$n" = 18 ] && peer ok "9 Nodes with 18 pods, 2 PodDisruptionBudgets" ||
 	{ peer fail "the Nodes and pods" "$n pods; $(tail -3 "$T/objects.err")"; t_summary; }
 
-# ---- one metadata fake per Node (IMDSv2 only: the test of token use), started together --------
+# ---- one metadata fake per Node, started together (nth_lib.sh) -------------------------------
 declare -A U
-for n in $NODES; do
-	port=$(free_port)
-	bg "imds-$n" "$T_ROOT/tests/imds-fake/run" --port "$port" --require-token
-	U[$n]=http://127.0.0.1:$port
-done
-for n in $NODES; do
-	wait_http "${U[$n]}/_control/health" 30 ||
-		{ peer fail "the metadata fake for $n starts" "$(tail -3 "$T/imds-$n.log")"; t_summary; }
-done
-peer ok "9 metadata fakes (IMDSv2 required)"
+nth_imds_fakes $NODES
 
 # nth NAME LOGNAME [VAR=VALUE...]: nth for Node NAME with the chart's environment (IMDS mode);
 # its log is $T/LOGNAME.log, its pid in $T/LOGNAME.pid (and $T/nth-pids, killed at exit)

@@ -17,6 +17,7 @@
 #     strings: refused at start (exit 2, one clear line), before any request.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$T_ROOT/tests/kube/lib.sh"
+. "$T_ROOT/tests/integration/nth_lib.sh"
 
 T=$T_TMP
 export KUBECACHEDIR=$T/kcache
@@ -133,16 +134,7 @@ n=$(k get pods -o name 2>/dev/null | wc -l)
 	{ peer fail "the Nodes and pods" "$n pods; $(tail -3 "$T/objects.err")"; t_summary; }
 
 declare -A U
-for n in $NODES; do
-	port=$(free_port)
-	bg "imds-$n" "$T_ROOT/tests/imds-fake/run" --port "$port" --require-token
-	U[$n]=http://127.0.0.1:$port
-done
-for n in $NODES; do
-	wait_http "${U[$n]}/_control/health" 30 ||
-		{ peer fail "the metadata fake for $n starts" "$(tail -3 "$T/imds-$n.log")"; t_summary; }
-done
-peer ok "7 metadata fakes"
+nth_imds_fakes $NODES
 
 # nth NAME [VAR=VALUE...]: nth for Node NAME with the chart's environment (IMDS mode), log in
 # $T/nth-NAME.log, pid in $T/nth-NAME.pid (killed at exit). The proxy variables of the

@@ -507,6 +507,14 @@ TEST(x509_expiry_check)
 	ASSERT_EQ(x509_cert_check_time(one, t - X509_SKEW_S, 0), X509_TIME_VALID);
 	ASSERT_EQ(x509_cert_check_time(one, t - X509_SKEW_S - 1, 0), X509_TIME_NOT_YET_VALID);
 	ASSERT_EQ(x509_cert_check_time(one, t, 2), X509_TIME_EXPIRES_SOON);
+	/* backdate_s replaces the default skew (kubeadm's 5 minutes) */
+	_cleanup_x509_cert_ struct x509_cert *kubeadm = NULL;
+	s.backdate_s = 300;
+	ASSERT_OK(x509_cert_self_signed(&s, key, &kubeadm, err, sizeof(err)));
+	ASSERT_OK(x509_cert_validity(kubeadm, &nb, &na, err, sizeof(err)));
+	ASSERT_EQ(nb, t - 300);
+	ASSERT_EQ(na, t + 1);
+	s.backdate_s = 0;
 	/* the 1-second certificate made a while ago has expired by the clock */
 	ASSERT_EQ(x509_cert_check_time(one, 0, 0), X509_TIME_EXPIRED);
 	/* 30 days: expires within 31 days, not within 29 */
