@@ -15,6 +15,7 @@
 #include "common/base/flags.h"
 #include "common/base/log.h"
 #include "common/base/signals.h"
+#include "modules/api-proxy/api_proxy.h"
 #include "modules/aws/aws.h"
 #include "modules/ccm/ccm.h"
 #include "modules/cpm/cpm.h"
@@ -95,6 +96,7 @@ struct cmd {
 };
 
 static const struct cmd commands[] = {
+	{ "api-proxy", api_proxy_main, "the node's kubernetes-api-proxy: an L4 proxy to the API servers with fail-over" },
 	{ "aws", aws_main, "call any AWS API action through the shared AWS client (debugging)" },
 	{ "ccm", ccm_main, "the AWS cloud-controller-manager (cloud-node, lifecycle, route)", NULL,
 	  version_kubernetes },

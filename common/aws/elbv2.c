@@ -38,8 +38,16 @@ static void lb_parse(const xmlNode *m, struct elbv2_lb *lb)
 	text(m, "State/Code", lb->state, sizeof(lb->state));
 	text(m, "VpcId", lb->vpc, sizeof(lb->vpc));
 	for (xmlNode *z = aws_xml_list(m, "AvailabilityZones"); z && lb->n_subnets < 16;
-	     z = aws_xml_next(z))
-		text(z, "SubnetId", lb->subnets[lb->n_subnets++], 32);
+	     z = aws_xml_next(z)) {
+		size_t i = lb->n_subnets++;
+		xmlNode *a = aws_xml_list(z, "LoadBalancerAddresses");
+		text(z, "SubnetId", lb->subnets[i], sizeof(lb->subnets[i]));
+		text(z, "ZoneName", lb->zones[i], sizeof(lb->zones[i]));
+		if (a) {
+			text(a, "AllocationId", lb->allocations[i], sizeof(lb->allocations[i]));
+			text(a, "PrivateIPv4Address", lb->private_ips[i], sizeof(lb->private_ips[i]));
+		}
+	}
 }
 
 int elbv2_lb_describe(struct aws_client *c, const char *name, struct elbv2_lb *ret,
@@ -73,6 +81,36 @@ static int add_kv(struct aws_query *q, const char *prefix, const struct elbv2_kv
 	return 0;
 }
 
+static int add_mappings(struct aws_query *q, const struct elbv2_subnet_mapping *m, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r;
+		if ((r = aws_query_addf(q, m[i].subnet, "SubnetMappings.member.%zu.SubnetId",
+					i + 1)) < 0 ||
+		    (m[i].allocation && *m[i].allocation &&
+		     (r = aws_query_addf(q, m[i].allocation,
+					 "SubnetMappings.member.%zu.AllocationId", i + 1)) < 0) ||
+		    (m[i].private_ip && *m[i].private_ip &&
+		     (r = aws_query_addf(q, m[i].private_ip,
+					 "SubnetMappings.member.%zu.PrivateIPv4Address", i + 1)) < 0))
+			return r;
+	}
+	return 0;
+}
+
+int elbv2_lb_set_subnets(struct aws_client *c, const char *arn,
+			 const struct elbv2_subnet_mapping *m, size_t n_m, struct aws_error *err)
+{
+	struct aws_query q = AWS_QUERY_INIT;
+	int r;
+	if ((r = aws_query_add(&q, "LoadBalancerArn", arn)) < 0 ||
+	    (r = add_mappings(&q, m, n_m)) < 0) {
+		aws_query_release(&q);
+		return r;
+	}
+	return call(c, "SetSubnets", &q, err);
+}
+
 int elbv2_lb_create(struct aws_client *c, const char *name, bool internal,
 		    const struct elbv2_subnet_mapping *m, size_t n_m, const struct elbv2_kv *tags,
 		    size_t n_tags, struct elbv2_lb *ret, struct aws_error *err)
@@ -86,17 +124,8 @@ int elbv2_lb_create(struct aws_client *c, const char *name, bool internal,
 	    (r = aws_query_add(&q, "Scheme", internal ? "internal" : "internet-facing")) < 0 ||
 	    (r = add_kv(&q, "Tags", tags, n_tags)) < 0)
 		goto out;
-	for (size_t i = 0; i < n_m; i++) {
-		if ((r = aws_query_addf(&q, m[i].subnet, "SubnetMappings.member.%zu.SubnetId",
-					i + 1)) < 0 ||
-		    (m[i].allocation &&
-		     (r = aws_query_addf(&q, m[i].allocation,
-					 "SubnetMappings.member.%zu.AllocationId", i + 1)) < 0) ||
-		    (m[i].private_ip &&
-		     (r = aws_query_addf(&q, m[i].private_ip,
-					 "SubnetMappings.member.%zu.PrivateIPv4Address", i + 1)) < 0))
-			goto out;
-	}
+	if ((r = add_mappings(&q, m, n_m)) < 0)
+		goto out;
 	if ((r = aws_call_query(c, AWS_SVC_ELBV2, "CreateLoadBalancer", &q, &rep, err)) == 0) {
 		xmlNode *lb = aws_xml_list(rep.result, "LoadBalancers");
 		if (lb)

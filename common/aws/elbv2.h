@@ -28,7 +28,11 @@ struct elbv2_lb {
 	char type[16];	 /* network, application */
 	char state[32];	 /* provisioning, active, failed... */
 	char vpc[32];
+	/* per subnet: its zone, and the first address's EIP allocation and private address */
 	char subnets[16][32];
+	char zones[16][64];
+	char allocations[16][32];
+	char private_ips[16][64];
 	size_t n_subnets;
 };
 
@@ -75,6 +79,10 @@ int elbv2_lb_describe(struct aws_client *c, const char *name, struct elbv2_lb *r
 int elbv2_lb_create(struct aws_client *c, const char *name, bool internal,
 		    const struct elbv2_subnet_mapping *m, size_t n_m, const struct elbv2_kv *tags,
 		    size_t n_tags, struct elbv2_lb *ret, struct aws_error *err);
+/* SetSubnets with mappings: for a network load balancer every subnet it has, as it has it,
+ * plus the ones added (AWS cannot remove one, nor change one's addresses). */
+int elbv2_lb_set_subnets(struct aws_client *c, const char *arn,
+			 const struct elbv2_subnet_mapping *m, size_t n_m, struct aws_error *err);
 /* AWS answers success for a missing one. */
 int elbv2_lb_delete(struct aws_client *c, const char *arn, struct aws_error *err);
 /* ModifyLoadBalancerAttributes / ModifyTargetGroupAttributes: key=value pairs. */

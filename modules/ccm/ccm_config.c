@@ -444,6 +444,15 @@ static int validate(struct parser *ps)
 	struct ccm_config *c = ps->cfg;
 
 	ps->line = 0;
+	/* upstream: empty (no managed group) or exactly "Managed", anything else an error */
+	if (c->nlb_sg_mode && *c->nlb_sg_mode && strcmp(c->nlb_sg_mode, "Managed") != 0) {
+		if (ps->err)
+			snprintf(ps->err, ps->errlen,
+				 "cloud config '%s': invalid NLB security group mode: \"%s\". "
+				 "Expected: \"Managed\"",
+				 ps->path ? ps->path : "<text>", c->nlb_sg_mode);
+		return -EINVAL;
+	}
 	for (char **f = c->node_ip_families; f && *f; f++) {
 		/* an extension: "ipv4,ipv6" on one line */
 		if (strcmp(*f, "ipv4") != 0 && strcmp(*f, "ipv6") != 0) {

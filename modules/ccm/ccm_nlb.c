@@ -320,6 +320,89 @@ int ccm_nlb_check_mappings(const struct ccm_nlb_spec *n, bool internal, size_t n
 	return 0;
 }
 
+/* Subnets of an existing load balancer ----------------------------------------------------- */
+
+static const struct ccm_nlb_subnet *subnet_in(const struct ccm_nlb_subnet *s, size_t n,
+					      const char *id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s[i].id, id) == 0)
+			return &s[i];
+	return NULL;
+}
+
+enum ccm_nlb_subnets_verdict ccm_nlb_subnets_plan(const struct elbv2_lb *lb,
+						  const struct ccm_nlb_subnet *want, size_t n_want,
+						  bool named, struct ccm_nlb_subnet *ret,
+						  size_t max, size_t *n_ret, char *why, size_t whylen)
+{
+	size_t n = 0, added = 0;
+
+	for (size_t i = 0; i < lb->n_subnets; i++) {
+		const struct ccm_nlb_subnet *w = subnet_in(want, n_want, lb->subnets[i]);
+		const char *have_eip = lb->allocations[i], *have_ip = lb->private_ips[i];
+		if (named && !w) {
+			const char *by = NULL;
+			for (size_t k = 0; k < n_want && !by; k++)
+				if (lb->zones[i][0] && strcmp(want[k].az, lb->zones[i]) == 0)
+					by = want[k].id;
+			if (by)
+				snprintf(why, whylen,
+					 "zone %s has subnet %s, which cannot be replaced by %s",
+					 lb->zones[i], lb->subnets[i], by);
+			else
+				snprintf(why, whylen, "subnet %s (%s) cannot be removed",
+					 lb->subnets[i], lb->zones[i]);
+			return CCM_NLB_SUBNETS_REFUSED;
+		}
+		if (named && strcmp(w->allocation, have_eip) != 0) {
+			snprintf(why, whylen, "the elastic IP of subnet %s cannot be changed (%s, "
+					      "wanted %s)",
+				 lb->subnets[i], *have_eip ? have_eip : "none",
+				 w->allocation[0] ? w->allocation : "none");
+			return CCM_NLB_SUBNETS_REFUSED;
+		}
+		if (named && w->private_ip[0] && strcmp(w->private_ip, have_ip) != 0) {
+			snprintf(why, whylen, "the private address of subnet %s cannot be changed "
+					      "(%s, wanted %s)",
+				 lb->subnets[i], *have_ip ? have_ip : "none", w->private_ip);
+			return CCM_NLB_SUBNETS_REFUSED;
+		}
+		if (n < max) {
+			ret[n] = (struct ccm_nlb_subnet){{0}};
+			str_copy(ret[n].id, sizeof(ret[n].id), lb->subnets[i]);
+			str_copy(ret[n].az, sizeof(ret[n].az), lb->zones[i]);
+			str_copy(ret[n].allocation, sizeof(ret[n].allocation), have_eip);
+			/* sent again only when it was asked for (AWS also lists the ones it chose) */
+			if (w && w->private_ip[0])
+				str_copy(ret[n].private_ip, sizeof(ret[n].private_ip), have_ip);
+			n++;
+		}
+	}
+	for (size_t k = 0; k < n_want; k++) {
+		const char *taken = NULL;
+		bool have = false;
+		for (size_t i = 0; i < lb->n_subnets && !have; i++) {
+			have = strcmp(lb->subnets[i], want[k].id) == 0;
+			if (!taken && want[k].az[0] && strcmp(lb->zones[i], want[k].az) == 0)
+				taken = lb->subnets[i];
+		}
+		if (have)
+			continue;
+		if (taken && named) {
+			snprintf(why, whylen, "zone %s has subnet %s, which cannot be replaced by %s",
+				 want[k].az, taken, want[k].id);
+			return CCM_NLB_SUBNETS_REFUSED;
+		}
+		if (!taken && n < max) {
+			ret[n++] = want[k];
+			added++;
+		}
+	}
+	*n_ret = n;
+	return added ? CCM_NLB_SUBNETS_ADD : CCM_NLB_SUBNETS_SAME;
+}
+
 /* Node rules ----------------------------------------------------------------------------- */
 
 static bool has_rule(const struct ccm_sg_perm *p, size_t n, const struct ccm_sg_perm *x)

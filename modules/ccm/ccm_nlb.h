@@ -52,6 +52,30 @@ void ccm_none_tg_name(const char *lb_name, size_t index, char out[ELBV2_NAME_MAX
  * as many as subnets. 0, or -EINVAL with err. */
 int ccm_nlb_check_mappings(const struct ccm_nlb_spec *n, bool internal, size_t n_subnets,
 			   char *err, size_t errlen);
+/* One subnet of a network load balancer: its ID and zone, and the EIP allocation or private
+ * address it is given ("" for none). */
+struct ccm_nlb_subnet {
+	char id[32];
+	char az[64];
+	char allocation[32];
+	char private_ip[64];
+};
+enum ccm_nlb_subnets_verdict {
+	CCM_NLB_SUBNETS_SAME,	 /* nothing to change */
+	CCM_NLB_SUBNETS_ADD,	 /* SetSubnets with ret */
+	CCM_NLB_SUBNETS_REFUSED, /* AWS cannot do it in place: why says what */
+};
+/* What becomes of an existing NLB's subnets (lb) when want is wanted. AWS adds subnets in new
+ * zones (SetSubnets names every subnet the load balancer has, as it has it, and the new ones)
+ * but cannot remove one, replace a zone's subnet, or change a subnet's EIP or private address.
+ * named: the subnets, eip-allocations or private-ipv4-addresses annotation chose want, and
+ * what cannot be done is refused; otherwise (discovered subnets) only new zones are added and a
+ * different choice in a zone the load balancer has is left as it is. ret (at most max) holds
+ * the subnets the load balancer has afterwards, in every case but a refusal. */
+enum ccm_nlb_subnets_verdict ccm_nlb_subnets_plan(const struct elbv2_lb *lb,
+						  const struct ccm_nlb_subnet *want, size_t n_want,
+						  bool named, struct ccm_nlb_subnet *ret,
+						  size_t max, size_t *n_ret, char *why, size_t whylen);
 /* The health check fields AWS lets us change in place are equal. */
 bool ccm_nlb_hc_equal(const struct elbv2_hc *a, const struct elbv2_hc *b);
 /* The node rules: each NodePort from each client CIDR (client), the health-check port from

@@ -421,6 +421,9 @@ int ccm_svc_start(struct controller *c)
 	ctl->c = c;
 	queue_all(c, ctl->m, 0);
 	log_info("started the service controller");
+	if (ctl->m->cfg->nlb_sg_mode && strcmp(ctl->m->cfg->nlb_sg_mode, "Managed") == 0)
+		log_warn("NLBSecurityGroupMode = Managed is not implemented: network load balancers "
+			 "are made without a security group, as with the mode unset");
 	return 0;
 }
 

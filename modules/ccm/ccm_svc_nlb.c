@@ -2,7 +2,8 @@
  * ensure of an NLB:
  *
  *   1. the load balancer a<uid> (DescribeLoadBalancers by name; created with its subnet
- *      mappings and tags when missing, replaced when the scheme changed);
+ *      mappings and tags when missing, replaced when the scheme changed); an existing one's
+ *      subnets: new zones added (SetSubnets), what AWS cannot change refused with an Event;
  *   2. its listeners and the target groups they forward to (one Describe each); a wanted
  *      target group missing from them is looked up by name (adopting one made before a crash)
  *      or created; one whose name is wanted but whose protocol, port or type differ is
@@ -449,6 +450,70 @@ static int ensure_lb(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_e
 	return 0;
 }
 
+/* An existing load balancer's subnets (see ccm_nlb_subnets_plan): new zones added with
+ * SetSubnets; what AWS cannot change in place gets a Warning Event and is left as it is, and the
+ * rest of the sync goes on. e->chosen becomes the subnets the load balancer has. */
+static int ensure_subnets(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+			  const struct elbv2_lb *lb, struct aws_error *err)
+{
+	struct ccm_nlb_subnet want[CCM_LB_MAX_SUBNETS], have[CCM_LB_MAX_SUBNETS];
+	struct elbv2_subnet_mapping map[CCM_LB_MAX_SUBNETS];
+	_cleanup_buf_ struct buf added = BUF_INIT(1024);
+	char why[256] = "";
+	size_t n_have = 0;
+	bool named = e->spec.n_subnets || e->nlb.n_eips || e->nlb.n_ips;
+	int r;
+
+	for (size_t i = 0; i < e->n_chosen; i++) {
+		want[i] = (struct ccm_nlb_subnet){{0}};
+		str_copy(want[i].id, sizeof(want[i].id), e->chosen[i]);
+		for (size_t k = 0; k < e->n_subnets; k++)
+			if (strcmp(e->subnets[k].id, e->chosen[i]) == 0)
+				str_copy(want[i].az, sizeof(want[i].az), e->subnets[k].az);
+		if (e->nlb.n_eips)
+			str_copy(want[i].allocation, sizeof(want[i].allocation), e->nlb.eips[i]);
+		if (e->nlb.n_ips)
+			str_copy(want[i].private_ip, sizeof(want[i].private_ip), e->nlb.ips[i]);
+	}
+	switch (ccm_nlb_subnets_plan(lb, want, e->n_chosen, named, have, CCM_LB_MAX_SUBNETS,
+				     &n_have, why, sizeof(why))) {
+	case CCM_NLB_SUBNETS_REFUSED:
+		ccm_svc_event(ctl->m, svc, KUBE_EVENT_WARNING, "SubnetChangeRefused",
+			      "The subnets of network load balancer %s cannot be changed in place: "
+			      "%s; they are left as they are (delete and re-create the Service to "
+			      "move it)",
+			      e->spec.name, why);
+		log_warn("subnet change refused", KV_S("service", e->spec.svc), KV_S("reason", why));
+		n_have = 0;
+		for (size_t i = 0;
+		     i < lb->n_subnets && i < sizeof(lb->subnets) / sizeof(lb->subnets[0]); i++)
+			str_copy(have[n_have++].id, sizeof(have[0].id), lb->subnets[i]);
+		break;
+	case CCM_NLB_SUBNETS_ADD:
+		for (size_t i = 0; i < n_have; i++) {
+			map[i] = (struct elbv2_subnet_mapping){have[i].id, have[i].allocation,
+							       have[i].private_ip};
+			if (!ccm_lb_in_ids((const char(*)[32])lb->subnets, lb->n_subnets, have[i].id) &&
+			    (r = buf_printf(&added, "%s%s", added.len ? ", " : "", have[i].id)) < 0)
+				return r;
+		}
+		if ((r = elbv2_lb_set_subnets(ccm_cloud_client(ctl->m->cloud), lb->arn, map, n_have,
+					      err)) < 0)
+			return r;
+		ccm_svc_event(ctl->m, svc, KUBE_EVENT_NORMAL, "UpdatedLoadBalancer",
+			      "Added subnets %s to the load balancer", added.data);
+		log_info("added subnets to the network load balancer", KV_S("service", e->spec.svc),
+			 KV_S("subnets", added.data));
+		break;
+	case CCM_NLB_SUBNETS_SAME:
+		break;
+	}
+	e->n_chosen = 0;
+	for (size_t i = 0; i < n_have; i++)
+		str_copy(e->chosen[e->n_chosen++], 32, have[i].id);
+	return 0;
+}
+
 int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
 		       struct aws_error *err)
 {
@@ -467,6 +532,7 @@ int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 	    (r = ccm_nlb_check_mappings(&e->nlb, e->spec.internal, e->n_chosen, e->err,
 					sizeof(e->err))) < 0 ||
 	    (r = ensure_lb(ctl, svc, e, &lb, &created, err)) < 0 ||
+	    (!created && (r = ensure_subnets(ctl, svc, e, &lb, err)) < 0) ||
 	    (r = elbv2_listeners_describe(c, lb.arn, &ls, &n_ls, err)) < 0 ||
 	    (r = elbv2_tgs_describe(c, lb.arn, NULL, &tgs, &n_tgs, err)) < 0)
 		goto out;

@@ -11,6 +11,7 @@
 #include "common/base/buf.h"
 #include "common/base/fileutil.h"
 #include "common/base/json.h"
+#include "common/base/textdiff.h"
 #include "common/kube/yaml.h"
 #include "common/x509/x509.h"
 #include "modules/cpm/cpm_files.h"
@@ -496,6 +497,18 @@ int cpm_sched_write(const char *root, const char *text, bool dry_run, const char
 	}
 	existed = file_read_all(path, CPM_SCHED_MAX_FILE, &old, NULL) >= 0;
 	same = existed && strcmp(old, text) == 0;
+	if (dry_run && !same) { /* what would change, as the manifests show it */
+		struct buf d = BUF_INIT(0);
+		int q = text_diff(existed ? old : "", text,
+				  existed ? "a" CPM_SCHED_CONFIG_PATH : "/dev/null",
+				  "b" CPM_SCHED_CONFIG_PATH, 3, &d);
+		if (q == 1)
+			fwrite(d.data, 1, d.len, stdout);
+		else if (q < 0)
+			printf("%s: cannot show the difference: %s\n", CPM_SCHED_CONFIG_PATH,
+			       strerror(-q));
+		buf_release(&d);
+	}
 	free(old);
 	if (dry_run) {
 		cpm_report_add(rep, step, same ? CPM_STEP_UNCHANGED : CPM_STEP_WOULD_CHANGE,

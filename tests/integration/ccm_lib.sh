@@ -19,7 +19,8 @@ CLUSTER=${CLUSTER:-c1}
 export KUBECACHEDIR=$T_TMP/kcache
 
 # moto answers "active" for every route; AWS marks a route whose instance is terminated (or
-# whose interface is gone) as a blackhole. moto_server is wrapped to do the same.
+# whose interface is gone) as a blackhole; moto makes a second ELBv2 load balancer of a name
+# taken, AWS gives the existing one back. moto_server is wrapped to do as AWS does.
 _ccm_moto_wrapper() {
 	mkdir -p "$T_TMP/bin"
 	cat >"$T_TMP/bin/moto_server" <<'PY'
@@ -36,6 +37,24 @@ def _state(self):
     return "active"
 
 rt.Route.state = property(_state)
+
+# AWS's CreateLoadBalancer (ELBv2) is idempotent: a name taken by a load balancer of the same
+# scheme and type gives that one back (a retry after a lost reply makes no second one); moto
+# would make a second load balancer of the same name.
+import moto.elbv2.models as elbv2m
+from moto.elbv2.exceptions import DuplicateLoadBalancerName
+_create_lb = elbv2m.ELBv2Backend.create_load_balancer
+
+def _create_lb_once(self, name, *a, **kw):
+    for lb in self.load_balancers.values():
+        if lb.name == name:
+            if ((lb.scheme or "internet-facing") != (kw.get("scheme") or "internet-facing") or
+                    lb.type != (kw.get("loadbalancer_type") or "application")):
+                raise DuplicateLoadBalancerName()
+            return lb
+    return _create_lb(self, name, *a, **kw)
+
+elbv2m.ELBv2Backend.create_load_balancer = _create_lb_once
 from moto.server import main
 main(sys.argv[1:])
 PY

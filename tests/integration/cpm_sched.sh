@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests: product
 # KubeSchedulerWebhookConfiguration -> kube-scheduler's configuration. The CRD of
-# deploy/cpm/crds/ is created on the test API server, which then accepts valid CRs (filling in
+# deploy/cpm/base/crd-kubeschedulerwebhookconfigurations.yaml is created on the test API server, which then accepts valid CRs (filling in
 # failurePolicy Fail and timeoutSeconds 5) and refuses the invalid ones with the field named;
 # `kubectl get -o yaml` of the stored CRs goes to `aws-k8s cpm scheduler-config`, whose output,
 # parsed back with PyYAML, holds Deckhouse's two profiles and the extenders expected (URL,
@@ -10,7 +10,8 @@
 # --scheduler-webhooks` writes the same file to /etc/kubernetes/deckhouse/extra-files/ (0600)
 # with the configuration's domain and version and ROOT's CA, the kube-scheduler manifest's
 # checksum covers it (a changed CR changes the scheduler manifest only), a second render
-# changes nothing, and an invalid CR makes render exit 1 with the field named and nothing
+# changes nothing, --dry-run shows a change as diff -u and writes nothing, and an invalid CR
+# makes render exit 1 with the field named and nothing
 # written.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/cpm_lib.sh"
@@ -20,7 +21,7 @@ if ! command -v kubectl >/dev/null || ! python3 -c 'import yaml' 2>/dev/null; th
 	t_summary
 fi
 export KUBECACHEDIR=$T_TMP/kcache
-CRD=$T_ROOT/deploy/cpm/crds/kubeschedulerwebhookconfigurations.yaml
+CRD=$T_ROOT/deploy/cpm/base/crd-kubeschedulerwebhookconfigurations.yaml
 R=$T_TMP/root
 P=$R/etc/kubernetes/pki
 peer check "the three CAs are made with openssl" cpm_mkcas "$P"
@@ -38,7 +39,7 @@ if ! wait_http "https://127.0.0.1:$PORT/healthz" 30; then
 fi
 k() { kubectl --kubeconfig "$KC" "$@"; }
 
-check "the CRD of deploy/cpm/crds is created" k apply --validate=strict -f "$CRD"
+check "the CRD of deploy/cpm/base is created" k apply --validate=strict -f "$CRD"
 for i in $(seq 1 30); do k get kubeschedulerwebhookconfigurations >/dev/null 2>&1 && break; sleep 0.5; done
 
 cr() { # NAME WEBHOOKS-YAML
@@ -183,6 +184,16 @@ grep -qE '^\[updated\] +extra-files/scheduler-config.yaml' <<<"$out" && grep -q 
 [ -n "$s1" ] && [ "$s1" != "$s2" ] && [ "$a1" = "$a2" ] &&
 	ok "the kube-scheduler checksum covers the file (changed), kube-apiserver's did not change" ||
 	fail "the kube-scheduler checksum covers the file" "scheduler $s1 -> $s2, apiserver $a1 -> $a2"
+
+# --dry-run with another CR change: the file's change shown as diff -u, nothing written
+sed 's/weight: 9/weight: 3/' "$T_TMP/stored2.yaml" >"$T_TMP/stored3.yaml"
+before=$(snapshot)
+out=$(render --scheduler-webhooks "$T_TMP/stored3.yaml" --dry-run 2>/dev/null)
+grep -qx -- '-  weight: 9' <<<"$out" && grep -qx -- '+  weight: 3' <<<"$out" &&
+	grep -q -- '^--- a/etc/kubernetes/deckhouse/extra-files/scheduler-config.yaml' <<<"$out" &&
+	grep -qE '^\[would change\] +extra-files/scheduler-config.yaml .*would replace' <<<"$out" && [ "$(snapshot)" = "$before" ] &&
+	ok "--dry-run shows the file's change as diff -u and writes nothing" ||
+	fail "--dry-run shows the file's change as diff -u and writes nothing" "$(grep -n 'weight\|sched' <<<"$out" | head)"
 
 # an invalid CR: exit 1, the field named, nothing written
 before=$(snapshot)

@@ -54,6 +54,8 @@ def docs(paths):
 
 def pod_spec(o):
     s = o.get("spec", {})
+    if o.get("kind") == "Pod":  # a static pod (deploy/api-proxy)
+        return s
     return s.get("template", {}).get("spec") if "template" in s else None
 
 def expand(s, env):
@@ -259,6 +261,26 @@ def checks(paths):
         check("cpm: the approver's RBAC is nodes get/list/watch/patch, events create/patch, pods and "
               "leases in kube-system only, no more", got == want,
               "extra %s, missing %s" % (sorted(got - want), sorted(want - got)))
+    akp = find(objs, "Pod", "kubernetes-api-proxy")
+    if akp:  # deploy/api-proxy: the static pod and the Role nodes read the EndpointSlices with
+        s, c = pod_spec(akp), container(akp, "kubernetes-api-proxy")
+        args = dict(a[2:].split("=", 1) for a in c.get("args", []) if "=" in a)
+        check("api-proxy: host networking, node-critical, on 127.0.0.1:6445 (kubelet.conf's server)",
+              s.get("hostNetwork") is True and s.get("priorityClassName") == "system-node-critical"
+              and args.get("listen") == "127.0.0.1:6445", str(args))
+        hp = args.get("health-listen", "").rsplit(":", 1)[-1]
+        probes = [c.get(p, {}).get("httpGet", {}) for p in ("livenessProbe", "readinessProbe")]
+        check("api-proxy: the probes ask --health-listen", bool(hp) and all(
+            str(p.get("port")) == hp and p.get("host") == "127.0.0.1" for p in probes), str(probes))
+        mounts = [m["mountPath"] for m in c.get("volumeMounts", [])]
+        check("api-proxy: --upstream-file and --kubeconfig are under its mounts", all(
+            any(args.get(f, "").startswith(m + "/") for m in mounts) for f in ("upstream-file", "kubeconfig")),
+              "%s %s" % (args, mounts))
+        rb, role = find(objs, "RoleBinding", "kubernetes-api-proxy"), find(objs, "Role", "kubernetes-api-proxy")
+        check("api-proxy: nodes may list and watch the EndpointSlices in default",
+              rb and role and rb["metadata"].get("namespace") == "default" and
+              {"kind": "Group", "name": "system:nodes", "apiGroup": "rbac.authorization.k8s.io"} in rb["subjects"] and
+              any("endpointslices" in r["resources"] and {"list", "watch"} <= set(r["verbs"]) for r in role["rules"]))
     # aws-k8s rbac-proxy sidecars (deploy/rbac-proxy): the workload's metrics on 127.0.0.1 only,
     # the proxy's configuration names that upstream and a SAR on this very workload, the pod's
     # ServiceAccount may create TokenReviews and SubjectAccessReviews, the probes reach it

@@ -125,6 +125,8 @@ TEST(ccm_config_errors)
 	     "invalid integer"},
 	    {"[Global]\nZone\n", "key 'Zone' needs a value"},
 	    {"[Global]\nNodeIPFamilies = ipv5\n", "NodeIPFamilies: 'ipv5'"},
+	    {"[Global]\nNLBSecurityGroupMode = managed\n",
+	     "invalid NLB security group mode: \"managed\". Expected: \"Managed\""},
 	    {"[Global]\n= x\n", "line 2: unexpected '='"},
 	    {"[Global]\nZone = a \"b\" c\nRegion x\n", "line 3: unexpected 'x'"},
 	    {"[ServiceOverride]\n", "needs a name"},

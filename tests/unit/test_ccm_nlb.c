@@ -139,3 +139,97 @@ TEST(ccm_nlb_node_rules_described)
 	free(s);
 	free(n);
 }
+
+/* An existing NLB in zones a (subnet-a, EIP eipalloc-1) and b (subnet-b). */
+static void two_zone_lb(struct elbv2_lb *lb)
+{
+	*lb = (struct elbv2_lb){.n_subnets = 2};
+	strcpy(lb->subnets[0], "subnet-a");
+	strcpy(lb->zones[0], "us-east-1a");
+	strcpy(lb->allocations[0], "eipalloc-1");
+	strcpy(lb->subnets[1], "subnet-b");
+	strcpy(lb->zones[1], "us-east-1b");
+	strcpy(lb->allocations[1], "eipalloc-2");
+}
+
+static struct ccm_nlb_subnet sub(const char *id, const char *az, const char *eip)
+{
+	struct ccm_nlb_subnet s = {{0}};
+	strcpy(s.id, id);
+	strcpy(s.az, az);
+	strcpy(s.allocation, eip);
+	return s;
+}
+
+TEST(ccm_nlb_subnets_plan_adds_refuses)
+{
+	struct elbv2_lb lb;
+	struct ccm_nlb_subnet ret[8], want[3];
+	size_t n = 0;
+	char why[256] = "";
+
+	two_zone_lb(&lb);
+	/* the same subnets and EIPs: nothing */
+	want[0] = sub("subnet-a", "us-east-1a", "eipalloc-1");
+	want[1] = sub("subnet-b", "us-east-1b", "eipalloc-2");
+	ASSERT_EQ(ccm_nlb_subnets_plan(&lb, want, 2, true, ret, 8, &n, why, sizeof(why)),
+		  CCM_NLB_SUBNETS_SAME);
+	ASSERT_EQ(n, 2);
+	/* a subnet in a new zone: every subnet as it is, then the new one */
+	want[2] = sub("subnet-c", "us-east-1c", "eipalloc-3");
+	ASSERT_EQ(ccm_nlb_subnets_plan(&lb, want, 3, true, ret, 8, &n, why, sizeof(why)),
+		  CCM_NLB_SUBNETS_ADD);
+	ASSERT_EQ(n, 3);
+	ASSERT_STREQ(ret[0].id, "subnet-a");
+	ASSERT_STREQ(ret[0].allocation, "eipalloc-1");
+	ASSERT_STREQ(ret[2].id, "subnet-c");
+	ASSERT_STREQ(ret[2].allocation, "eipalloc-3");
+	/* removing one is refused */
+	ASSERT_EQ(ccm_nlb_subnets_plan(&lb, want, 1, true, ret, 8, &n, why, sizeof(why)),
+		  CCM_NLB_SUBNETS_REFUSED);
+	ASSERT_CONTAINS(why, "subnet subnet-b (us-east-1b) cannot be removed");
+	/* another subnet in a zone the load balancer has is refused */
+	want[1] = sub("subnet-b2", "us-east-1b", "eipalloc-2");
+	ASSERT_EQ(ccm_nlb_subnets_plan(&lb, want, 2, true, ret, 8, &n, why, sizeof(why)),
+		  CCM_NLB_SUBNETS_REFUSED);
+	ASSERT_CONTAINS(why, "zone us-east-1b has subnet subnet-b, which cannot be replaced by "
+			     "subnet-b2");
+	/* a changed EIP is refused */
+	want[1] = sub("subnet-b", "us-east-1b", "eipalloc-9");
+	ASSERT_EQ(ccm_nlb_subnets_plan(&lb, want, 2, true, ret, 8, &n, why, sizeof(why)),
+		  CCM_NLB_SUBNETS_REFUSED);
+	ASSERT_CONTAINS(why, "elastic IP of subnet subnet-b cannot be changed (eipalloc-2, wanted "
+			     "eipalloc-9)");
+}
+
+TEST(ccm_nlb_subnets_plan_discovered)
+{
+	struct elbv2_lb lb;
+	struct ccm_nlb_subnet ret[8], want[3];
+	size_t n = 0;
+	char why[256] = "";
+
+	two_zone_lb(&lb);
+	lb.allocations[0][0] = lb.allocations[1][0] = 0;
+	/* discovery chose another subnet in zone b and a new zone c: b kept, c added, a kept */
+	want[0] = sub("subnet-b2", "us-east-1b", "");
+	want[1] = sub("subnet-c", "us-east-1c", "");
+	ASSERT_EQ(ccm_nlb_subnets_plan(&lb, want, 2, false, ret, 8, &n, why, sizeof(why)),
+		  CCM_NLB_SUBNETS_ADD);
+	ASSERT_EQ(n, 3);
+	ASSERT_STREQ(ret[0].id, "subnet-a");
+	ASSERT_STREQ(ret[1].id, "subnet-b");
+	ASSERT_STREQ(ret[2].id, "subnet-c");
+	/* only a different choice in a zone it has: nothing */
+	ASSERT_EQ(ccm_nlb_subnets_plan(&lb, want, 1, false, ret, 8, &n, why, sizeof(why)),
+		  CCM_NLB_SUBNETS_SAME);
+	ASSERT_EQ(n, 2);
+	/* named, the zone-b replacement is refused */
+	want[0] = sub("subnet-a", "us-east-1a", "");
+	want[1] = sub("subnet-b2", "us-east-1b", "");
+	want[2] = sub("subnet-b", "us-east-1b", "");
+	ASSERT_EQ(ccm_nlb_subnets_plan(&lb, want, 3, true, ret, 8, &n, why, sizeof(why)),
+		  CCM_NLB_SUBNETS_REFUSED);
+	ASSERT_CONTAINS(why, "zone us-east-1b has subnet subnet-b, which cannot be replaced by "
+			     "subnet-b2");
+}
