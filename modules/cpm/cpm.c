@@ -8,9 +8,11 @@
 
 #include "common/base/flags.h"
 #include "common/base/log.h"
+#include "common/kube/kubeflags.h"
 #include "modules/cpm/cpm_approve.h"
 #include "modules/cpm/cpm_etcd.h"
 #include "modules/cpm/cpm_int.h"
+#include "modules/cpm/cpm_run.h"
 #include "modules/cpm/cpm_sched.h"
 #include "modules/cpm/cpm_sched_cmd.h"
 #include "modules/cpm/cpm_version.h"
@@ -22,6 +24,27 @@ static const char cpm_usage[] =
 	"d8-control-plane-manager-config holds, without a kubeadm binary.\n"
 	"\n"
 	"Commands:\n"
+	"  (none) | converge [--config-dir DIR] [--pki-dir DIR] [--root DIR] [--kubeconfig FILE]\n"
+	"      Deckhouse's DaemonSet run, one-shot then idle: removes orphan kubeadm patches;\n"
+	"      annotates the Node control-plane-manager.deckhouse.io/waiting-for-approval and waits\n"
+	"      (--approval-retries x --approval-interval, 42 x 10s) for .../approved (set by\n"
+	"      'cpm approve'); with MY_POD_NAME, waits for that pod's image-holder containers;\n"
+	"      refuses to go on when the etcd manifest's --advertise-client-urls IP\n"
+	"      is not MY_IP, its --name not the node or its --data-dir not /var/lib/etcd, or when\n"
+	"      kubelet.conf does not point at https://127.0.0.1:6445; installs kubeadm-config.yaml\n"
+	"      and the <component>.yaml.tpl patches (env expanded) under\n"
+	"      /etc/kubernetes/deckhouse/kubeadm/, the d8-pki files under /etc/kubernetes/pki, the\n"
+	"      certificates and kubeconfigs as render does, the extra-file-* (0600) under\n"
+	"      /etc/kubernetes/deckhouse/extra-files/; converges kube-apiserver,\n"
+	"      kube-controller-manager, kube-scheduler, etcd in that order: the manifest with the\n"
+	"      kubeadm patches (TARGET[suffix][+strategic|merge|json].{yaml,json}) applied is\n"
+	"      written when the live one lacks its checksum, then the mirror pod <comp>-<node> must\n"
+	"      show it and be Ready (--pod-ready-retries x 1s; for kube-apiserver the manifest is\n"
+	"      moved out and back once more, kubernetes#109596). Every replaced or removed file is\n"
+	"      first copied under /etc/kubernetes/deckhouse/backup/<YYYY-MM-DD>_<configChecksum>/\n"
+	"      (newest 5 folders kept). Then writes last_applied_configuration_checksum, answers ok\n"
+	"      on /readyz (--healthz-bind-address, 127.0.0.1:8095) and waits for SIGTERM (exit 0).\n"
+	"      The node is NODE_NAME (or the hostname), its IP MY_IP.\n"
 	"  render --config FILE [--root DIR] [--node-name N] [--my-ip IP] [--dry-run]\n"
 	"      Writes under DIR (as kubeadm's --rootfs; default /), then stops:\n"
 	"      - etc/kubernetes/pki: the leaf certificates of kubeadm's table (apiserver,\n"
@@ -79,8 +102,7 @@ static const char cpm_usage[] =
 	"and InitConfiguration (nodeRegistration.name, localAPIEndpoint); NODE_NAME and MY_IP, as\n"
 	"Deckhouse's DaemonSet sets them, win over the latter.\n"
 	"\n"
-	"Not built yet (issue 18, part 2): the converge with backups and waiting for the mirror pods,\n"
-	"kubeadm patches.\n"
+	"Not built yet (issue 18): etcd's join as a learner and its promotion.\n"
 	"\n"
 	"Exit codes: 0 done, 1 a step failed (the failed step says why; the steps before it are\n"
 	"kept), 2 usage error.";
@@ -107,6 +129,8 @@ static const struct flag cpm_flags[] = {
 	{ "scheduler-webhooks", FLAG_STRING, &sched_webhooks, NULL, NULL,
 	  "render: also write " CPM_SCHED_CONFIG_PATH " from this YAML file of "
 	  "KubeSchedulerWebhookConfigurations (see 'aws-k8s cpm scheduler-config --help')." },
+	CPM_RUN_FLAGS,
+	KUBE_FLAGS_QPS("5", "10"),
 	LOG_FLAGS,
 	{ NULL },
 };
@@ -208,10 +232,13 @@ int cpm_main(int argc, char **argv)
 	n = flags_parse("cpm", cpm_usage, cpm_flags, argc, argv);
 	if (n < 0)
 		return flags_exit_code(n);
-	if (n == 0) {
-		fprintf(stderr, "aws-k8s cpm: a command is needed: render, certs or approve (see 'aws-k8s "
-				"cpm --help')\n");
+	if (n > 1 && strcmp(argv[0], "converge") == 0) {
+		fprintf(stderr, "aws-k8s cpm converge: unexpected argument '%s'\n", argv[1]);
 		r = 2;
+	} else if (n == 0 || strcmp(argv[0], "converge") == 0) {
+		r = cpm_run(&(struct cpm_run_opts){ .root = root, .node_name = node_name,
+						     .my_ip = my_ip, .pod_name = getenv("MY_POD_NAME"),
+						     .root_kubeconfig_symlink = root_symlink });
 	} else if (strcmp(argv[0], "render") == 0) {
 		if (n > 1) {
 			fprintf(stderr, "aws-k8s cpm render: unexpected argument '%s'\n", argv[1]);
@@ -222,7 +249,8 @@ int cpm_main(int argc, char **argv)
 	} else if (strcmp(argv[0], "certs") == 0) {
 		r = certs(n - 1, argv + 1);
 	} else {
-		fprintf(stderr, "aws-k8s cpm: unknown command '%s' (render, certs, approve; see 'aws-k8s cpm "
+		fprintf(stderr, "aws-k8s cpm: unknown command '%s' (converge, render, certs, approve, "
+				"version, scheduler-config; see 'aws-k8s cpm "
 				"--help')\n", argv[0]);
 		r = 2;
 	}
