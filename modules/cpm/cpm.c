@@ -45,6 +45,9 @@ static const char cpm_usage[] =
 	"      (newest 5 folders kept). Then writes last_applied_configuration_checksum, answers ok\n"
 	"      on /readyz (--healthz-bind-address, 127.0.0.1:8095) and waits for SIGTERM (exit 0).\n"
 	"      The node is NODE_NAME (or the hostname), its IP MY_IP.\n"
+	"      --dry-run: the same steps on a copy of ROOT/etc/kubernetes (no approval asked, no\n"
+	"      pod waited for, no API server needed), then what would change: the manifests and\n"
+	"      the kubeadm configuration as diff -u, other files by name only (keys); exit 0.\n"
 	"  render --config FILE [--root DIR] [--node-name N] [--my-ip IP] [--dry-run]\n"
 	"      Writes under DIR (as kubeadm's --rootfs; default /), then stops:\n"
 	"      - etc/kubernetes/pki: the leaf certificates of kubeadm's table (apiserver,\n"
@@ -102,7 +105,8 @@ static const char cpm_usage[] =
 	"and InitConfiguration (nodeRegistration.name, localAPIEndpoint); NODE_NAME and MY_IP, as\n"
 	"Deckhouse's DaemonSet sets them, win over the latter.\n"
 	"\n"
-	"Not built yet (issue 18): etcd's join as a learner and its promotion.\n"
+	"Not built yet (issue 19): the converge of a node without /var/lib/etcd/member joining\n"
+	"etcd as a learner and promoting it (the steps exist as 'cpm etcd join' and 'promote').\n"
 	"\n"
 	"Exit codes: 0 done, 1 a step failed (the failed step says why; the steps before it are\n"
 	"kept), 2 usage error.";
@@ -122,7 +126,7 @@ static const struct flag cpm_flags[] = {
 	  "The node's IP, the advertise address (over InitConfiguration's "
 	  "localAPIEndpoint.advertiseAddress)." },
 	{ "dry-run", FLAG_BOOL, &dry_run, "false", NULL,
-	  "render: print what would change, write nothing." },
+	  "render, converge: print what would change, write nothing." },
 	{ "root-kubeconfig-symlink", FLAG_BOOL, &root_symlink, "false", NULL,
 	  "render: also link ROOT/root/.kube/config to /etc/kubernetes/admin.conf "
 	  "(Deckhouse's rootKubeconfigSymlink)." },
@@ -238,7 +242,8 @@ int cpm_main(int argc, char **argv)
 	} else if (n == 0 || strcmp(argv[0], "converge") == 0) {
 		r = cpm_run(&(struct cpm_run_opts){ .root = root, .node_name = node_name,
 						     .my_ip = my_ip, .pod_name = getenv("MY_POD_NAME"),
-						     .root_kubeconfig_symlink = root_symlink });
+						     .root_kubeconfig_symlink = root_symlink,
+						     .dry_run = dry_run });
 	} else if (strcmp(argv[0], "render") == 0) {
 		if (n > 1) {
 			fprintf(stderr, "aws-k8s cpm render: unexpected argument '%s'\n", argv[1]);

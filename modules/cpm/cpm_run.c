@@ -24,6 +24,7 @@
 #include "modules/cpm/cpm_backup.h"
 #include "modules/cpm/cpm_converge.h"
 #include "modules/cpm/cpm_int.h"
+#include "modules/cpm/cpm_shadow.h"
 #include "modules/cpm/cpm_wait.h"
 
 #define DECKHOUSE "/etc/kubernetes/deckhouse"
@@ -494,6 +495,27 @@ static int check_converged(void *ud, char *why, size_t n)
 	return -EAGAIN;
 }
 
+/* --dry-run: the manifest written into the shadow root as the converge would (its live copy
+ * lacks the checksum), no pod waited for. */
+static int component_write(struct run *run, const struct cpm_config *cfg,
+			   enum cpm_component_id id, char *err, size_t errlen)
+{
+	char sum[65], applied[512] = "", path[4096], abs[128], *text = NULL, *live = NULL;
+	int r = cpm_component_desired(cfg, run->root, id, &text, sum, applied, sizeof(applied), err,
+				      errlen);
+
+	snprintf(abs, sizeof(abs), "/etc/kubernetes/manifests/%s.yaml", cpm_component_name(id));
+	if (r >= 0)
+		r = cpm_path(run->root, abs, path, sizeof(path));
+	if (r >= 0 && !(file_read_all(path, INPUT_MAX, &live, NULL) >= 0 && strstr(live, sum)))
+		r = cpm_write_if_changed(path, text, strlen(text), 0600);
+	if (r < 0 && !err[0])
+		snprintf(err, errlen, "%s: %s", abs, strerror(-r));
+	free(text);
+	free(live);
+	return r < 0 ? r : 0;
+}
+
 static int steps(struct run *run, struct kube_client *kc)
 {
 	char cfgpath[4096], abs[256], err[600] = "";
@@ -503,6 +525,8 @@ static int steps(struct run *run, struct kube_client *kc)
 	log_info("phase: remove orphan files", KV_S("dir", CPM_PATCHES_DIR));
 	if (remove_others(run, CPM_PATCHES_DIR, is_component_patch, NULL) < 0)
 		return -1;
+	if (run->o->dry_run)
+		goto checks; /* no approval asked for, nothing waited for */
 	log_info("phase: approval", KV_S("node", run->node));
 	r = cpm_approval_wait(kc, run->node, (int)cpm_run_approval_tries,
 			      cpm_run_approval_interval, cancel_root(), err, sizeof(err));
@@ -516,6 +540,7 @@ static int steps(struct run *run, struct kube_client *kc)
 		if (r < 0)
 			return fail(run, "image holders: %s", r == -ECANCELED ? "stopped" : err);
 	}
+checks:
 	if (check_etcd_manifest(run) < 0 || check_kubelet_config(run) < 0)
 		return -1;
 	log_info("phase: install kubeadm configuration and base PKI");
@@ -539,7 +564,8 @@ static int steps(struct run *run, struct kube_client *kc)
 				  .ct = cancel_root(),
 				  .rep = &run->rep };
 	for (int i = 0; r >= 0 && i < CPM_COMPONENT_COUNT; i++)
-		if ((r = cpm_component_converge(&c, i, err, sizeof(err))) < 0)
+		if ((r = run->o->dry_run ? component_write(run, &cfg, i, err, sizeof(err))
+					 : cpm_component_converge(&c, i, err, sizeof(err))) < 0)
 			fail(run, "%s", err);
 	cpm_config_release(&cfg);
 	if (r < 0)
@@ -554,6 +580,38 @@ static int steps(struct run *run, struct kube_client *kc)
 		log_warn("cannot remove old backups", KV_E(r));
 	else if (r > 0)
 		log_info("removed old backups", KV_I("folders", r), KV_I("kept", CPM_BACKUP_KEEP));
+	return 0;
+}
+
+/* --dry-run: the steps on a shadow copy, then its differences from ROOT/etc/kubernetes. */
+static int run_dry(struct run *run)
+{
+	char shadow[256];
+	int64_t t0 = cpm_report_clock_ms();
+	int r = cpm_shadow_make(run->root, shadow, sizeof(shadow)), n;
+	const char *real = run->root;
+
+	if (r < 0) {
+		fprintf(stderr, "aws-k8s cpm: cannot copy %s/etc/kubernetes for the dry run: %s\n",
+			real, strerror(-r));
+		return 1;
+	}
+	run->root = shadow;
+	run->backup.root = shadow;
+	r = steps(run, NULL);
+	if (r < 0) {
+		fprintf(stderr, "aws-k8s cpm: converge (dry run) failed: %s\n", run->err);
+		cpm_shadow_remove(shadow);
+		return 1;
+	}
+	n = cpm_shadow_diff(real, shadow, stdout);
+	cpm_shadow_remove(shadow);
+	if (n < 0) {
+		fprintf(stderr, "aws-k8s cpm: cannot compare the dry run's files: %s\n", strerror(-n));
+		return 1;
+	}
+	printf("converge (dry run): %d file%s would change (%lld ms); nothing written\n", n,
+	       n == 1 ? "" : "s", (long long)(cpm_report_clock_ms() - t0));
 	return 0;
 }
 
@@ -585,6 +643,12 @@ int cpm_run(const struct cpm_run_opts *o)
 		return 1;
 	}
 	run.backup = (struct cpm_backup){ .root = run.root, .config_checksum = run.sum };
+	if (o->dry_run) {
+		run.rep.live = NULL; /* the steps act on the shadow copy: only its diff is shown */
+		r = run_dry(&run);
+		cpm_report_release(&run.rep);
+		return r;
+	}
 	r = http_server_new(&(struct http_server_opts){ .bind = cpm_run_healthz_addr }, &srv);
 	if (r >= 0)
 		r = http_server_add_standard(srv);

@@ -45,6 +45,7 @@ struct cpm_run_opts {
 	const char *root, *node_name, *my_ip;
 	const char *pod_name; /* MY_POD_NAME: its image-holder containers are waited for */
 	bool root_kubeconfig_symlink;
+	bool dry_run; /* converge a copy of ROOT/etc/kubernetes, print what would change, exit */
 };
 
 /* Returns the exit code: 0 after SIGTERM, 1 when a step failed, 2 for a usage error. */

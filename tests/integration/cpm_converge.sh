@@ -161,7 +161,22 @@ for i in 1 2 3 4 5 6; do mkdir -p "$BK/2020-01-0${i}_old$i" && touch -d "2020-01
 cp -p "$MANI/kube-apiserver.yaml" "$T_TMP/apiserver.old"
 cp -p "$R/etc/kubernetes/deckhouse/kubeadm/config.yaml" "$T_TMP/config.old"
 sed -i 's/value: 60s/value: 61s/' "$CD/kubeadm-config.yaml"
+# --dry-run first: the converge on a copy, its differences printed, nothing written, no API server
+before=$(snapshot)
 L2=$(rec_lines)
+out=$(NODE_NAME=$NODE MY_IP=$IP "$AWS_K8S" cpm converge --dry-run --config-dir "$CD" --pki-dir "$PD" --root "$R" \
+	--kubeconfig /nonexistent 2>&1)
+rc=$?
+[ $rc = 0 ] && grep -qx -- '+    - --request-timeout=61s' <<<"$out" && grep -qx -- '-    - --request-timeout=60s' <<<"$out" &&
+	grep -q '^+++ b/etc/kubernetes/manifests/kube-apiserver.yaml$' <<<"$out" &&
+	grep -q '^\[would replace\] /etc/kubernetes/deckhouse/kubeadm/config.yaml$' <<<"$out" &&
+	! grep -q '^\[would .*\] /etc/kubernetes/\(manifests/kube-controller-manager.yaml\|manifests/kube-scheduler.yaml\|manifests/etcd.yaml\|pki/\)' <<<"$out" &&
+	grep -q '^converge (dry run): 3 files would change' <<<"$out" &&
+	[ "$before" = "$(snapshot)" ] && [ "$(rec_lines)" = "$L2" ] &&
+	ok "converge --dry-run: kube-apiserver.yaml's diff (the flag), the kubeadm config and the last-applied checksum would change; nothing written, no pod touched, no API server needed" ||
+	fail "converge --dry-run" "exit $rc: $(tail -30 <<<"$out")"
+ls -d /tmp/cpm-dry-run.* 2>/dev/null | grep -q . && fail "converge --dry-run leaves no temporary copy" "$(ls -d /tmp/cpm-dry-run.*)" ||
+	ok "converge --dry-run leaves no temporary copy"
 cpm_bg run3
 converged && ok "run 3 (request-timeout changed): converged" || fail "run 3: converged" "$(tail -5 "$T_TMP/run3.log")"
 got=$(events_since "$L2")
