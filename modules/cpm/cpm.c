@@ -105,8 +105,8 @@ static const char cpm_usage[] =
 	"and InitConfiguration (nodeRegistration.name, localAPIEndpoint); NODE_NAME and MY_IP, as\n"
 	"Deckhouse's DaemonSet sets them, win over the latter.\n"
 	"\n"
-	"Not built yet (issue 19): the converge of a node without /var/lib/etcd/member joining\n"
-	"etcd as a learner and promoting it (the steps exist as 'cpm etcd join' and 'promote').\n"
+	"Not built yet (issue 19): a node without /var/lib/etcd/member joining etcd as a learner\n"
+	"and being promoted within the run (the steps exist as 'cpm etcd join' and 'promote').\n"
 	"\n"
 	"Exit codes: 0 done, 1 a step failed (the failed step says why; the steps before it are\n"
 	"kept), 2 usage error.";
