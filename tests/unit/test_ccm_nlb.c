@@ -144,20 +144,20 @@ TEST(ccm_nlb_node_rules_described)
 static void two_zone_lb(struct elbv2_lb *lb)
 {
 	*lb = (struct elbv2_lb){.n_subnets = 2};
-	strcpy(lb->subnets[0], "subnet-a");
-	strcpy(lb->zones[0], "us-east-1a");
-	strcpy(lb->allocations[0], "eipalloc-1");
-	strcpy(lb->subnets[1], "subnet-b");
-	strcpy(lb->zones[1], "us-east-1b");
-	strcpy(lb->allocations[1], "eipalloc-2");
+	str_copy(lb->subnets[0], sizeof(lb->subnets[0]), "subnet-a");
+	str_copy(lb->zones[0], sizeof(lb->zones[0]), "us-east-1a");
+	str_copy(lb->allocations[0], sizeof(lb->allocations[0]), "eipalloc-1");
+	str_copy(lb->subnets[1], sizeof(lb->subnets[1]), "subnet-b");
+	str_copy(lb->zones[1], sizeof(lb->zones[1]), "us-east-1b");
+	str_copy(lb->allocations[1], sizeof(lb->allocations[1]), "eipalloc-2");
 }
 
 static struct ccm_nlb_subnet sub(const char *id, const char *az, const char *eip)
 {
 	struct ccm_nlb_subnet s = {{0}};
-	strcpy(s.id, id);
-	strcpy(s.az, az);
-	strcpy(s.allocation, eip);
+	str_copy(s.id, sizeof(s.id), id);
+	str_copy(s.az, sizeof(s.az), az);
+	str_copy(s.allocation, sizeof(s.allocation), eip);
 	return s;
 }
 
