@@ -15,13 +15,14 @@
 # upstream refuses, and when its connect hangs), and resident memory of each proxy idle and
 # under load. The machine's cores are shared by wrk, the upstream and the proxy under test: the
 # figures compare the paths measured the same way, not absolute capacity.
-# Environment: RUNS, DUR, CONNS, THREADS, BODY.
+# Environment: RUNS, DUR, CONNS, THREADS, BODY, LOADS ("keepalive close", or one of them).
 . "$(dirname "$0")/../lib/testlib.sh"
 RUNS=${RUNS:-3}
 DUR=${DUR:-8s}
 CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
 BODY=${BODY:-4000}
+LOADS=${LOADS:-keepalive close}
 for p in wrk nginx curl; do
 	command -v $p >/dev/null || { echo "api_proxy: $p is missing (apt-get install wrk nginx-light curl)"; exit 0; }
 done
@@ -117,7 +118,7 @@ one() { # URL [HEADER]: "req/s p50_ms p99_ms"
 	END { printf "%.0f %.3f %.3f\n", rps, p50, p99 }' <<<"$out"
 }
 declare -A RES
-for load in keepalive close; do
+for load in $LOADS; do
 	hdr=
 	[ $load = close ] && hdr="Connection: close"
 	for i in $(seq "$RUNS"); do
@@ -141,7 +142,7 @@ for load in keepalive close; do
 	done
 done
 stat() { awk -v c="$2" 'NF { print $c }' <<<"${RES[$1]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%s %s", v[1], v[int((NR + 1) / 2)] }'; }
-for load in keepalive close; do
+for load in $LOADS; do
 	echo "$load: min / median over $RUNS runs:"
 	for path in direct nginx buffer splice; do
 		read -r rmin rmed <<<"$(stat $load.$path 1)"
