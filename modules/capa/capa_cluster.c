@@ -36,10 +36,37 @@ static void on_add(void *ud, const cJSON *obj)
 	queue_obj(ud, obj);
 }
 
+/* Whether an update can change what the reconcile does: not when only status (and the
+ * resourceVersion) moved, which the reconcile's own status write causes (the periodic
+ * --sync-period requeue covers the rest). */
+static bool relevant(const cJSON *old, const cJSON *obj)
+{
+	static const char *const paths[] = {
+	    "metadata.generation", "metadata.annotations",	 "metadata.labels",
+	    "metadata.finalizers", "metadata.deletionTimestamp", "metadata.ownerReferences",
+	    "spec",
+	};
+	if (!old || old == obj)
+		return true; /* a resync or a relist: the queue drops duplicates */
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+		const cJSON *a = json_find(old, paths[i]), *b = json_find(obj, paths[i]);
+		if (!a != !b || (a && !cJSON_Compare(a, b, true)))
+			return true;
+	}
+	return false;
+}
+
 static void on_update(void *ud, const cJSON *old, const cJSON *obj)
 {
-	(void)old;
-	queue_obj(ud, obj);
+	struct capa_cluster_ctl *cc = ud;
+
+	if (relevant(old, obj)) {
+		queue_obj(cc, obj);
+		return;
+	}
+	/* the watchers still see the new status (a cluster that became ready) */
+	for (size_t i = 0; i < cc->x->n_cluster_watches; i++)
+		cc->x->cluster_watches[i].fn(cc->x->cluster_watches[i].ud, obj);
 }
 
 static void on_delete(void *ud, const cJSON *obj)

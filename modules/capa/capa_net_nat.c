@@ -116,12 +116,19 @@ static int nat_create(struct capa_scope *s, const char *subnet, const char *allo
 	struct aws_query q = AWS_QUERY_INIT;
 	struct aws_reply rep = {0};
 	struct capa_tags t = {0};
-	char name[300];
+	const char *uid = json_str(s->obj, "metadata.uid");
+	char name[300], token[80];
 	int r;
 
 	snprintf(name, sizeof(name), "%s-nat", s->name);
 	aws_query_add(&q, "SubnetId", subnet);
 	aws_query_add(&q, "AllocationId", alloc);
+	/* better than CAPA: a retry after a lost reply, or a restart after a kill, gets the same
+	 * gateway back from EC2 instead of a second one (64 ASCII characters at most) */
+	if (uid && strlen(uid) + strlen(subnet) + 1 <= 64) {
+		str_printf(token, sizeof(token), "%s-%s", uid, subnet);
+		aws_query_add(&q, "ClientToken", token);
+	}
 	if ((r = capa_net_tags(s, &t, "common", name)) < 0 ||
 	    (r = capa_net_create(s, "CreateNatGateway", &q, "natgateway", &t, &rep)) < 0)
 		goto out;
