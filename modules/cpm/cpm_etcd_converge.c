@@ -33,6 +33,7 @@ struct ex {
 	char *err;
 	size_t errlen;
 	int64_t t0;
+	int64_t t_etcd; /* the first etcd call */
 };
 
 __attribute__((format(printf, 3, 4))) static int fail(struct ex *x, int r, const char *fmt, ...)
@@ -234,7 +235,7 @@ static int join(struct ex *x, const struct etcd_members *ms, enum cpm_etcd_state
 	report(x, CPM_STEP_CREATED,
 	       "%s: joined as a learner and promoted in %lld ms, %lu etcd calls (promote: %u "
 	       "tries)%s%s",
-	       cpm_etcd_state_name(state), (long long)((now_mono_ns() - x->t0) / NSEC_PER_MSEC),
+	       cpm_etcd_state_name(state), (long long)((now_mono_ns() - x->t_etcd) / NSEC_PER_MSEC),
 	       etcd_client_calls(x->ec) - calls0, ps.attempts,
 	       moved[0] ? "; orphan data moved to " : "", moved);
 	return 0;
@@ -363,11 +364,15 @@ int cpm_etcd_converge(const struct cpm_converge *c, char *err, size_t errlen)
 	}
 	if ((r = client(&x, has_data)) < 0)
 		goto out;
+	x.t_etcd = now_mono_ns();
+	calls0 = etcd_client_calls(x.ec);
 	r = etcd_member_list(x.ec, &ms, &e);
 	if (r < 0 && has_data) {
 		/* this node's etcd may just be down: its manifest first, then a look again */
 		log_warn("etcd does not answer: its manifest first", KV_S("why", e.message));
 		r = cpm_component_converge(c, CPM_ETCD, err, errlen);
+		x.t_etcd = now_mono_ns();
+		calls0 = etcd_client_calls(x.ec);
 		if (r >= 0)
 			r = etcd_member_list(x.ec, &ms, &e);
 		if (r < 0 && !err[0])
@@ -380,7 +385,6 @@ int cpm_etcd_converge(const struct cpm_converge *c, char *err, size_t errlen)
 		     strerror(-r));
 		goto out;
 	}
-	calls0 = etcd_client_calls(x.ec) - 1;
 	state = cpm_etcd_classify(&ms, x.name, x.peer, has_data);
 	log_info("etcd member", KV_S("name", x.name), KV_S("state", cpm_etcd_state_name(state)),
 		 KV_I("members", (long long)ms.n));
