@@ -83,8 +83,8 @@ wait_for() {
 	for ((i = 0; i < secs * 5; i++)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
 	return 1
 }
-# converge NODE IP LOG: one cpm run, until its /readyz answers 200 (then SIGTERM, 0) or it
-# exits (1); its output in $T_TMP/LOG.log
+# converge NODE IP LOG: one cpm run, until its /readyz answers 200 (then SIGTERM: its exit code,
+# 0 expected) or it exits (1); its output in $T_TMP/LOG.log
 converge() {
 	local n=$1 ip=$2 log=$T_TMP/$3.log hz pid i
 	hz=$(free_port)
@@ -97,7 +97,7 @@ converge() {
 		if curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$hz/readyz"; then
 			kill -TERM "$pid"
 			wait "$pid"
-			return 0
+			return
 		fi
 		kill -0 "$pid" 2>/dev/null || { wait "$pid"; return 1; }
 		sleep 0.2
