@@ -227,10 +227,10 @@ def checks(paths):
               "node-role.kubernetes.io/control-plane" in s.get("nodeSelector", {}) and
               {"operator": "Exists"} in s.get("tolerations", []) and s.get("hostNetwork") is True)
         check("cpm: /pki, /config from the Secrets d8-pki and d8-control-plane-manager-config; "
-              "the host's /etc/kubernetes, /root/.kube, /var/lib/etcd (read-only)",
+              "the host's /etc/kubernetes, /root/.kube, /var/lib/etcd (written: an orphan's data moved aside)",
               [src(p) for p in ("/pki", "/config", "/etc/kubernetes", "/root/.kube", "/var/lib/etcd")] ==
               ["d8-pki", "d8-control-plane-manager-config", "/etc/kubernetes", "/root/.kube",
-               "/var/lib/etcd"] and mnt["/var/lib/etcd"][0].get("readOnly") is True, str(mnt))
+               "/var/lib/etcd"] and not mnt["/var/lib/etcd"][0].get("readOnly"), str(mnt))
         env = {e["name"]: e for e in c.get("env", [])}
         ref = lambda k: env.get(k, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
         check("cpm: MY_IP=status.hostIP, MY_POD_NAME=metadata.name, KUBERNETES_VERSION",
