@@ -93,10 +93,14 @@ static const struct flag etcd_flags[] = {
 	{ NULL },
 };
 
+/* the error's message, then the errno's text unless the message already ends with it */
 static int failed(const char *verb, int r, const struct etcd_error *e)
 {
-	fprintf(stderr, "aws-k8s cpm etcd %s: %s%s%s\n", verb, e && e->message[0] ? e->message : "",
-		e && e->message[0] ? ": " : "", strerror(-r));
+	const char *m = e && e->message[0] ? e->message : "", *s = strerror(-r);
+	size_t ml = strlen(m), sl = strlen(s);
+	bool has = ml >= sl && strcmp(m + ml - sl, s) == 0;
+
+	fprintf(stderr, "aws-k8s cpm etcd %s: %s%s%s\n", verb, m, *m && !has ? ": " : "", has ? "" : s);
 	return 1;
 }
 
