@@ -8,16 +8,7 @@
 #include "common/base/json.h"
 #include "modules/capa/capa_machine.h"
 
-void capa_mtags_release(struct capa_mtags *t)
-{
-	for (size_t i = 0; i < t->n; i++) {
-		free(t->key[i]);
-		free(t->value[i]);
-	}
-	t->n = 0;
-}
-
-const char *capa_mtags_get(const struct capa_mtags *t, const char *key)
+const char *capa_tags_get(const struct capa_tags *t, const char *key)
 {
 	for (size_t i = 0; i < t->n; i++)
 		if (strcmp(t->key[i], key) == 0)
@@ -25,42 +16,7 @@ const char *capa_mtags_get(const struct capa_mtags *t, const char *key)
 	return NULL;
 }
 
-int capa_mtags_set(struct capa_mtags *t, const char *key, const char *value)
-{
-	char *v = strdup(value);
-	if (!v)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->n; i++)
-		if (strcmp(t->key[i], key) == 0) {
-			free(t->value[i]);
-			t->value[i] = v;
-			return 0;
-		}
-	if (t->n >= CAPA_MACHINE_MAX_TAGS) {
-		free(v);
-		return -E2BIG;
-	}
-	if (!(t->key[t->n] = strdup(key))) {
-		free(v);
-		return -ENOMEM;
-	}
-	t->value[t->n++] = v;
-	return 0;
-}
-
-void capa_mtags_sort(struct capa_mtags *t)
-{
-	for (size_t i = 1; i < t->n; i++)
-		for (size_t j = i; j > 0 && strcmp(t->key[j - 1], t->key[j]) > 0; j--) {
-			char *k = t->key[j], *v = t->value[j];
-			t->key[j] = t->key[j - 1];
-			t->value[j] = t->value[j - 1];
-			t->key[j - 1] = k;
-			t->value[j - 1] = v;
-		}
-}
-
-static int add_additional(struct capa_mtags *t, const cJSON *obj, const char *where, char *err,
+static int add_additional(struct capa_tags *t, const cJSON *obj, const char *where, char *err,
 			  size_t errlen)
 {
 	if (!obj)
@@ -92,47 +48,46 @@ static int add_additional(struct capa_mtags *t, const cJSON *obj, const char *wh
 			str_printf(err, errlen, "%s.additionalTags: %s", where, why);
 			return -EINVAL;
 		}
-		int r = capa_mtags_set(t, it->string, it->valuestring);
+		int r = capa_tags_set(t, it->string, it->valuestring);
 		if (r < 0)
 			return r;
 	}
 	return 0;
 }
 
-int capa_machine_tags(const struct capa_machine_ctx *m, bool ec2, struct capa_mtags *ret, char *err,
+int capa_machine_tags(const struct capa_machine_ctx *m, bool ec2, struct capa_tags *ret, char *err,
 		      size_t errlen)
 {
-	struct capa_mtags t = { 0 };
+	struct capa_tags t = { 0 };
 	char key[300], val[300];
 	int r = add_additional(&t, json_find(m->awscluster, "spec.additionalTags"), "AWSCluster spec",
 			       err, errlen);
 	if (r >= 0)
 		r = add_additional(&t, json_find(m->spec, "additionalTags"), "spec", err, errlen);
-	if (r >= 0 && str_printf(key, sizeof(key), "%s%s", AWS_CLUSTER_TAG_PREFIX, m->cluster) < 0)
+	if (r >= 0 && str_printf(key, sizeof(key), "%s%s", CAPA_TAG_K8S_CLUSTER_PREFIX, m->cluster) < 0)
 		r = -ENAMETOOLONG;
 	if (r >= 0)
-		r = capa_mtags_set(&t, key, "owned");
+		r = capa_tags_set(&t, key, "owned");
 	if (r >= 0 && ec2) {
 		if (str_printf(val, sizeof(val), "%s/%s", m->namespace, m->machine) < 0)
 			r = -ENAMETOOLONG;
 		else
-			r = capa_mtags_set(&t, "MachineName", val);
+			r = capa_tags_set(&t, "MachineName", val);
 	}
-	if (r >= 0 && str_printf(key, sizeof(key), "%s%s", CAPA_MTAG_CLUSTER, m->cluster) < 0)
+	if (r >= 0 && str_printf(key, sizeof(key), "%s%s", CAPA_TAG_CLUSTER_PREFIX, m->cluster) < 0)
 		r = -ENAMETOOLONG;
 	if (r >= 0)
-		r = capa_mtags_set(&t, key, "owned");
+		r = capa_tags_set(&t, key, "owned");
 	if (r >= 0)
-		r = capa_mtags_set(&t, CAPA_MTAG_ROLE, m->role);
+		r = capa_tags_set(&t, CAPA_TAG_ROLE, m->role);
 	if (r >= 0)
-		r = capa_mtags_set(&t, "Name", m->awsmachine);
+		r = capa_tags_set(&t, "Name", m->awsmachine);
 	if (r < 0) {
 		if (r != -EINVAL)
 			str_printf(err, errlen, "building the tags: %s", strerror(-r));
-		capa_mtags_release(&t);
+		capa_tags_release(&t);
 		return r;
 	}
-	capa_mtags_sort(&t);
 	*ret = t;
 	return 0;
 }
@@ -272,17 +227,6 @@ int capa_client_token(const char *uid, char *out, size_t n)
 	return str_printf(out, n, "capa-%s", hex);
 }
 
-static int add_tag_spec(struct aws_query *q, int idx, const char *type, const struct capa_mtags *t)
-{
-	char prefix[64];
-	int r = aws_query_addf(q, type, "TagSpecification.%d.ResourceType", idx);
-	if (r < 0)
-		return r;
-	str_printf(prefix, sizeof(prefix), "TagSpecification.%d.Tag", idx);
-	return aws_query_add_tags(q, prefix, (const char *const *)t->key,
-				  (const char *const *)t->value, t->n);
-}
-
 /* Root volume: CAPA's rules (size >= 8, DeleteOnTermination). */
 static int add_root_volume(struct aws_query *q, const cJSON *rv, const char *root_device, char *err,
 			   size_t errlen)
@@ -356,7 +300,7 @@ int capa_run_instances_query(const struct capa_machine_ctx *m, const struct capa
 	const char *type = json_str(m->spec, "instanceType"), *ami = json_str(m->spec, "ami.id");
 	const char *profile = json_str(m->spec, "iamInstanceProfile");
 	char token[CAPA_CLIENT_TOKEN_MAX + 1];
-	struct capa_mtags tags = { 0 };
+	struct capa_tags tags = { 0 };
 	int r;
 
 	if (!type || !*type) {
@@ -422,12 +366,12 @@ int capa_run_instances_query(const struct capa_machine_ctx *m, const struct capa
 	if (r >= 0)
 		r = add_metadata_options(q, json_find(m->spec, "instanceMetadataOptions"), err, errlen);
 	if (r >= 0)
-		r = add_tag_spec(q, 1, "instance", &tags);
+		r = capa_query_tagspec(q, 1, "instance", &tags);
 	if (r >= 0)
-		r = add_tag_spec(q, 2, "volume", &tags);
+		r = capa_query_tagspec(q, 2, "volume", &tags);
 	if (r >= 0)
-		r = add_tag_spec(q, 3, "network-interface", &tags);
-	capa_mtags_release(&tags);
+		r = capa_query_tagspec(q, 3, "network-interface", &tags);
+	capa_tags_release(&tags);
 	if (r < 0 && r != -EINVAL)
 		str_printf(err, errlen, "building RunInstances: %s", strerror(-r));
 	return r;
@@ -436,7 +380,7 @@ int capa_run_instances_query(const struct capa_machine_ctx *m, const struct capa
 int capa_find_instance_query(const struct capa_machine_ctx *m, struct aws_query *q)
 {
 	char key[300];
-	if (str_printf(key, sizeof(key), "tag:%s%s", CAPA_MTAG_CLUSTER, m->cluster) < 0)
+	if (str_printf(key, sizeof(key), "tag:%s%s", CAPA_TAG_CLUSTER_PREFIX, m->cluster) < 0)
 		return -ENAMETOOLONG;
 	int r = aws_query_add_filter(q, key, (const char *[]){ "owned" }, 1);
 	if (r >= 0)

@@ -17,27 +17,14 @@
 
 #include "common/aws/ec2.h"
 #include "common/aws/query.h"
+#include "modules/capa/capa.h"
 
-#define CAPA_MTAG_PREFIX "sigs.k8s.io/cluster-api-provider-aws/"
-#define CAPA_MTAG_CLUSTER CAPA_MTAG_PREFIX "cluster/"
-#define CAPA_MTAG_ROLE CAPA_MTAG_PREFIX "role"
 #define CAPA_MAX_ADDITIONAL_TAGS 50
-#define CAPA_MACHINE_MAX_TAGS 64
 #define CAPA_MAX_SGS 16
 #define CAPA_CLIENT_TOKEN_MAX 64
 
-struct capa_mtags {
-	char *key[CAPA_MACHINE_MAX_TAGS];
-	char *value[CAPA_MACHINE_MAX_TAGS];
-	size_t n;
-};
-
-void capa_mtags_release(struct capa_mtags *t);
-/* Sets key (replacing its value when present); -E2BIG past CAPA_MACHINE_MAX_TAGS. */
-int capa_mtags_set(struct capa_mtags *t, const char *key, const char *value);
-const char *capa_mtags_get(const struct capa_mtags *t, const char *key);
-/* Sorts by key (the order of TagSpecifications). */
-void capa_mtags_sort(struct capa_mtags *t);
+/* The value of key in t, or NULL. */
+const char *capa_tags_get(const struct capa_tags *t, const char *key);
 
 /* What a machine's objects are built from. */
 struct capa_machine_ctx {
@@ -53,7 +40,7 @@ struct capa_machine_ctx {
 
 /* ec2: the instance's tags (with MachineName); otherwise the bootstrap secrets'. On error
  * (-EINVAL: a bad additionalTags entry, "aws:" prefix, over 50) err says why. */
-int capa_machine_tags(const struct capa_machine_ctx *m, bool ec2, struct capa_mtags *ret, char *err,
+int capa_machine_tags(const struct capa_machine_ctx *m, bool ec2, struct capa_tags *ret, char *err,
 		      size_t errlen);
 
 /* The subnet for the machine (reference §9 "Subnet choice"): spec.subnet.id, else the first

@@ -44,25 +44,25 @@ static void fx_release(struct fixture *f)
 TEST(capa_machine_tags_as_capa)
 {
 	struct fixture f;
-	struct capa_mtags t;
+	struct capa_tags t;
 	char err[256];
 	fx_init(&f, "{\"additionalTags\":{\"team\":\"b\",\"Name\":\"mine\"}}", "node");
 	ASSERT_OK(capa_machine_tags(&f.m, true, &t, err, sizeof(err)));
-	ASSERT_STREQ(capa_mtags_get(&t, "sigs.k8s.io/cluster-api-provider-aws/cluster/c1"), "owned");
-	ASSERT_STREQ(capa_mtags_get(&t, "sigs.k8s.io/cluster-api-provider-aws/role"), "node");
-	ASSERT_STREQ(capa_mtags_get(&t, "Name"), "c1-md-0-abcde"); /* CAPA's keys win */
-	ASSERT_STREQ(capa_mtags_get(&t, "kubernetes.io/cluster/c1"), "owned");
-	ASSERT_STREQ(capa_mtags_get(&t, "MachineName"), "default/c1-md-0-xyz");
-	ASSERT_STREQ(capa_mtags_get(&t, "team"), "b"); /* the machine's over the cluster's */
-	ASSERT_STREQ(capa_mtags_get(&t, "env"), "dev");
+	ASSERT_STREQ(capa_tags_get(&t, "sigs.k8s.io/cluster-api-provider-aws/cluster/c1"), "owned");
+	ASSERT_STREQ(capa_tags_get(&t, "sigs.k8s.io/cluster-api-provider-aws/role"), "node");
+	ASSERT_STREQ(capa_tags_get(&t, "Name"), "c1-md-0-abcde"); /* CAPA's keys win */
+	ASSERT_STREQ(capa_tags_get(&t, "kubernetes.io/cluster/c1"), "owned");
+	ASSERT_STREQ(capa_tags_get(&t, "MachineName"), "default/c1-md-0-xyz");
+	ASSERT_STREQ(capa_tags_get(&t, "team"), "b"); /* the machine's over the cluster's */
+	ASSERT_STREQ(capa_tags_get(&t, "env"), "dev");
 	ASSERT_EQ(t.n, 7u);
 	for (size_t i = 1; i < t.n; i++)
 		ASSERT_TRUE(strcmp(t.key[i - 1], t.key[i]) < 0);
-	capa_mtags_release(&t);
+	capa_tags_release(&t);
 	/* secrets: no MachineName */
 	ASSERT_OK(capa_machine_tags(&f.m, false, &t, err, sizeof(err)));
-	ASSERT_NULL(capa_mtags_get(&t, "MachineName"));
-	capa_mtags_release(&t);
+	ASSERT_NULL(capa_tags_get(&t, "MachineName"));
+	capa_tags_release(&t);
 	fx_release(&f);
 
 	fx_init(&f, "{\"additionalTags\":{\"aws:x\":\"1\"}}", "node");
