@@ -129,7 +129,8 @@ static int reconcile_normal(struct capa_scope *s, int64_t *requeue)
 {
 	int r;
 
-	if ((r = capa_net_reconcile(s)) < 0 || (r = capa_sg_reconcile(s)) < 0) {
+	if ((r = capa_net_reconcile(s)) < 0 || (r = capa_sg_reconcile(s)) < 0 ||
+	    (r = capa_lb_reconcile(s)) < 0) {
 		*requeue = 0;
 		return r;
 	}
@@ -146,7 +147,9 @@ static int reconcile_delete(struct capa_scope *s)
 {
 	int r;
 
-	if ((r = capa_sg_delete(s)) < 0 || (r = capa_net_delete(s)) < 0)
+	/* CAPA's order: load balancers, security groups, then the network */
+	if ((r = capa_lb_delete(s)) < 0 || (r = capa_sg_delete(s)) < 0 ||
+	    (r = capa_net_delete(s)) < 0)
 		return r;
 	return 0;
 }
@@ -238,6 +241,23 @@ out:
 	return r;
 }
 
+/* Events of the informer's first list arrive before the controller runs: every AWSCluster in
+ * the synced store is queued here (a restart resumes what it was doing). */
+static int cluster_start(struct controller *c)
+{
+	struct capa_cluster_ctl *cc = c->ud;
+	char **keys = NULL;
+	int r = kube_store_keys(kube_informer_store(cc->x->awsclusters), &keys);
+
+	if (r < 0)
+		return r;
+	for (char **k = keys; k && *k; k++)
+		controller_add(c, *k);
+	log_info("awscluster controller started", KV_U("awsclusters", strv_len(keys)));
+	strv_free(keys);
+	return 0;
+}
+
 int capa_cluster_controller_start(struct capa_ctx *x)
 {
 	struct capa_cluster_ctl *cc = calloc(1, sizeof(*cc));
@@ -252,6 +272,7 @@ int capa_cluster_controller_start(struct capa_ctx *x)
 	    &(struct controller){
 		.name = "awscluster",
 		.reconcile = reconcile,
+		.start = cluster_start,
 		.ud = cc,
 		.workers = x->cluster_workers,
 		/* failures retry from 1 s, doubling up to 5 minutes */

@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/aws/client.h"
 #include "modules/capa/capa.h"
@@ -31,9 +32,11 @@ struct capa_scope {
 	bool spec_changed;	 /* spec.network was filled: written back */
 	/* found or made by the network steps, read by the later ones */
 	char igw[32];
+	char sg_apilb[32];		  /* the apiserver-lb group */
 	char nat_ips[CAPA_MAX_ZONES][48]; /* public IPs of the NAT gateways */
 	size_t n_nat_ips;
 	char err[512];		 /* what failed, for the condition message and the log */
+	char code[128];		 /* the AWS error code of the last failed call */
 };
 
 /* The network (capa_net.c): VPC, subnets, IGW, NAT gateways, route tables, in CAPA's order,
@@ -62,6 +65,23 @@ cJSON *capa_scope_status(struct capa_scope *s);
 cJSON *capa_scope_network(struct capa_scope *s);
 /* Sets a condition on the working copy's status. */
 void capa_scope_condition(struct capa_scope *s, const char *type, bool ok, const char *reason);
+
+/* BLAKE2b (RFC 7693, unkeyed) with an outlen-byte digest (1..64). */
+void capa_blake2b(const void *data, size_t len, uint8_t *out, size_t outlen);
+/* CAPA's hashed load-balancer name of a name (28 base-36 characters and "-k8s"). */
+void capa_lb_hashed_name(const char *name, char out[33]);
+/* The classic API load balancer's name: spec.controlPlaneLoadBalancer.name, else
+ * "<c>-apiserver" (dots as dashes), hashed when longer than 32. */
+void capa_lb_name(const struct capa_scope *s, char out[64]);
+
+/* The control-plane load balancer (capa_lb.c): a classic ELB, its attributes and health check,
+ * spec.controlPlaneEndpoint and status.networkStatus.apiServerElb. */
+int capa_lb_reconcile(struct capa_scope *s);
+int capa_lb_delete(struct capa_scope *s);
+/* A call to any Query service in the scope's region, its error in s->err (and its code in
+ * s->code). */
+int capa_scope_call(struct capa_scope *s, enum aws_service svc, const char *action,
+		    const struct aws_query *q, struct aws_reply *rep);
 
 /* CAPA's default subnet layout (pkg/internal/cidr): the VPC CIDR cut into zones+1 blocks, the
  * first cut again into `zones` public subnets, the others the private ones. -EINVAL for a bad

@@ -19,16 +19,24 @@ void capa_owned_key(const struct capa_scope *s, char *buf, size_t n)
 	snprintf(buf, n, CAPA_TAG_CLUSTER_PREFIX "%s", s->name);
 }
 
+int capa_scope_call(struct capa_scope *s, enum aws_service svc, const char *action,
+		    const struct aws_query *q, struct aws_reply *rep)
+{
+	struct aws_error e = {0};
+	int r = capa_call(s->x, svc, s->region, action, q, rep, &e);
+
+	if (r < 0) {
+		str_printf(s->err, sizeof(s->err), "%s: %s%s%s", action, e.code,
+			   e.code[0] ? ": " : "", e.message);
+		capa_strcpy(s->code, sizeof(s->code), e.code);
+	}
+	return r;
+}
+
 int capa_scope_ec2(struct capa_scope *s, const char *action, const struct aws_query *q,
 		   struct aws_reply *rep)
 {
-	struct aws_error e = {0};
-	int r = capa_ec2(s->x, s->region, action, q, rep, &e);
-
-	if (r < 0)
-		str_printf(s->err, sizeof(s->err), "%s: %s%s%s", action, e.code,
-			 e.code[0] ? ": " : "", e.message);
-	return r;
+	return capa_scope_call(s, AWS_SVC_EC2, action, q, rep);
 }
 
 const char *capa_vpc_id(const struct capa_scope *s)

@@ -304,6 +304,7 @@ int capa_sg_reconcile(struct capa_scope *s)
 	}
 	if (r >= 0)
 		r = sg_status(s, all);
+	capa_strcpy(s->sg_apilb, sizeof(s->sg_apilb), all[SG_APILB].id);
 out:
 	capa_scope_condition(s, CAPA_COND_SG, r >= 0, "ClusterSecurityGroupReconciliationFailed");
 	aws_reply_release(&rep);

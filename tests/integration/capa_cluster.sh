@@ -208,17 +208,32 @@ eq("apiserver-lb ingress: 6443 from each NAT IP /32 and from 0.0.0.0/0 (the defa
 eq("lb (classic) has no ingress", flat(byname["c1-lb"]), set())
 eq("egress is left as EC2 made it", all(g["IpPermissionsEgress"] for g in sgs), True)
 
+lbs = elb.describe_load_balancers(LoadBalancerNames=["c1-apiserver"])["LoadBalancerDescriptions"]
+eq("one classic load balancer c1-apiserver", len(lbs), 1)
+lb = lbs[0]
+eq("LB: internet-facing, TCP 6443 to instance TCP 6443, the apiserver-lb group",
+   (lb["Scheme"], [(l["Listener"]["Protocol"], l["Listener"]["LoadBalancerPort"], l["Listener"]["InstanceProtocol"], l["Listener"]["InstancePort"]) for l in lb["ListenerDescriptions"]], lb["SecurityGroups"]),
+   ("internet-facing", [("TCP", 6443, "TCP", 6443)], [ids["apiserver-lb"]]))
+eq("LB: one public subnet per zone", sorted(lb["Subnets"]), sorted(s["SubnetId"] for s in subs if tags(s)[ROLE] == "public"))
+hc = lb["HealthCheck"]
+eq("LB health check TCP:6443, 5 s, 4 s, 2, 6", (hc["Target"], hc["Interval"], hc["Timeout"], hc["HealthyThreshold"], hc["UnhealthyThreshold"]), ("TCP:6443", 5, 4, 2, 6))
+at = elb.describe_load_balancer_attributes(LoadBalancerName="c1-apiserver")["LoadBalancerAttributes"]
+eq("LB attributes: idle timeout 600 s, cross-zone off", (at["ConnectionSettings"]["IdleTimeout"], at["CrossZoneLoadBalancing"]["Enabled"]), (600, False))
+lt = {t["Key"]: t["Value"] for t in elb.describe_tags(LoadBalancerNames=["c1-apiserver"])["TagDescriptions"][0]["Tags"]}
+eq("LB tags: owned, role apiserver, Name", lt, {OWN: "owned", ROLE: "apiserver", "Name": "c1-apiserver", "team": "infra"})
+eq("spec.controlPlaneEndpoint is the LB DNS name, port 6443", o["spec"].get("controlPlaneEndpoint"), {"host": lb["DNSName"], "port": 6443})
+eq("status.networkStatus.apiServerElb names the LB", (o["status"]["networkStatus"]["apiServerElb"]["name"], o["status"]["networkStatus"]["apiServerElb"]["dnsName"]), ("c1-apiserver", lb["DNSName"]))
+
 st = o["status"]
 eq("status.networkStatus.securityGroups: the four roles with their IDs",
    {k: v["id"] for k, v in st["networkStatus"]["securityGroups"].items()}, ids)
 eq("status.failureDomains: the private-subnet zones, control-plane capable",
    st["failureDomains"], {z: {"controlPlane": True} for z in ("us-east-1a", "us-east-1b", "us-east-1c")})
 conds = {c["type"]: c["status"] for c in st["conditions"]}
-eq("conditions true: Vpc, Subnets, InternetGateway, NatGateways, RouteTables, ClusterSecurityGroups, Ready",
-   {k: conds.get(k) for k in ("VpcReady", "SubnetsReady", "InternetGatewayReady", "NatGatewaysReady",
-                               "RouteTablesReady", "ClusterSecurityGroupsReady", "Ready")},
-   {k: "True" for k in ("VpcReady", "SubnetsReady", "InternetGatewayReady", "NatGatewaysReady",
-                        "RouteTablesReady", "ClusterSecurityGroupsReady", "Ready")})
+CT = ("VpcReady", "SubnetsReady", "InternetGatewayReady", "NatGatewaysReady", "RouteTablesReady",
+      "ClusterSecurityGroupsReady", "LoadBalancerReady", "Ready")
+eq("conditions true: Vpc, Subnets, InternetGateway, NatGateways, RouteTables, ClusterSecurityGroups, LoadBalancer, Ready",
+   {k: conds.get(k) for k in CT}, {k: "True" for k in CT})
 ' "$T_TMP/awsc.json"
 
 # CAPA's create order (§3): VPC, subnets, IGW, NAT (EIP first), route tables (table, route,
@@ -235,8 +250,9 @@ order_ok() { # FILE ACTION... : each action's first call comes after the previou
 	done
 }
 if why=$(order_ok "$T_TMP/create.calls" CreateVpc ModifyVpcAttribute CreateSubnet CreateInternetGateway \
-	AttachInternetGateway AllocateAddress CreateNatGateway CreateSecurityGroup AuthorizeSecurityGroupIngress); then
-	ok "create order: VPC, DNS attributes, subnets, IGW, attach, EIPs, NATs, then SGs and their rules"
+	AttachInternetGateway AllocateAddress CreateNatGateway CreateSecurityGroup AuthorizeSecurityGroupIngress \
+	CreateLoadBalancer ModifyLoadBalancerAttributes ConfigureHealthCheck); then
+	ok "create order: VPC, DNS attributes, subnets, IGW, attach, EIPs, NATs, SGs and their rules, LB, its attributes and health check"
 else fail "create order" "$why"; fi
 rt_order=$(python3 - "$T_TMP/create.calls" <<'PY'
 import sys
@@ -295,12 +311,13 @@ left = {
   "eips": [a["AllocationId"] for a in ec2.describe_addresses(Filters=F)["Addresses"]],
   "route tables": [r["RouteTableId"] for r in ec2.describe_route_tables(Filters=F)["RouteTables"]],
   "security groups": [g["GroupId"] for g in ec2.describe_security_groups(Filters=F)["SecurityGroups"]],
+  "load balancers": [l["LoadBalancerName"] for l in elb.describe_load_balancers()["LoadBalancerDescriptions"]],
 }
 eq("nothing tagged for the cluster is left in moto", {k: v for k, v in left.items() if v}, {})
 '
-if why=$(order_ok "$T_TMP/delete.calls" RevokeSecurityGroupIngress DeleteSecurityGroup DeleteRouteTable \
+if why=$(order_ok "$T_TMP/delete.calls" DeleteLoadBalancer RevokeSecurityGroupIngress DeleteSecurityGroup DeleteRouteTable \
 	DeleteNatGateway ReleaseAddress DetachInternetGateway DeleteInternetGateway DeleteSubnet DeleteVpc); then
-	ok "delete order: SG rules, SGs, route tables, NATs, EIPs, IGW detach, IGW, subnets, VPC"
+	ok "delete order: LB, SG rules, SGs, route tables, NATs, EIPs, IGW detach, IGW, subnets, VPC"
 else fail "delete order" "$why"; fi
 rt_del=$(python3 - "$T_TMP/delete.calls" <<'PY'
 import sys
@@ -316,4 +333,71 @@ echo "# AWS calls to delete a 3-zone cluster: $n_del: $(cut -d: -f2 "$T_TMP/dele
 if stop_within "$(cat "$T_TMP/capa.pid")" 15 "capa"; then
 	[ "$STOP_RC" = 0 ] && ok "capa stops on SIGTERM with exit 0" || fail "capa exits 0 on SIGTERM" "exit $STOP_RC"
 fi
+
+# ---- SIGKILL during creation, twice, then a restart: no duplicate ----
+# the proxy holds one call (a delay); the manager is killed while it waits, so the call is never
+# forwarded: the first time the second CreateSubnet (the VPC and one subnet exist, nothing is
+# recorded in the spec yet), the second time the first CreateNatGateway (its EIPs exist)
+C=c2
+held() { # ACTION: the proxy holds a call of ACTION now
+	tb_json "$FAULTPROXY_URL/_control/faults" | python3 -c "
+import json, sys
+print(any(r.get('action') == '$1' and r['seen'] > r.get('skip', 0) for r in json.load(sys.stdin)['rules']))" | grep -q True
+}
+start_capa() {
+	bg "$1" "$AWS_K8S" capa --kubeconfig="$KC" --health-addr="127.0.0.1:$(free_port)" --v=2
+}
+calls_reset
+clear_faults
+fault '{"service":"ec2","action":"CreateSubnet","effect":"delay","seconds":60,"skip":1,"count":1}'
+start_capa capa2
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","metadata":{"name":"$C","namespace":"$NS"},"spec":{}}
+EOF
+CUID=$(kc get cluster.cluster.x-k8s.io "$C" -n "$NS" -o jsonpath='{.metadata.uid}')
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster",
+ "metadata":{"name":"$C","namespace":"$NS","ownerReferences":[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"$C","uid":"$CUID"}]},
+ "spec":{"region":"us-east-1"}}
+EOF
+if wait_until 60 held CreateSubnet; then
+	kill -KILL "$(cat "$T_TMP/capa2.pid")"
+	ok "capa is SIGKILLed while its second CreateSubnet is held"
+else fail "the second CreateSubnet is held" "$(tail -3 "$T_TMP/capa2.log")"; fi
+clear_faults
+fault '{"service":"ec2","action":"CreateNatGateway","effect":"delay","seconds":60,"count":1}'
+start_capa capa3
+if wait_until 60 held CreateNatGateway; then
+	kill -KILL "$(cat "$T_TMP/capa3.pid")"
+	ok "capa is SIGKILLed again while its first CreateNatGateway is held"
+else fail "the first CreateNatGateway is held" "$(tail -3 "$T_TMP/capa3.log")"; fi
+clear_faults
+start_capa capa4
+if wait_until 90 ready; then ok "after two SIGKILLs, the restarted manager makes the cluster ready"
+else fail "ready after the restarts" "$(grep -E '^E' "$T_TMP/capa4.log" | tail -3)"; fi
+moto_py_checks '
+OWN = "sigs.k8s.io/cluster-api-provider-aws/cluster/c2"
+F = [{"Name": "tag-key", "Values": [OWN]}]
+got = {
+  "vpcs": len(ec2.describe_vpcs(Filters=F)["Vpcs"]),
+  "subnets": len(ec2.describe_subnets(Filters=F)["Subnets"]),
+  "igws": len(ec2.describe_internet_gateways(Filters=F)["InternetGateways"]),
+  "nats": len([n for n in ec2.describe_nat_gateways(Filters=F)["NatGateways"] if n["State"] != "deleted"]),
+  "eips": len(ec2.describe_addresses(Filters=F)["Addresses"]),
+  "route tables": len(ec2.describe_route_tables(Filters=F)["RouteTables"]),
+  "security groups": len(ec2.describe_security_groups(Filters=F)["SecurityGroups"]),
+}
+eq("no duplicate after the kills: 1 VPC, 6 subnets, 1 IGW, 3 NATs, 3 EIPs (reused), 6 route tables, 4 SGs", got,
+   {"vpcs": 1, "subnets": 6, "igws": 1, "nats": 3, "eips": 3, "route tables": 6, "security groups": 4})
+'
+kc delete awscluster "$C" -n "$NS" --wait=false >/dev/null
+if wait_until 120 gone; then ok "the restarted cluster is deleted"
+else fail "the restarted cluster is deleted" "$(grep -E '^E' "$T_TMP/capa4.log" | tail -3)"; fi
+moto_py_checks '
+F = [{"Name": "tag-key", "Values": ["sigs.k8s.io/cluster-api-provider-aws/cluster/c2"]}]
+n = (len(ec2.describe_vpcs(Filters=F)["Vpcs"]) + len(ec2.describe_subnets(Filters=F)["Subnets"]) +
+     len(ec2.describe_addresses(Filters=F)["Addresses"]) + len(ec2.describe_security_groups(Filters=F)["SecurityGroups"]) +
+     len(elb.describe_load_balancers()["LoadBalancerDescriptions"]))
+eq("and nothing of it is left", n, 0)
+'
 t_summary

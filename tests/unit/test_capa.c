@@ -2,6 +2,7 @@
  * (sorted keys, CAPA's keys over additionalTags) and CAPI conditions. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "common/base/json.h"
@@ -86,4 +87,29 @@ TEST(capa_condition_keeps_transition_time)
 	ASSERT_TRUE(json_str(c, "reason") == NULL && json_str(c, "severity") == NULL);
 	ASSERT_TRUE(strcmp(json_str(c, "lastTransitionTime"), "2000-01-01T00:00:00Z") != 0);
 	cJSON_Delete(st);
+}
+
+/* CAPA's test vector (pkg/hash), reproduced with Python's hashlib.blake2b(digest_size=28) */
+TEST(capa_lb_hashed_name_as_capa)
+{
+	char out[33];
+	uint8_t d[64];
+
+	capa_lb_hashed_name("01234567890123456789012", out);
+	ASSERT_STREQ(out, "26o3cjil5at5qn27vukn5x09b3ql-k8s");
+	/* RFC 7693 appendix A: BLAKE2b-512("abc") starts ba 80 a5 3f */
+	capa_blake2b("abc", 3, d, 64);
+	ASSERT_EQ(d[0], 0xba);
+	ASSERT_EQ(d[1], 0x80);
+	ASSERT_EQ(d[2], 0xa5);
+	ASSERT_EQ(d[3], 0x3f);
+	ASSERT_EQ(d[63], 0x23);
+	/* more than one block, a 28-byte digest: 06 0e a1 9f ... (Python's hashlib) */
+	char big[300];
+	memset(big, 'x', sizeof(big));
+	capa_blake2b(big, sizeof(big), d, 28);
+	ASSERT_EQ(d[0], 0x06);
+	ASSERT_EQ(d[1], 0x0e);
+	ASSERT_EQ(d[2], 0xa1);
+	ASSERT_EQ(d[27], 0x8e);
 }
