@@ -37,18 +37,6 @@ static struct capa_machine_state *machine_state;
 
 /* ---- informers ---- */
 
-static cJSON *watch_filter(void *ud, cJSON *obj)
-{
-	struct capa_ctx *x = ud;
-	const cJSON *labels = json_find(obj, "metadata.labels");
-	const char *v = labels ? json_str_key(labels, CAPA_WATCH_LABEL) : NULL;
-	if (x->watch_filter && (!v || strcmp(v, x->watch_filter) != 0)) {
-		cJSON_Delete(obj);
-		return NULL;
-	}
-	return obj;
-}
-
 static void queue_awsmachine(void *ud, const cJSON *obj)
 {
 	struct capa_machine_state *ms = ud;
@@ -464,14 +452,11 @@ static int reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 		log_info("AWSCluster is not available yet", KV_S("awsmachine", key));
 		goto out;
 	}
-	if (!controllers_may_act(&x->run)) {
-		r = -ECANCELED;
-		goto out;
-	}
-	if (!(s.obj = cJSON_Duplicate(stored, true))) {
+	r = controllers_may_act(&x->run) ? 0 : -ECANCELED;
+	if (r == 0 && !(s.obj = cJSON_Duplicate(stored, true)))
 		r = -ENOMEM;
+	if (r < 0)
 		goto out;
-	}
 	const cJSON *labels = json_find(machine, "metadata.labels");
 	s.m = (struct capa_machine_ctx){
 		.cluster = cname,
@@ -545,11 +530,15 @@ int capa_machine_controller_start(struct capa_ctx *x)
 	    &ms->c);
 	if (r < 0)
 		return r;
+	/* --watch-filter: only the objects labelled with it, selected by the API server */
+	char selector[320] = "";
+	if (x->watch_filter &&
+	    str_printf(selector, sizeof(selector), "%s=%s", CAPA_WATCH_LABEL, x->watch_filter) < 0)
+		return -EINVAL;
 	struct kube_informer_opts io = {
 		.res = &capa_awsmachines,
 		.ns = x->namespace,
-		.transform = watch_filter,
-		.transform_ud = x,
+		.label_selector = *selector ? selector : NULL,
 		.handlers = { .on_add = queue_awsmachine, .on_update = on_am_update, .ud = ms },
 		.name = "awsmachines",
 		.cancel = x->cancel,
