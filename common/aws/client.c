@@ -154,7 +154,7 @@ static const char *sdk_service_id(const struct aws_service_info *si)
 	    {"ec2", "EC2"},	     {"elb", "Elastic Load Balancing"},
 	    {"elbv2", "Elastic Load Balancing v2"}, {"autoscaling", "Auto Scaling"},
 	    {"sts", "STS"},	     {"sqs", "SQS"},
-	    {"events", "EventBridge"},
+	    {"events", "EventBridge"}, {"secretsmanager", "Secrets Manager"},
 	};
 	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
 		if (strcmp(si->name, ids[i][0]) == 0)

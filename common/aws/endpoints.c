@@ -30,6 +30,10 @@ static const struct aws_service_info services[AWS_SVC__MAX] = {
 			"Amazon EventBridge"},
     [AWS_SVC_EBS] = {AWS_SVC_EBS, "ebs", "ebs", "ebs", "EBS", AWS_PROTO_REST, "2019-11-02", NULL,
 		     NULL, "EBS direct APIs"},
+    [AWS_SVC_SECRETSMANAGER] = {AWS_SVC_SECRETSMANAGER, "secretsmanager", "secretsmanager",
+				"secretsmanager", "SECRETS_MANAGER", AWS_PROTO_JSON, "2017-10-17",
+				"secretsmanager", "application/x-amz-json-1.1",
+				"AWS Secrets Manager"},
 };
 
 const struct aws_service_info *aws_service_info(enum aws_service s)

@@ -32,6 +32,7 @@ enum aws_service {
 	AWS_SVC_SQS,
 	AWS_SVC_EVENTS,
 	AWS_SVC_EBS, /* EBS direct APIs (REST-JSON; endpoints only) */
+	AWS_SVC_SECRETSMANAGER, /* JSON 1.1 (capa's bootstrap data) */
 	AWS_SVC__MAX,
 };
 
@@ -51,7 +52,8 @@ struct aws_service_info {
 };
 
 const struct aws_service_info *aws_service_info(enum aws_service s);
-/* By our name ("ec2", "elb", "elbv2", "autoscaling", "sts", "sqs", "events", "ebs"), also
+/* By our name ("ec2", "elb", "elbv2", "autoscaling", "sts", "sqs", "events", "ebs",
+ * "secretsmanager"), also
  * accepting "elasticloadbalancing" (classic), "eventbridge"; NULL when unknown. */
 const struct aws_service_info *aws_service_by_name(const char *name);
 

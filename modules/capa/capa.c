@@ -124,6 +124,7 @@ static const struct {
 	int (*start)(struct capa_ctx *x);
 } capa_controllers[] = {
     {"awscluster", capa_cluster_controller_start},
+    {"awsmachine", capa_machine_controller_start},
 };
 
 static int serve(const char *addr, struct http_server **ret)
@@ -227,6 +228,7 @@ int capa_main(int argc, char **argv)
 	x.feature_gates = f.feature_gates;
 	x.cancel = cancel_root();
 	r = run(&x) < 0 ? 1 : 0;
+	capa_machine_controller_stop(&x);
 	capa_cluster_controller_stop(&x);
 	kube_client_free(x.kc);
 	aws_client_free(x.aws);

@@ -93,6 +93,7 @@ bool capa_feature(const struct capa_ctx *x, const char *name, bool def);
 int capa_cluster_controller_start(struct capa_ctx *x);
 int capa_machine_controller_start(struct capa_ctx *x);
 void capa_cluster_controller_stop(struct capa_ctx *x);
+void capa_machine_controller_stop(struct capa_ctx *x);
 
 /* ---- helpers both controllers use (capa_util.c) ---- */
 

@@ -46,8 +46,9 @@ if ! wait_http "https://127.0.0.1:$KPORT/healthz" 30; then
 	t_summary
 fi
 for _ in $(seq 100); do [ -s "$KC" ] && break; sleep 0.1; done
-peer check "the AWSCluster and Cluster CRDs are accepted" \
-	kc apply -f "$T_ROOT/deploy/capa/base/crd-awscluster.yaml" -f "$T_ROOT/tests/data/capa/cluster-crd.yaml"
+peer check "the CRDs (AWSCluster, AWSMachine, Cluster, Machine) are accepted" \
+	kc apply -f "$T_ROOT/deploy/capa/base/crd-awscluster.yaml" -f "$T_ROOT/tests/data/capa/cluster-crd.yaml" \
+	-f "$T_ROOT/deploy/capa/base/crd-awsmachine.yaml" -f "$T_ROOT/tests/data/capa/machine-crd.yaml"
 wait_until 10 kc get awsclusters -A
 
 # ---- the manager ----
