@@ -421,9 +421,9 @@ int ccm_svc_start(struct controller *c)
 	ctl->c = c;
 	queue_all(c, ctl->m, 0);
 	log_info("started the service controller");
-	if (ctl->m->cfg->nlb_sg_mode && strcmp(ctl->m->cfg->nlb_sg_mode, "Managed") == 0)
-		log_warn("NLBSecurityGroupMode = Managed is not implemented: network load balancers "
-			 "are made without a security group, as with the mode unset");
+	if (ccm_svc_nlb_sg_managed(ctl->m))
+		log_info("NLBSecurityGroupMode = Managed: network load balancers made from now on "
+			 "get a security group of their own");
 	return 0;
 }
 
