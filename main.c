@@ -17,6 +17,7 @@
 #include "common/base/signals.h"
 #include "modules/api-proxy/api_proxy.h"
 #include "modules/aws/aws.h"
+#include "modules/capa/capa.h"
 #include "modules/ccm/ccm.h"
 #include "modules/cpm/cpm.h"
 #include "modules/csi-client/csi_client.h"
@@ -98,6 +99,8 @@ struct cmd {
 static const struct cmd commands[] = {
 	{ "api-proxy", api_proxy_main, "the node's kubernetes-api-proxy: an L4 proxy to the API servers with fail-over" },
 	{ "aws", aws_main, "call any AWS API action through the shared AWS client (debugging)" },
+	{ "capa", capa_main,
+	  "Cluster API Provider AWS's manager: AWSCluster infrastructure (VPC, subnets, gateways, SGs)" },
 	{ "ccm", ccm_main, "the AWS cloud-controller-manager (cloud-node, lifecycle, route)", NULL,
 	  version_kubernetes },
 	{ "cpm", cpm_main,
@@ -132,8 +135,8 @@ static const struct {
 	{ "kube-rbac-proxy", "rbac-proxy" },
 };
 
-/* The commands of the components still to come (issue 20: Cluster API Provider AWS). */
-static const char *const to_come[] = { "capa" };
+/* The commands of the components still to come (NULL-terminated; none today). */
+static const char *const to_come[] = { NULL };
 
 /* 1 and *ret for a command or an upstream name it replaces, 0 for an unknown name, -ENOSYS for
  * a component not built yet. */
@@ -147,7 +150,7 @@ static int cmd_find(const char *name, const struct cmd **ret)
 	for (size_t i = 0; i < sizeof(upstream) / sizeof(upstream[0]); i++)
 		if (strcmp(upstream[i].name, name) == 0)
 			return upstream[i].cmd ? cmd_find(upstream[i].cmd, ret) : -ENOSYS;
-	for (size_t i = 0; i < sizeof(to_come) / sizeof(to_come[0]); i++)
+	for (size_t i = 0; to_come[i]; i++)
 		if (strcmp(to_come[i], name) == 0)
 			return -ENOSYS;
 	return 0;

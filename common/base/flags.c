@@ -391,9 +391,13 @@ static int set_defaults(const char *cmd, const struct flag *table)
 		flag_reset(f);
 		if (f->def && (r = flag_set(f, f->def, NULL)) < 0)
 			return bad(cmd, "bad default for flag '--%s': '%s'", f->name, f->def);
+		/* the environment's value replaces the default (a list is not appended to it) */
 		const char *e = f->env ? getenv(f->env) : NULL;
-		if (e && *e && (r = flag_set(f, e, NULL)) < 0)
-			return bad(cmd, "invalid value of $%s: '%s'", f->env, e);
+		if (e && *e) {
+			flag_reset(f);
+			if ((r = flag_set(f, e, NULL)) < 0)
+				return bad(cmd, "invalid value of $%s: '%s'", f->env, e);
+		}
 	}
 	return 0;
 }

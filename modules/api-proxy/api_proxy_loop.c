@@ -6,7 +6,18 @@
  * A connect that fails or does not finish within the connect timeout marks the upstream down
  * and the next one is tried with the bytes the client sent so far (nothing reached the first).
  * Once connected, nothing is parsed: TLS goes through untouched. A connection with no byte in
- * either direction for the idle timeout is closed (nginx's proxy_timeout). */
+ * either direction for the idle timeout is closed (nginx's proxy_timeout).
+ *
+ * The per-connection path is kept short (one connection per request is the API server's common
+ * case): accept4 until EAGAIN with SOCK_NONBLOCK|SOCK_CLOEXEC; TCP_NODELAY set once on the
+ * listening socket (accepted sockets inherit it); connections and their buffers (or pipes) come
+ * from a per-loop free list; a connect is done when EPOLLOUT comes without EPOLLERR/EPOLLHUP (no
+ * getsockopt); with the buffer relay, a short read or write means the socket is drained or full
+ * (no extra call to hear EAGAIN) unless the peer's FIN was announced (EPOLLRDHUP: read on to the
+ * 0); the last direction
+ * to finish closes the connection without its shutdown call. Each upstream socket of a
+ * connection has its own epoll tag (two, alternating per connect), so an event of a socket
+ * already replaced is told from one of the current socket. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -35,7 +46,8 @@ struct ap_tag {
 struct ap_end {
 	struct ap_tag tag;
 	int fd;
-	bool rd, wr; /* readiness seen and not yet used up (EAGAIN clears it) */
+	bool rd, wr; /* readiness seen and not yet used up (EAGAIN or a short call clears it) */
+	bool rdhup;  /* the peer's FIN announced: read until 0, whatever a short read says */
 };
 
 /* One direction: bytes read from src, not yet written to dst (a buffer or a pipe). */
@@ -49,6 +61,8 @@ struct ap_dir {
 
 struct ap_conn {
 	struct ap_end cl, up;
+	struct ap_tag up_tags[2]; /* up's tag is up_tags[up_gen & 1]: a new one per connect */
+	unsigned up_gen;
 	struct ap_dir c2u, u2c;
 	struct ap_upstream *ups;
 	bool connecting, dead;
@@ -57,8 +71,10 @@ struct ap_conn {
 	size_t ntried;
 	struct ap_conn *prev, *next;   /* every connection of the loop */
 	struct ap_conn *cprev, *cnext; /* the connecting ones */
-	struct ap_conn *dnext;	       /* freed after the event batch */
+	struct ap_conn *dnext;	       /* freed after the event batch; the free list's link */
 };
+
+#define FREE_LIST_MAX 64 /* connections kept for reuse per loop (with their buffers or pipes) */
 
 struct ap_loop {
 	struct ap_proxy *p;
@@ -68,6 +84,8 @@ struct ap_loop {
 	struct cancel *stop;
 	struct ap_tag listen_tag, cancel_tag;
 	struct ap_conn *all, *connecting, *dead;
+	struct ap_conn *free_list;
+	unsigned nfree;
 	int64_t now, next_sweep;
 	struct ap_stats st; /* written by the loop only; read with relaxed loads */
 };
@@ -122,6 +140,7 @@ int ap_listen(const char *addr, int *ret_fd, char *err, size_t errlen)
 	if (fd < 0)
 		r = -errno;
 	else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+		 setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
 		 bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 4096) < 0)
 		r = -errno;
 	freeaddrinfo(ai);
@@ -135,7 +154,7 @@ int ap_listen(const char *addr, int *ret_fd, char *err, size_t errlen)
 	return 0;
 }
 
-static void conn_free(struct ap_loop *l, struct ap_conn *c)
+static void conn_destroy(struct ap_conn *c)
 {
 	for (int i = 0; i < 2; i++) {
 		struct ap_dir *d = i ? &c->u2c : &c->c2u;
@@ -146,6 +165,65 @@ static void conn_free(struct ap_loop *l, struct ap_conn *c)
 	}
 	free(c->c2u.buf);
 	free(c);
+}
+
+/* A closed connection: kept for the next one (its buffer or its pipes with it) unless the free
+ * list is full or a pipe may still hold bytes. */
+static void conn_free(struct ap_loop *l, struct ap_conn *c)
+{
+	if (l->nfree < FREE_LIST_MAX && !c->c2u.len && !c->u2c.len) {
+		c->dnext = l->free_list;
+		l->free_list = c;
+		l->nfree++;
+		return;
+	}
+	conn_destroy(c);
+}
+
+static int setup_pipes(struct ap_dir *d)
+{
+	if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) < 0)
+		return -errno;
+	return 0;
+}
+
+/* A connection for the client socket fd, from the free list or new: NULL when out of memory or
+ * pipes. */
+static struct ap_conn *conn_new(struct ap_loop *l, int fd)
+{
+	struct ap_proxy *p = l->p;
+	struct ap_conn *c = l->free_list;
+	char *buf = NULL;
+	int pipes[4] = { -1, -1, -1, -1 };
+
+	if (c) {
+		l->free_list = c->dnext;
+		l->nfree--;
+		buf = c->c2u.buf;
+		memcpy(pipes, c->c2u.pipe, sizeof(c->c2u.pipe));
+		memcpy(pipes + 2, c->u2c.pipe, sizeof(c->u2c.pipe));
+		memset(c, 0, sizeof(*c));
+	} else if (!(c = calloc(1, sizeof(*c)))) {
+		return NULL;
+	}
+	c->c2u.buf = buf;
+	memcpy(c->c2u.pipe, pipes, sizeof(c->c2u.pipe));
+	memcpy(c->u2c.pipe, pipes + 2, sizeof(c->u2c.pipe));
+	if (p->relay == AP_RELAY_BUFFER && !c->c2u.buf && !(c->c2u.buf = malloc(2 * p->buffer_size))) {
+		free(c);
+		return NULL;
+	}
+	if (p->relay == AP_RELAY_BUFFER)
+		c->u2c.buf = c->c2u.buf + p->buffer_size;
+	if (p->relay == AP_RELAY_SPLICE && c->c2u.pipe[0] < 0 &&
+	    (setup_pipes(&c->c2u) < 0 || setup_pipes(&c->u2c) < 0)) {
+		conn_destroy(c);
+		return NULL;
+	}
+	c->cl = (struct ap_end){ .tag = { AP_CLIENT, c }, .fd = fd };
+	c->up = (struct ap_end){ .fd = -1 };
+	c->up_tags[0] = c->up_tags[1] = (struct ap_tag){ AP_UPSTREAM, c };
+	return c;
 }
 
 /* Closes both sockets now; the memory goes after the event batch (other events of the batch may
@@ -172,10 +250,10 @@ static void conn_close(struct ap_loop *l, struct ap_conn *c)
 	l->dead = c;
 }
 
-static int watch(struct ap_loop *l, struct ap_end *e)
+static int watch(struct ap_loop *l, int fd, struct ap_tag *tag)
 {
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = &e->tag};
-	return epoll_ctl(l->ep, EPOLL_CTL_ADD, e->fd, &ev) < 0 ? -errno : 0;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = tag};
+	return epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
 /* Starts a connect to the next upstream not tried yet. 0 connecting (or connected), -errno when
@@ -205,9 +283,10 @@ static int conn_connect(struct ap_loop *l, struct ap_conn *c)
 			continue;
 		}
 		c->up.fd = fd;
-		c->up.rd = c->up.wr = false;
+		c->up.rd = c->up.wr = c->up.rdhup = false;
 		c->ups = u;
-		if (watch(l, &c->up) < 0) {
+		c->up_gen++; /* events of the previous socket, if any are pending, are stale */
+		if (watch(l, fd, &c->up_tags[c->up_gen & 1]) < 0) {
 			int r = -errno;
 			close(fd);
 			c->up.fd = -1;
@@ -264,6 +343,10 @@ static int relay(struct ap_loop *l, struct ap_conn *c, struct ap_dir *d, struct 
 				n = splice(src->fd, NULL, d->pipe[1], NULL, cap - d->len,
 					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n > 0) {
+				/* a short read emptied the socket's queue (a later byte is a new
+				 * edge); not so for splice, which returns after one chunk */
+				if (d->buf && (size_t)n < cap - d->off - d->len && !src->rdhup)
+					src->rd = false;
 				d->len += (size_t)n;
 				progress = true;
 				if (to_upstream)
@@ -287,6 +370,8 @@ static int relay(struct ap_loop *l, struct ap_conn *c, struct ap_dir *d, struct 
 				n = splice(d->pipe[0], NULL, dst->fd, NULL, d->len,
 					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n > 0) {
+				if (d->buf && (size_t)n < d->len) /* a short write filled the socket */
+					dst->wr = false;
 				d->len -= (size_t)n;
 				d->off = d->len ? d->off + (size_t)n : 0;
 				progress = true;
@@ -306,7 +391,9 @@ static int relay(struct ap_loop *l, struct ap_conn *c, struct ap_dir *d, struct 
 		moved = true;
 	}
 	if (d->eof && !d->len && !d->shut && !c->connecting) {
-		shutdown(dst->fd, SHUT_WR);
+		/* the last direction to end closes the connection: no shutdown needed */
+		if (!(d == &c->c2u ? c->u2c.shut : c->c2u.shut))
+			shutdown(dst->fd, SHUT_WR);
 		d->shut = true;
 	}
 	return moved;
@@ -328,17 +415,9 @@ static void conn_pump(struct ap_loop *l, struct ap_conn *c)
 		conn_close(l, c);
 }
 
-static int setup_pipes(struct ap_dir *d)
-{
-	if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) < 0)
-		return -errno;
-	return 0;
-}
-
 static void on_accept(struct ap_loop *l)
 {
 	struct ap_proxy *p = l->p;
-	int one = 1;
 
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(p->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -353,31 +432,18 @@ static void on_accept(struct ap_loop *l)
 			close(fd);
 			continue;
 		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		struct ap_conn *c = calloc(1, sizeof(*c));
+		/* TCP_NODELAY: inherited from the listening socket */
+		struct ap_conn *c = conn_new(l, fd);
 		if (!c) {
 			close(fd);
 			continue;
 		}
-		c->cl = (struct ap_end){.tag = {AP_CLIENT, c}, .fd = fd};
-		c->up = (struct ap_end){.tag = {AP_UPSTREAM, c}, .fd = -1};
-		c->c2u.pipe[0] = c->c2u.pipe[1] = c->u2c.pipe[0] = c->u2c.pipe[1] = -1;
 		c->last = l->now;
 		__atomic_fetch_add(&p->active, 1, __ATOMIC_RELAXED);
 		STAT_ADD(l, active, 1);
 		STAT_ADD(l, accepted, 1);
 		list_add(&l->all, c, true);
-		int r = 0;
-		if (p->relay == AP_RELAY_BUFFER) {
-			if (!(c->c2u.buf = malloc(2 * p->buffer_size)))
-				r = -ENOMEM;
-			else
-				c->u2c.buf = c->c2u.buf + p->buffer_size;
-		} else if ((r = setup_pipes(&c->c2u)) == 0) {
-			r = setup_pipes(&c->u2c);
-		}
-		if (r == 0)
-			r = watch(l, &c->cl);
+		int r = watch(l, fd, &c->cl.tag);
 		if (r == 0 && (r = conn_connect(l, c)) < 0) {
 			log_warn("no upstream for a client connection", KV_E(r));
 			STAT_ADD(l, no_upstream, 1);
@@ -394,8 +460,13 @@ static void on_event(struct ap_loop *l, struct ap_tag *t, uint32_t ev)
 
 	if (c->dead)
 		return;
+	/* an event of an upstream socket this connection has replaced in this batch */
+	if (t->kind == AP_UPSTREAM && t != &c->up_tags[c->up_gen & 1])
+		return;
 	if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		e->rd = true;
+	if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		e->rdhup = true;
 	if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR))
 		e->wr = true;
 	if (t->kind == AP_UPSTREAM && c->connecting) {
@@ -403,8 +474,12 @@ static void on_event(struct ap_loop *l, struct ap_tag *t, uint32_t ev)
 		socklen_t len = sizeof(err);
 		if (!(ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
 			return;
-		if (getsockopt(c->up.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		/* EPOLLOUT alone: connected; otherwise ask why it failed */
+		if ((ev & (EPOLLERR | EPOLLHUP)) &&
+		    getsockopt(c->up.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 			err = errno;
+		if ((ev & (EPOLLERR | EPOLLHUP)) && !err)
+			err = ECONNREFUSED;
 		if (err) {
 			conn_connect_failed(l, c, err);
 			return;
@@ -495,7 +570,12 @@ static void loop_free(struct ap_loop *l)
 	while (l->dead) {
 		struct ap_conn *c = l->dead;
 		l->dead = c->dnext;
-		conn_free(l, c);
+		conn_destroy(c);
+	}
+	while (l->free_list) {
+		struct ap_conn *c = l->free_list;
+		l->free_list = c->dnext;
+		conn_destroy(c);
 	}
 	if (l->ep >= 0)
 		close(l->ep);

@@ -44,6 +44,7 @@ static struct {
 	char **controllers;
 	int64_t node_monitor_period, node_status_update_frequency, route_period;
 	long long node_syncs, service_syncs;
+	int64_t min_resync;
 	char *bind_address, *cert_dir, *tls_cert_file, *tls_key_file;
 	long long secure_port;
 	char **tags, **resources;
@@ -94,9 +95,13 @@ const struct flag ccm_flag_table[] = {
 	  "Allow the cluster to run without the cluster-id on cloud instances (deprecated)." },
 	IGNORED("cidr-allocator-type", FLAG_STRING, "RangeAllocator",
 		"Type of CIDR allocator to use"),
-	IGNORED("min-resync-period", FLAG_DURATION, "12h",
-		"The resync period in reflectors will be random between MinResyncPeriod and "
-		"2*MinResyncPeriod"),
+	{ "min-resync-period", FLAG_DURATION, &f.min_resync, "12h", NULL,
+	  "The resync period in reflectors will be random between MinResyncPeriod and "
+	  "2*MinResyncPeriod. Here: the service controller fully re-checks each unchanged load "
+	  "balancer (security groups and rules, attributes, listeners, targets) once between "
+	  "MinResyncPeriod and 2*MinResyncPeriod, and 72 times per MinResyncPeriod (every 10 min "
+	  "by default) compares every load balancer with AWS's description (DescribeLoadBalancers, "
+	  "20 a call), re-checking at once those that differ." },
 	IGNORED("node-sync-period", FLAG_DURATION, "0", "Deprecated"),
 	IGNORED("use-service-account-credentials", FLAG_BOOL, "false",
 		"If true, use individual service account credentials for each controller"),
@@ -455,7 +460,7 @@ int ccm_flags_apply(struct ccm_wiring *w)
 		return 2;
 	}
 	if (f.node_monitor_period <= 0 || f.route_period <= 0 ||
-	    f.node_status_update_frequency <= 0) {
+	    f.node_status_update_frequency <= 0 || f.min_resync <= 0) {
 		fprintf(stderr, "aws-k8s ccm: periods must be positive\n");
 		return 2;
 	}
@@ -465,6 +470,7 @@ int ccm_flags_apply(struct ccm_wiring *w)
 	    .route_period = f.route_period,
 	    .node_workers = (int)f.node_syncs,
 	    .service_workers = (int)f.service_syncs,
+	    .min_resync_period = f.min_resync,
 	    .routes = f.allocate_node_cidrs && f.configure_cloud_routes,
 	    .cluster_name = f.cluster_name,
 	};

@@ -31,6 +31,7 @@ struct ccm_settings {
 	int64_t route_period;
 	int node_workers;
 	int service_workers; /* --concurrent-service-syncs */
+	int64_t min_resync_period; /* the service controller's full re-check of an unchanged one */
 	bool routes; /* --allocate-node-cidrs and --configure-cloud-routes */
 	char *cluster_name;
 };

@@ -5,7 +5,9 @@
  *   1. the spec (ccm_lb.c, and ccm_nlb.c for nlb and none): a rejected one gets a Warning
  *      Event and nothing is made;
  *   2. when the Service, its annotations and the eligible Nodes are what the last successful
- *      sync saw (less than VERIFY_NS ago), nothing is called at all;
+ *      sync saw and its full re-check is not due, nothing is called at all (at most the status
+ *      written then is written again, when the Service does not show it: our own patch's echo
+ *      not in the informer yet, or someone changed it);
  *   3. the finalizer, before anything is made;
  *   4. the load balancer: ccm_svc_elb.c for a classic ELB, ccm_svc_nlb.c for an NLB and for
  *      Deckhouse's target groups without one (none); the instances (DescribeInstances by ID)
@@ -13,7 +15,16 @@
  *   5. status.loadBalancer.ingress[] (hostname; ip 0.0.0.0 and hostname none for none).
  * A Service no longer of type LoadBalancer, or being deleted, with the finalizer: whatever was
  * made for it, of any kind (the type may have changed), is deleted, then the finalizer is
- * removed. */
+ * removed; a Service queued again before the informer shows the finalizer gone (our own status
+ * patch's echo) is not deleted twice.
+ *
+ * Drift: every probe_ns (--min-resync-period / 72, 10 min by default) one pass, the key
+ * PROBE_KEY, describes every synced classic ELB and NLB, 20 names a DescribeLoadBalancers
+ * (ccm_svc_probe.c), and queues a full re-check of those whose description differs from the
+ * last pass's (or that are missing); an unchanged Service is also fully re-checked once every
+ * deep_ns..2*deep_ns (--min-resync-period, 12 h by default, as upstream's informers resync),
+ * for what no Describe of the load balancer shows (security-group rules, attributes, tags, an
+ * NLB's listeners and targets). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -32,21 +43,32 @@
 #include "modules/ccm/ccm_model.h"
 #include "modules/ccm/ccm_svc.h"
 
-#define VERIFY_NS (10 * 60 * NSEC_PER_SEC)
+#define DEFAULT_DEEP_NS (12 * 3600 * NSEC_PER_SEC)
+#define PROBES_PER_DEEP 72 /* 10 min at the default 12 h */
+#define PROBE_KEY "probe"  /* not a Service key: those have a slash */
 #define NODE_TRIGGER_NS (NSEC_PER_SEC)
 #define CACHE_MAX 100000
 
+/* What the last successful sync of a Service did, or that its load balancer was deleted. */
 struct synced {
 	uint64_t fp;
-	int64_t at;
-	char *tags; /* additional-resource-tags as applied ("" without the annotation) */
+	int64_t due; /* the full re-check's time (monotonic); 0: due now */
+	char *tags;  /* additional-resource-tags as applied ("" without the annotation) */
+	char *host;  /* the status hostname written */
+	enum ccm_lb_type type;
+	char name[33];
+	uint64_t probe; /* the digest of its load balancer at the last probe; 0: none yet */
+	char uid[64];	/* deleted: the Service whose load balancer was deleted */
+	bool deleted, finalized; /* ... and its finalizer's removal was sent */
 };
 
 static void synced_free(void *p)
 {
 	struct synced *s = p;
-	if (s)
+	if (s) {
 		free(s->tags);
+		free(s->host);
+	}
 	free(s);
 }
 
@@ -177,33 +199,86 @@ static uint64_t fingerprint(const cJSON *svc, const char (*ids)[32], size_t n)
 	return h;
 }
 
-static bool synced_fresh(struct ccm_svc_ctl *ctl, const char *key, uint64_t fp)
+/* The full re-check's time: deep_ns..2*deep_ns from now, spread by the Service's key. */
+static int64_t deep_due(struct ccm_svc_ctl *ctl, const char *key)
+{
+	return now_mono_ns() + ctl->deep_ns + (int64_t)(fnv(0, key) % (uint64_t)ctl->deep_ns);
+}
+
+/* The last sync saw fp and the re-check is not due: the hostname it wrote (a copy), else NULL. */
+static char *synced_fresh(struct ccm_svc_ctl *ctl, const char *key, uint64_t fp)
 {
 	pthread_mutex_lock(&ctl->lock);
 	struct synced *s = kmap_get(&ctl->synced, key);
-	bool r = s && s->fp == fp && now_mono_ns() - s->at < VERIFY_NS;
+	char *r =
+	    s && !s->deleted && s->fp == fp && now_mono_ns() < s->due ? strdup(s->host) : NULL;
 	pthread_mutex_unlock(&ctl->lock);
 	return r;
 }
 
-static void synced_set(struct ccm_svc_ctl *ctl, const char *key, uint64_t fp, const char *tags)
+static int synced_put(struct ccm_svc_ctl *ctl, const char *key, struct synced *s)
 {
-	struct synced *s = malloc(sizeof(*s)), *old = NULL;
-	char *t = strdup(tags);
+	struct synced *old = NULL;
+	if (ctl->synced.size >= CACHE_MAX)
+		kmap_clear(&ctl->synced, synced_free);
+	if (kmap_put(&ctl->synced, key, s, (void **)&old) < 0)
+		return -ENOMEM;
+	synced_free(old);
+	return 0;
+}
+
+/* The time of the next full re-check (monotonic). */
+static int64_t synced_set(struct ccm_svc_ctl *ctl, const char *key, uint64_t fp, const char *tags,
+			  const struct ccm_svc_ensure *e)
+{
+	struct synced *s = calloc(1, sizeof(*s));
+	char *t = strdup(tags), *h = strdup(e->dns);
+	int64_t due = deep_due(ctl, key);
 	pthread_mutex_lock(&ctl->lock);
-	if (s && t) {
-		*s = (struct synced){fp, now_mono_ns(), t};
-		if (ctl->synced.size >= CACHE_MAX)
-			kmap_clear(&ctl->synced, synced_free);
-		if (kmap_put(&ctl->synced, key, s, (void **)&old) < 0)
+	if (s && t && h) {
+		*s = (struct synced){
+		    .fp = fp, .due = due, .tags = t, .host = h, .type = e->spec.type};
+		str_copy(s->name, sizeof(s->name), e->spec.name);
+		s->probe = e->digest;
+		if (synced_put(ctl, key, s) < 0)
 			synced_free(s);
-		synced_free(old);
 	} else {
 		free(s);
 		free(t);
+		free(h);
 		synced_free(kmap_remove(&ctl->synced, key)); /* the tags applied are unknown */
 	}
 	pthread_mutex_unlock(&ctl->lock);
+	return due;
+}
+
+/* The load balancer of the Service uid was deleted (finalized: and the finalizer's removal
+ * sent); what a sync had recorded goes. */
+static void synced_deleted(struct ccm_svc_ctl *ctl, const char *key, const char *uid,
+			   bool finalized)
+{
+	struct synced *s = calloc(1, sizeof(*s));
+	pthread_mutex_lock(&ctl->lock);
+	if (s) {
+		*s = (struct synced){.deleted = true, .finalized = finalized};
+		str_copy(s->uid, sizeof(s->uid), uid ?: "");
+		if (synced_put(ctl, key, s) < 0)
+			synced_free(s);
+	} else {
+		synced_free(kmap_remove(&ctl->synced, key));
+	}
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+/* 1: the load balancer of the Service uid was deleted by this process, 2: and the finalizer's
+ * removal was sent; 0: not known. */
+static int synced_was_deleted(struct ccm_svc_ctl *ctl, const char *key, const char *uid)
+{
+	pthread_mutex_lock(&ctl->lock);
+	struct synced *s = kmap_get(&ctl->synced, key);
+	int r = s && s->deleted && uid && strcmp(s->uid, uid) == 0 ? 1 + s->finalized : 0;
+	pthread_mutex_unlock(&ctl->lock);
+	return r;
 }
 
 /* The tags this process last applied for the Service (a copy), NULL when unknown. */
@@ -211,7 +286,7 @@ static char *synced_tags(struct ccm_svc_ctl *ctl, const char *key)
 {
 	pthread_mutex_lock(&ctl->lock);
 	struct synced *s = kmap_get(&ctl->synced, key);
-	char *r = s ? strdup(s->tags) : NULL;
+	char *r = s && !s->deleted ? strdup(s->tags) : NULL;
 	pthread_mutex_unlock(&ctl->lock);
 	return r;
 }
@@ -263,14 +338,23 @@ static int reconcile_delete(struct ccm_svc_ctl *ctl, const char *key, const cJSO
 {
 	struct ccm *m = ctl->m;
 	struct aws_error err = {0};
+	const char *uid = json_str(svc, "metadata.uid");
 	struct ccm_svc_ensure *e;
-	int r;
+	int r, done;
 
-	synced_forget(ctl, key);
-	if (!ccm_lb_has_finalizer(svc))
+	if (!ccm_lb_has_finalizer(svc)) {
+		synced_forget(ctl, key);
+		return 0;
+	}
+	/* queued again by our own status patch before the informer has the finalizer's removal:
+	 * nothing more to do (2), or only the Kubernetes writes that failed (1) */
+	if ((done = synced_was_deleted(ctl, key, uid)) == 2)
 		return 0;
 	if (!ccm_may_act(m))
 		return -ECANCELED;
+	if (done)
+		goto finalize;
+	synced_forget(ctl, key);
 	if (!(e = calloc(1, sizeof(*e))))
 		return -ENOMEM;
 	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletingLoadBalancer", "Deleting load balancer");
@@ -288,11 +372,71 @@ static int reconcile_delete(struct ccm_svc_ctl *ctl, const char *key, const cJSO
 	 * resourceVersion the status patch returned, not the informer's, now stale. */
 	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "DeletedLoadBalancer", "Deleted load balancer");
 	log_info("deleted the load balancer", KV_S("service", key));
+	synced_deleted(ctl, key, uid, false);
+finalize:;
 	cJSON *fresh = NULL;
 	if ((r = set_status(m, svc, NULL, &fresh)) >= 0)
 		r = set_finalizer(m, fresh ?: svc, false);
 	cJSON_Delete(fresh);
+	if (r >= 0)
+		synced_deleted(ctl, key, uid, true);
 	return r;
+}
+
+/* The drift probe (PROBE_KEY): see the top of the file. */
+static int probe_pass(struct ccm_svc_ctl *ctl, int64_t *requeue_after_ns)
+{
+	struct ccm_svc_probe *items = NULL;
+	struct aws_error err = {0};
+	struct kmap_entry *it;
+	size_t n = 0, n_diff = 0, i;
+	int r;
+
+	*requeue_after_ns = ctl->probe_ns;
+	if (!ccm_may_act(ctl->m))
+		return 0;
+	pthread_mutex_lock(&ctl->lock);
+	items = calloc(ctl->synced.size + 1, sizeof(*items));
+	for (it = kmap_first(&ctl->synced, &i); items && it; it = kmap_next(&ctl->synced, it, &i)) {
+		const struct synced *s = it->val;
+		if (s->deleted || (s->type != CCM_LB_CLASSIC && s->type != CCM_LB_NLB))
+			continue;
+		items[n].type = s->type;
+		str_copy(items[n].name, sizeof(items[n].name), s->name);
+		str_copy(items[n++].key, sizeof(items[0].key), it->key);
+	}
+	pthread_mutex_unlock(&ctl->lock);
+	if (!items)
+		return -ENOMEM;
+	if (n && (r = ccm_svc_probe(ctl, items, n, &err)) < 0) {
+		log_warn("describing the load balancers for drift failed; again next period",
+			 KV_S("error", err.message), KV_E(r));
+		free(items);
+		return 0;
+	}
+	pthread_mutex_lock(&ctl->lock);
+	for (size_t k = 0; k < n; k++) {
+		struct synced *s = kmap_get(&ctl->synced, items[k].key);
+		if (!s || s->deleted || s->type != items[k].type ||
+		    strcmp(s->name, items[k].name) ||
+		    (items[k].digest && items[k].digest == s->probe)) {
+			items[k].key[0] = 0;
+			continue;
+		}
+		s->probe = items[k].digest;
+		s->due = 0;
+		n_diff++;
+	}
+	pthread_mutex_unlock(&ctl->lock);
+	for (size_t k = 0; k < n; k++)
+		if (items[k].key[0])
+			controller_add(ctl->c, items[k].key);
+	if (n_diff)
+		log_info("load balancers differ from the last look (or were not looked at yet); "
+			 "re-checking them",
+			 KV_I("count", (long long)n_diff), KV_I("looked_at", (long long)n));
+	free(items);
+	return 0;
 }
 
 int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
@@ -304,6 +448,8 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 	struct aws_error err = {0};
 	int r;
 
+	if (strcmp(key, PROBE_KEY) == 0)
+		return probe_pass(ctl, requeue_after_ns);
 	if (!m->services || kube_store_get(kube_informer_store(m->services), key, &o) < 0) {
 		synced_forget(ctl, key);
 		return 0;
@@ -335,9 +481,12 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 	if ((r = node_ids(m, &e->spec, false, &e->ids, &e->n_ids)) < 0)
 		goto out;
 	uint64_t fp = fingerprint(svc, (const char(*)[32])e->ids, e->n_ids);
-	if (synced_fresh(ctl, key, fp) && json_str(svc, "status.loadBalancer.ingress.0.hostname") &&
-	    ccm_lb_has_finalizer(svc)) {
-		r = 0;
+	char *host = ccm_lb_has_finalizer(svc) ? synced_fresh(ctl, key, fp) : NULL;
+	if (host) {
+		/* our own status patch's echo may not have reached the informer: the status as
+		 * written then (a patch only when the Service shows another), no AWS call */
+		r = set_status(m, svc, host, NULL);
+		free(host);
 		goto out;
 	}
 	if (!ccm_may_act(m)) {
@@ -365,11 +514,20 @@ int ccm_svc_reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 			r = 0; /* rejected once AWS's state was known: again when the Service changes */
 		goto out;
 	}
+	/* the drift probe's reference: the load balancer as AWS describes it now, when what the
+	 * sync described changed since (made, or changed); a failure leaves it unknown (the next
+	 * probe then re-checks the Service) */
+	if (!e->digest && (e->spec.type == CCM_LB_CLASSIC || e->spec.type == CCM_LB_NLB)) {
+		struct ccm_svc_probe one = {.type = e->spec.type};
+		str_copy(one.name, sizeof(one.name), e->spec.name);
+		if (ccm_svc_probe(ctl, &one, 1, &err) == 0)
+			e->digest = one.digest;
+	}
 	if ((r = set_status(m, svc, e->dns, NULL)) < 0)
 		goto out;
-	synced_set(ctl, key, fp, tags);
+	int64_t due = synced_set(ctl, key, fp, tags, e);
 	ccm_svc_event(m, svc, KUBE_EVENT_NORMAL, "EnsuredLoadBalancer", "Ensured load balancer");
-	*requeue_after_ns = VERIFY_NS + NSEC_PER_SEC;
+	*requeue_after_ns = due - now_mono_ns() + NSEC_PER_SEC;
 out:
 	if (e)
 		ensure_free(e);
@@ -385,7 +543,12 @@ int ccm_svc_new(struct ccm *m, struct ccm_svc_ctl **ret)
 	if (!ctl)
 		return -ENOMEM;
 	ctl->m = m;
+	ctl->deep_ns = m->set.min_resync_period > 0 ? m->set.min_resync_period : DEFAULT_DEEP_NS;
+	ctl->probe_ns = ctl->deep_ns / PROBES_PER_DEEP;
+	if (ctl->probe_ns < NSEC_PER_SEC)
+		ctl->probe_ns = NSEC_PER_SEC;
 	pthread_mutex_init(&ctl->lock, NULL);
+	pthread_cond_init(&ctl->refill_cv, NULL);
 	*ret = ctl;
 	return 0;
 }
@@ -396,6 +559,7 @@ void ccm_svc_free(struct ccm_svc_ctl *ctl)
 		return;
 	kmap_clear(&ctl->synced, synced_free);
 	ccm_svc_cache_clear(ctl);
+	pthread_cond_destroy(&ctl->refill_cv);
 	pthread_mutex_destroy(&ctl->lock);
 	free(ctl);
 }
@@ -420,7 +584,10 @@ int ccm_svc_start(struct controller *c)
 	struct ccm_svc_ctl *ctl = c->ud;
 	ctl->c = c;
 	queue_all(c, ctl->m, 0);
-	log_info("started the service controller");
+	controller_add_after(c, PROBE_KEY, ctl->probe_ns);
+	log_info("started the service controller",
+		 KV_I("probe_period_s", ctl->probe_ns / NSEC_PER_SEC),
+		 KV_I("recheck_period_s", ctl->deep_ns / NSEC_PER_SEC));
 	if (ccm_svc_nlb_sg_managed(ctl->m))
 		log_info("NLBSecurityGroupMode = Managed: network load balancers made from now on "
 			 "get a security group of their own");

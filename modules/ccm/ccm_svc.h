@@ -4,7 +4,9 @@
 #pragma once
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/aws/error.h"
 #include "common/kube/kmap.h"
@@ -20,6 +22,15 @@ struct ccm_svc_ctl {
 	struct kmap synced;  /* Service key -> struct synced */
 	struct kmap insts;   /* instance ID -> struct cached_inst */
 	struct kmap subnets; /* VPC ID -> struct cached_subnets */
+	/* the instance cache's refill, single-flight: one worker describes, the others wait for
+	 * its result (refill_gen moves on when it ends; refill_r, refill_err its outcome) */
+	pthread_cond_t refill_cv;
+	bool refilling;
+	uint64_t refill_gen;
+	int refill_r;
+	struct aws_error refill_err;
+	int64_t probe_ns; /* the drift probe's period */
+	int64_t deep_ns;  /* the full re-check of an unchanged Service: every deep_ns..2*deep_ns */
 };
 
 /* One reconcile's working set. */
@@ -49,6 +60,9 @@ struct ccm_svc_ensure {
 	 * start); tags_changed: not known to be the annotation's value now */
 	char *prev_tags;
 	bool tags_changed;
+	/* the load balancer's digest (ccm_svc_probe) when the sync's own description of it is
+	 * still what AWS has (nothing of it changed since); 0: unknown */
+	uint64_t digest;
 };
 
 void ccm_svc_event(struct ccm *m, const cJSON *svc, const char *type, const char *reason,
@@ -63,6 +77,21 @@ int ccm_svc_instances(struct ccm_svc_ctl *ctl, const char (*ids)[32], size_t n,
 		      struct ccm_lb_inst **ret, size_t *ret_n, struct aws_error *err);
 
 void ccm_svc_cache_clear(struct ccm_svc_ctl *ctl);
+
+/* ccm_svc_probe.c: the drift probe. Describes the load balancers of items (classic ELBs and
+ * NLBs by name, 20 a call) and sets each digest (of what AWS describes, in any order; 0 when
+ * the load balancer does not exist). A failed call ends it (<0). */
+struct ccm_svc_probe {
+	enum ccm_lb_type type; /* CCM_LB_CLASSIC or CCM_LB_NLB */
+	char name[33];
+	char key[320]; /* the Service */
+	uint64_t digest;
+};
+int ccm_svc_probe(struct ccm_svc_ctl *ctl, struct ccm_svc_probe *items, size_t n,
+		  struct aws_error *err);
+/* The probe's digest of a classic ELB or an NLB as a sync described it. */
+uint64_t ccm_svc_elb_digest(const struct ccm_elb *e);
+uint64_t ccm_svc_v2_digest(const struct elbv2_lb *lb);
 
 /* ccm_svc_nlb.c: an NLB, and Deckhouse's target groups without a load balancer (none); the
  * status (hostname, and ip for none) into e->dns / the ip. all_ids: every Node's instance

@@ -49,7 +49,10 @@ void ccm_svc_event(struct ccm *m, const cJSON *svc, const char *type, const char
 
 /* Caches ---------------------------------------------------------------------------------- */
 
-/* The instances' VPC and groups: described only when not cached (or the cache is old). */
+/* The instances' VPC and groups: described only when not cached (or the cache is old). One
+ * refill at a time (workers re-checking together would each describe the same instances): a
+ * worker that misses while another refills waits for that refill, then looks again and
+ * refills only what is still missing; a failed refill fails its waiters with its error. */
 int ccm_svc_instances(struct ccm_svc_ctl *ctl, const char (*ids)[32], size_t n,
 		      struct ccm_lb_inst **ret, size_t *ret_n, struct aws_error *err)
 {
@@ -64,22 +67,37 @@ int ccm_svc_instances(struct ccm_svc_ctl *ctl, const char (*ids)[32], size_t n,
 		goto out;
 	}
 	pthread_mutex_lock(&ctl->lock);
-	for (size_t i = 0; i < n; i++) {
-		struct cached_inst *c = kmap_get(&ctl->insts, ids[i]);
-		if (c && now - c->at < CACHE_TTL_NS)
-			out[k++] = c->i;
-		else
-			str_copy(miss[n_miss++], 32, ids[i]);
+	for (;;) {
+		k = n_miss = 0;
+		for (size_t i = 0; i < n; i++) {
+			struct cached_inst *c = kmap_get(&ctl->insts, ids[i]);
+			if (c && now - c->at < CACHE_TTL_NS)
+				out[k++] = c->i;
+			else
+				str_copy(miss[n_miss++], 32, ids[i]);
+		}
+		if (!n_miss || !ctl->refilling)
+			break;
+		for (uint64_t gen = ctl->refill_gen; ctl->refilling && ctl->refill_gen == gen;)
+			pthread_cond_wait(&ctl->refill_cv, &ctl->lock);
+		if (ctl->refill_r < 0) {
+			r = ctl->refill_r;
+			*err = ctl->refill_err;
+			pthread_mutex_unlock(&ctl->lock);
+			goto out;
+		}
+		now = now_mono_ns();
 	}
+	ctl->refilling = n_miss > 0;
 	pthread_mutex_unlock(&ctl->lock);
-	if (n_miss &&
-	    (r = ccm_lb_describe_instances(ccm_cloud_client(ctl->m->cloud), (const char(*)[32])miss,
-					   n_miss, &got, &n_got, err)) < 0)
-		goto out;
+	if (!n_miss)
+		goto done;
+	r = ccm_lb_describe_instances(ccm_cloud_client(ctl->m->cloud), (const char(*)[32])miss,
+				      n_miss, &got, &n_got, err);
 	pthread_mutex_lock(&ctl->lock);
-	if (ctl->insts.size + n_got >= CACHE_MAX)
+	if (r == 0 && ctl->insts.size + n_got >= CACHE_MAX)
 		kmap_clear(&ctl->insts, free);
-	for (size_t i = 0; i < n_got; i++) {
+	for (size_t i = 0; r == 0 && i < n_got; i++) {
 		struct cached_inst *c = malloc(sizeof(*c)), *old = NULL;
 		out[k++] = got[i];
 		if (!c)
@@ -89,7 +107,16 @@ int ccm_svc_instances(struct ccm_svc_ctl *ctl, const char (*ids)[32], size_t n,
 			free(c);
 		free(old);
 	}
+	ctl->refilling = false;
+	ctl->refill_gen++;
+	ctl->refill_r = r;
+	if (r < 0)
+		ctl->refill_err = *err;
+	pthread_cond_broadcast(&ctl->refill_cv);
 	pthread_mutex_unlock(&ctl->lock);
+	if (r < 0)
+		goto out;
+done:
 	*ret = out;
 	*ret_n = k;
 	out = NULL;

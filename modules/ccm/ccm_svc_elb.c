@@ -165,6 +165,8 @@ int ccm_svc_elb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 	if (r < 0)
 		return r;
 	bool hosts = e->plan.n_reg || e->plan.n_dereg;
+	if (!created && ccm_elb_plan_empty(&e->plan))
+		e->digest = ccm_svc_elb_digest(&e->elb);
 	if ((r = ccm_elb_apply(c, &e->spec, &e->plan, (const char(*)[32])e->sgs, e->n_sgs, err)) <
 	    0)
 		return r;

@@ -634,6 +634,7 @@ int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 	if (e->n_sgs && e->spec.n_sgs && (r = ccm_svc_nlb_sg_delete(ctl, svc, e->vpc, err)) < 0)
 		goto out;
 	str_copy(e->dns, sizeof(e->dns), lb.dns);
+	e->digest = created ? 0 : ccm_svc_v2_digest(&lb); /* for the drift probe (ccm_svc.c) */
 out:
 	free(arns);
 	free(ls);

@@ -154,6 +154,79 @@ out:
 	return r < 0 ? r : 0;
 }
 
+cJSON *cpm_pod_command(const cJSON *pod)
+{
+	const cJSON *cs = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(pod, "spec"), "containers");
+	cJSON *cmd = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cs, 0), "command");
+
+	return cJSON_IsArray(cmd) ? cmd : NULL;
+}
+
+int cpm_force_new_cluster_sum(const char *sum, char ret[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char in[128];
+
+	snprintf(in, sizeof(in), "%s --force-new-cluster", sum);
+	if (!EVP_Digest(in, strlen(in), md, &mdlen, EVP_sha256(), NULL) || mdlen < 32)
+		return -EIO;
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(&ret[i * 2], 3, "%02x", md[i]);
+	return 0;
+}
+
+/* The etcd manifest of a join (--initial-cluster, --initial-cluster-state=existing) or of a
+ * --force-new-cluster start (and its checksum, then another); text is replaced. */
+static int etcd_edit(const struct cpm_converge *c, char **text, char sum[65], char *err,
+		     size_t errlen)
+{
+	char perr[256] = "", *s = NULL;
+	cJSON *pod = NULL, *cmd = NULL, *ann;
+	struct buf b = BUF_INIT(MANIFEST_MAX);
+	int r = kube_yaml_parse(*text, strlen(*text), KUBE_YAML_TYPED, &pod, perr, sizeof(perr));
+
+	if (r >= 0 && !(cmd = cpm_pod_command(pod)))
+		r = -EBADMSG;
+	for (int i = r < 0 ? -1 : cJSON_GetArraySize(cmd) - 1; i >= 0; i--) {
+		const char *a = cJSON_GetStringValue(cJSON_GetArrayItem(cmd, i));
+		if (a && ((c->etcd_initial_cluster && (strncmp(a, "--initial-cluster=", 18) == 0 ||
+						       strncmp(a, "--initial-cluster-state=", 24) == 0)) ||
+			  strcmp(a, "--force-new-cluster") == 0))
+			cJSON_DeleteItemFromArray(cmd, i);
+	}
+	if (r >= 0 && c->etcd_initial_cluster &&
+	    (asprintf(&s, "--initial-cluster=%s", c->etcd_initial_cluster) < 0 ||
+	     !cJSON_AddItemToArray(cmd, cJSON_CreateString(s)) ||
+	     !cJSON_AddItemToArray(cmd, cJSON_CreateString("--initial-cluster-state=existing"))))
+		r = -ENOMEM;
+	free(s);
+	if (r >= 0 && c->etcd_force_new_cluster) {
+		ann = annotations_of(pod, true);
+		r = cpm_force_new_cluster_sum(sum, sum);
+		if (r >= 0 && (!ann || !cJSON_AddItemToArray(cmd, cJSON_CreateString(
+									   "--force-new-cluster"))))
+			r = -ENOMEM;
+		if (r >= 0) {
+			cJSON_DeleteItemFromObjectCaseSensitive(ann, CPM_CHECKSUM_ANNOTATION);
+			r = cJSON_AddStringToObject(ann, CPM_CHECKSUM_ANNOTATION, sum) ? 0 : -ENOMEM;
+		}
+	}
+	if (r >= 0)
+		r = cpm_yaml_write(&b, pod);
+	if (r >= 0) {
+		free(*text);
+		*text = buf_steal(&b);
+	} else {
+		snprintf(err, errlen, "etcd: cannot edit the manifest: %s",
+			 perr[0] ? perr : strerror(-r));
+	}
+	buf_release(&b);
+	cJSON_Delete(pod);
+	return r;
+}
+
 /* Moves the manifest out of the kubelet's folder and back (kubernetes#109596). */
 static int reread(const struct cpm_converge *c, const char *path)
 {
@@ -192,6 +265,8 @@ int cpm_component_converge(const struct cpm_converge *c, enum cpm_component_id i
 	if (r >= 0)
 		r = cpm_component_desired(c->cfg, c->root, id, &text, sum, applied, sizeof(applied),
 					  err, errlen);
+	if (r >= 0 && id == CPM_ETCD && (c->etcd_initial_cluster || c->etcd_force_new_cluster))
+		r = etcd_edit(c, &text, sum, err, errlen);
 	if (r < 0)
 		goto out;
 	r = file_read_all(path, MANIFEST_MAX, &live, NULL);
@@ -199,7 +274,8 @@ int cpm_component_converge(const struct cpm_converge *c, enum cpm_component_id i
 		snprintf(err, errlen, "%s: cannot read %s: %s", name, path, strerror(-r));
 		goto out;
 	}
-	if (r < 0 || !strstr(live, sum)) {
+	if (r < 0 || !strstr(live, sum) ||
+	    (id == CPM_ETCD && c->etcd_initial_cluster && strcmp(live, text) != 0)) {
 		bool existed = r >= 0;
 		log_info("generate new manifest", KV_S("component", name), KV_S("checksum", sum),
 			 KV_S("patches", applied));

@@ -25,8 +25,11 @@ static const char etcd_usage[] =
 	"      through a temporary file next to FILE and renamed, only when P % (25) of its file\n"
 	"      system stays free with it, checked before, during and after the write; otherwise exit\n"
 	"      1 and nothing left. --keep N keeps FILE and N-1 older ones (etcd-backup.1.tar.gz...).\n"
-	"  defrag\n"
-	"      Defragments each endpoint in turn (etcdctl defrag).\n"
+	"  defrag [--cluster] [--min-db-size-percent P --quota-backend-bytes Q]\n"
+	"      Defragments each endpoint in turn (etcdctl defrag); --cluster: every member's\n"
+	"      client URLs instead, from the member list. With P > 0, only the members whose db\n"
+	"      size is at least P % of Q, their etcd's --quota-backend-bytes (Deckhouse's hourly\n"
+	"      check: 90); the others are named and left alone.\n"
 	"  members [--control-plane-nodes N,N] [--name N --peer-url URL --data-dir D]\n"
 	"      The member table (ID, name, peer URLs, voter/learner/unstarted, whether its status\n"
 	"      answers) with, given the control-plane Nodes, which would be removed; given this\n"
@@ -53,8 +56,8 @@ static const char etcd_usage[] =
 static char **endpoints, **control_plane;
 static char *cacert, *cert, *key, *out, *name, *peer_url, *data_dir;
 static int64_t command_timeout, dial_timeout, snapshot_timeout;
-static long long keep, min_free;
-static bool dry_run;
+static long long keep, min_free, min_db_pct, quota_bytes;
+static bool dry_run, cluster;
 
 static const struct flag etcd_flags[] = {
 	{ "endpoints", FLAG_STRLIST, &endpoints, NULL, "ETCDCTL_ENDPOINTS",
@@ -72,6 +75,14 @@ static const struct flag etcd_flags[] = {
 	{ "keep", FLAG_INT, &keep, "1", NULL, "backup: how many files to keep.", 1, 100 },
 	{ "min-free-percent", FLAG_INT, &min_free, "25", NULL,
 	  "backup: the part of the file system that must stay free.", 0, 100 },
+	{ "cluster", FLAG_BOOL, &cluster, "false", NULL,
+	  "defrag: every member's client URLs, from the member list (etcdctl's --cluster)." },
+	{ "min-db-size-percent", FLAG_INT, &min_db_pct, "0", NULL,
+	  "defrag: only members whose db size is at least this % of --quota-backend-bytes "
+	  "(0: every member).", 0, 100 },
+	{ "quota-backend-bytes", FLAG_INT, &quota_bytes, "2147483648", NULL,
+	  "defrag: the members' --quota-backend-bytes (etcd's default: 2 GiB).", 1,
+	  (long long)1 << 40 },
 	{ "name", FLAG_STRING, &name, NULL, "NODE_NAME", "This node's member name." },
 	{ "peer-url", FLAG_STRING, &peer_url, NULL, NULL, "This node's peer URL." },
 	{ "data-dir", FLAG_STRING, &data_dir, "/var/lib/etcd", NULL, "This node's etcd data." },
@@ -115,17 +126,61 @@ static int cmd_backup(struct etcd_client *c)
 	return 0;
 }
 
+/* The endpoints to defragment: the given ones, or with --cluster every started member's client
+ * URLs from the member list. */
+static int defrag_targets(struct etcd_client *c, char ***ret)
+{
+	_cleanup_strv_ char **v = NULL;
+	struct etcd_members ms = { 0 };
+	struct etcd_error e = { 0 };
+	int r;
+
+	if (!cluster) {
+		for (char *const *ep = etcd_client_endpoints(c); *ep; ep++)
+			if (strv_push(&v, *ep) < 0)
+				return -ENOMEM;
+		*ret = TAKE_PTR(v);
+		return 0;
+	}
+	r = etcd_member_list(c, &ms, &e);
+	if (r < 0) {
+		failed("defrag", r, &e);
+		return r;
+	}
+	for (size_t i = 0; i < ms.n && r >= 0; i++) {
+		if (!ms.v[i].client_urls[0])
+			printf("defrag: member %016llx has not started (no client URL): left\n",
+			       (unsigned long long)ms.v[i].id);
+		else if (strv_push(&v, ms.v[i].client_urls[0]) < 0)
+			r = -ENOMEM;
+	}
+	etcd_members_release(&ms);
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(v);
+	return 0;
+}
+
 static int cmd_defrag(struct etcd_client *c)
 {
-	char *const *eps = etcd_client_endpoints(c);
+	_cleanup_strv_ char **eps = NULL;
 	int rc = 0;
 
+	if (defrag_targets(c, &eps) < 0 || !eps)
+		return 1;
 	for (size_t i = 0; eps[i]; i++) {
 		struct etcd_error e = { 0 };
 		struct etcd_status before = { 0 }, after = { 0 };
 		int64_t t0 = now_mono_ns();
 		int r = etcd_status(c, eps[i], &before, &e);
 
+		if (r >= 0 && min_db_pct > 0 && before.db_size * 100 < quota_bytes * min_db_pct) {
+			printf("defrag: %s: db %lld bytes, %lld%% of the quota %lld: under %lld%%, left\n",
+			       eps[i], (long long)before.db_size,
+			       (long long)(before.db_size * 100 / quota_bytes), quota_bytes,
+			       min_db_pct);
+			continue;
+		}
 		if (r >= 0)
 			r = etcd_defragment(c, eps[i], &e);
 		if (r >= 0)
@@ -144,18 +199,47 @@ static int cmd_defrag(struct etcd_client *c)
 	return rc;
 }
 
+static bool known_verb(const char *v)
+{
+	static const char *const verbs[] = { "backup", "defrag", "members", "join", "promote",
+					     "remove-stale", "force-new-cluster-check",
+					     "update-peer-url" };
+
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (strcmp(v, verbs[i]) == 0)
+			return true;
+	return false;
+}
+
 int cpm_etcd_main(int argc, char **argv)
 {
 	struct etcd_client *c = NULL;
-	const char *verb;
-	int r, n = flags_parse("cpm etcd", etcd_usage, etcd_flags, argc, argv);
+	const char *verb = NULL;
+	int r, n;
 
+	/* the command word first (as the manifests write it, so that flags-check, which refuses
+	 * positional arguments, sees flags only), or among the flags */
+	if (argc > 1 && argv[1][0] != '-') {
+		if (!known_verb(argv[1])) {
+			fprintf(stderr, "aws-k8s cpm etcd: unknown command '%s' (see 'aws-k8s cpm etcd "
+					"--help')\n", argv[1]);
+			return 2;
+		}
+		verb = argv[1];
+		argv[1] = argv[0];
+		argc--;
+		argv++;
+	}
+	n = flags_parse("cpm etcd", etcd_usage, etcd_flags, argc, argv);
 	if (n < 0)
 		return flags_exit_code(n);
-	verb = n > 0 ? argv[0] : "";
-	if (n != 1) {
+	if (!verb && n > 0) {
+		verb = argv[0];
+		n--;
+	}
+	if (!verb || n != 0) {
 		fprintf(stderr, "aws-k8s cpm etcd: %s (see 'aws-k8s cpm etcd --help')\n",
-			n == 0 ? "a command is needed: backup, defrag, members, join, promote, "
+			!verb ? "a command is needed: backup, defrag, members, join, promote, "
 				 "remove-stale or update-peer-url"
 			       : "one command only");
 		r = 2;

@@ -23,6 +23,7 @@
 #include "common/kube/yaml.h"
 #include "modules/cpm/cpm_backup.h"
 #include "modules/cpm/cpm_converge.h"
+#include "modules/cpm/cpm_etcd_converge.h"
 #include "modules/cpm/cpm_int.h"
 #include "modules/cpm/cpm_shadow.h"
 #include "modules/cpm/cpm_wait.h"
@@ -37,6 +38,7 @@
 char *cpm_run_config_dir, *cpm_run_pki_dir, *cpm_run_healthz_addr;
 long long cpm_run_approval_tries, cpm_run_pod_tries;
 int64_t cpm_run_approval_interval, cpm_run_pod_interval;
+bool cpm_run_etcd_membership;
 
 static atomic_bool converged;
 
@@ -565,7 +567,9 @@ checks:
 				  .rep = &run->rep };
 	for (int i = 0; r >= 0 && i < CPM_COMPONENT_COUNT; i++)
 		if ((r = run->o->dry_run ? component_write(run, &cfg, i, err, sizeof(err))
-					 : cpm_component_converge(&c, i, err, sizeof(err))) < 0)
+			 : i == CPM_ETCD && cpm_run_etcd_membership
+				 ? cpm_etcd_converge(&c, err, sizeof(err))
+				 : cpm_component_converge(&c, i, err, sizeof(err))) < 0)
 			fail(run, "%s", err);
 	cpm_config_release(&cfg);
 	if (r < 0)

@@ -18,6 +18,7 @@
 extern char *cpm_run_config_dir, *cpm_run_pki_dir, *cpm_run_healthz_addr;
 extern long long cpm_run_approval_tries, cpm_run_pod_tries;
 extern int64_t cpm_run_approval_interval, cpm_run_pod_interval;
+extern bool cpm_run_etcd_membership;
 
 /* clang-format off */
 #define CPM_RUN_FLAGS                                                                              \
@@ -38,7 +39,10 @@ extern int64_t cpm_run_approval_interval, cpm_run_pod_interval;
 	  "converge: how many times a mirror pod is looked at for the checksum and Ready.", 1,     \
 	  100000 },                                                                                \
 	{ "pod-ready-interval", FLAG_DURATION, &cpm_run_pod_interval, "1s", NULL,                  \
-	  "converge: the pause between two looks at a mirror pod." }
+	  "converge: the pause between two looks at a mirror pod." },                               \
+	{ "etcd-membership", FLAG_BOOL, &cpm_run_etcd_membership, "true", NULL,                     \
+	  "converge: join etcd as a learner and promote, fix the lone member's peer URL, "        \
+	  "--force-new-cluster when safe; false: the etcd manifest as rendered, no etcd call." }
 /* clang-format on */
 
 struct cpm_run_opts {

@@ -13,15 +13,22 @@
 # (default 3) for DUR (default 8s); the script prints every run, the min/median of requests/s,
 # p50 and p99, then the fail-over time (curl's total time for one request when the preferred
 # upstream refuses, and when its connect hangs), and resident memory of each proxy idle and
-# under load. The machine's cores are shared by wrk, the upstream and the proxy under test: the
+# under load. With each run, the proxy's CPU time (user + system, its processes and nginx's
+# workers, from /proc) per 1,000 requests: per connection in the close load, the figure the
+# machine's load disturbs least. The machine's cores are shared by wrk, the upstream and the proxy under test: the
 # figures compare the paths measured the same way, not absolute capacity.
-# Environment: RUNS, DUR, CONNS, THREADS, BODY.
+# Environment: RUNS, DUR, CONNS, THREADS, BODY, LOADS ("keepalive close", or one of them),
+# PLAIN=1 (plain HTTP end to end instead of TLS: without the handshakes, which cost far more CPU
+# than the proxy, the proxies' own per-connection cost shows).
 . "$(dirname "$0")/../lib/testlib.sh"
 RUNS=${RUNS:-3}
 DUR=${DUR:-8s}
 CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
 BODY=${BODY:-4000}
+LOADS=${LOADS:-keepalive close}
+SCHEME=https SSL=" ssl"
+[ "${PLAIN:-0}" = 1 ] && SCHEME=http SSL=
 for p in wrk nginx curl; do
 	command -v $p >/dev/null || { echo "api_proxy: $p is missing (apt-get install wrk nginx-light curl)"; exit 0; }
 done
@@ -58,7 +65,7 @@ nginx_conf "$T_TMP/ng-up" 2 "http {
 	scgi_temp_path $T_TMP/ng-up/scgi;
 	keepalive_requests 1000000;
 	server {
-		listen 127.0.0.1:$UP ssl;
+		listen 127.0.0.1:$UP$SSL;
 		ssl_certificate $T_TMP/tls.crt;
 		ssl_certificate_key $T_TMP/tls.key;
 		root $T_TMP/www;
@@ -78,13 +85,13 @@ bg ngproxy nginx -p "$T_TMP/ng-px" -c "$T_TMP/ng-px/nginx.conf" -e "$T_TMP/ng-px
 bg pxbuf "$AWS_K8S" api-proxy --listen "127.0.0.1:$PXB" --upstream "127.0.0.1:$UP" --workers 2
 bg pxsplice "$AWS_K8S" api-proxy --listen "127.0.0.1:$PXS" --upstream "127.0.0.1:$UP" --workers 2 --relay splice
 for port in $UP $NG $PXB $PXS; do
-	wait_http "https://127.0.0.1:$port/obj" 20 || {
+	wait_http "$SCHEME://127.0.0.1:$port/obj" 20 || {
 		echo "api_proxy: 127.0.0.1:$port does not answer: $(tail -3 "$T_TMP"/*.log "$T_TMP"/ng-*/error.log 2>/dev/null)"
 		exit 0
 	}
 done
 for port in $NG $PXB $PXS; do
-	code=$(curl -s --cacert "$T_TMP/tls.crt" -o "$T_TMP/got" -w '%{http_code}' "https://127.0.0.1:$port/obj")
+	code=$(curl -s --cacert "$T_TMP/tls.crt" -o "$T_TMP/got" -w '%{http_code}' "$SCHEME://127.0.0.1:$port/obj")
 	[ "$code" = 200 ] && cmp -s "$T_TMP/got" "$T_TMP/www/obj" || { echo "api_proxy: port $port: HTTP $code or a wrong body"; exit 0; }
 done
 
@@ -102,10 +109,17 @@ NG_PID=$(cat "$T_TMP/ngproxy.pid") PXB_PID=$(cat "$T_TMP/pxbuf.pid") PXS_PID=$(c
 declare -A IDLE LOAD
 for k in nginx:$NG_PID buffer:$PXB_PID splice:$PXS_PID; do IDLE[${k%%:*}]=$(rss "${k#*:}"); LOAD[${k%%:*}]=0; done
 echo "$(nproc) CPUs shared by wrk, the upstream nginx (2 workers), the proxy under test and other work" \
-	"(load average now: $(cut -d' ' -f1-3 /proc/loadavg)); wrk -t$THREADS -c$CONNS -d$DUR --latency," \
+	"(load average now: $(cut -d' ' -f1-3 /proc/loadavg)); $SCHEME; wrk -t$THREADS -c$CONNS -d$DUR --latency," \
 	"body $BODY bytes, $RUNS runs per path"
 
-one() { # URL [HEADER]: "req/s p50_ms p99_ms"
+# cpu PID: CPU ticks (user + system) of PID and its children (nginx's workers)
+cpu() {
+	local sum=0 p
+	for p in "$1" $(pgrep -P "$1"); do sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done
+	echo $sum
+}
+HZ=$(getconf CLK_TCK)
+one() { # URL [HEADER]: "req/s p50_ms p99_ms requests"
 	local out
 	out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DUR" --latency ${2:+-H "$2"} "$1" 2>&1)
 	if grep -q "Non-2xx\|Socket errors" <<<"$out"; then
@@ -114,10 +128,11 @@ one() { # URL [HEADER]: "req/s p50_ms p99_ms"
 	awk '
 	function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
 	/Requests\/sec/ { rps = $2 } $1 == "50%" { p50 = ms($2) } $1 == "99%" { p99 = ms($2) }
-	END { printf "%.0f %.3f %.3f\n", rps, p50, p99 }' <<<"$out"
+	/ requests in / { n = $1 }
+	END { printf "%.0f %.3f %.3f %d\n", rps, p50, p99, n }' <<<"$out"
 }
 declare -A RES
-for load in keepalive close; do
+for load in $LOADS; do
 	hdr=
 	[ $load = close ] && hdr="Connection: close"
 	for i in $(seq "$RUNS"); do
@@ -129,26 +144,33 @@ for load in keepalive close; do
 			if [ -n "$pid" ]; then
 				( sleep "$(($(tr -dc 0-9 <<<"$DUR") / 2))"; rss "$pid" >"$T_TMP/rss.$path" ) &
 				sampler=$!
+				c0=$(cpu "$pid")
 			fi
-			r=$(one "https://127.0.0.1:$port/obj" "$hdr")
+			r=$(one "$SCHEME://127.0.0.1:$port/obj" "$hdr")
+			cpk=-
 			if [ -n "$pid" ]; then
+				c1=$(cpu "$pid")
+				read -r _ _ _ nreq <<<"$r"
+				[ "${nreq:-0}" -gt 0 ] && cpk=$(echo "scale=1; ($c1 - $c0) * 1000000 / $HZ / $nreq" | bc)
 				wait "$sampler"
 				[ "$(cat "$T_TMP/rss.$path")" -gt "${LOAD[$path]}" ] && LOAD[$path]=$(cat "$T_TMP/rss.$path")
 			fi
-			printf '%-9s run %d %-7s %8s req/s  p50 %7s ms  p99 %7s ms\n' "$load" "$i" "$path" $r
+			r="${r% *} $cpk"
+			printf '%-9s run %d %-7s %8s req/s  p50 %7s ms  p99 %7s ms  CPU %5s ms/1000 req\n' "$load" "$i" "$path" $r
 			RES[$load.$path]+="$r"$'\n'
 		done
 	done
 done
 stat() { awk -v c="$2" 'NF { print $c }' <<<"${RES[$1]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%s %s", v[1], v[int((NR + 1) / 2)] }'; }
-for load in keepalive close; do
+for load in $LOADS; do
 	echo "$load: min / median over $RUNS runs:"
 	for path in direct nginx buffer splice; do
 		read -r rmin rmed <<<"$(stat $load.$path 1)"
 		read -r p50min p50med <<<"$(stat $load.$path 2)"
 		read -r p99min p99med <<<"$(stat $load.$path 3)"
-		printf '  %-7s %8s / %8s req/s   p50 %s / %s ms   p99 %s / %s ms\n' "$path" "$rmin" "$rmed" \
-			"$p50min" "$p50med" "$p99min" "$p99med"
+		read -r cpumin cpumed <<<"$(stat $load.$path 4)"
+		printf '  %-7s %8s / %8s req/s   p50 %s / %s ms   p99 %s / %s ms   CPU %s / %s ms per 1000 req\n' \
+			"$path" "$rmin" "$rmed" "$p50min" "$p50med" "$p99min" "$p99med" "$cpumin" "$cpumed"
 	done
 	read -r _ nmed <<<"$(stat $load.nginx 1)"
 	read -r _ bmed <<<"$(stat $load.buffer 1)"
@@ -178,7 +200,7 @@ for ((i = 0; i < 200; i++)); do
 done
 med5() { # PORT: median total ms of 5 requests
 	for _ in 1 2 3 4 5; do
-		curl -s --cacert "$T_TMP/tls.crt" -o /dev/null -w '%{time_total}\n' --max-time 10 "https://127.0.0.1:$1/obj"
+		curl -s --cacert "$T_TMP/tls.crt" -o /dev/null -w '%{time_total}\n' --max-time 10 "$SCHEME://127.0.0.1:$1/obj"
 	done | sort -g | awk '{ v[NR] = $1 * 1000 } END { printf "%.0f", v[3] }'
 }
 echo "fail-over (curl total time per request, median of 5; direct $(med5 "$UP") ms):"

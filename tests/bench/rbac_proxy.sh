@@ -14,7 +14,12 @@
 # requests/s, p50 and p99, then the proxy's resident memory idle, under load, and its peak.
 # The machine's cores are shared by wrk, the upstream, the proxy under test and whatever else
 # runs: the figures compare the three paths, measured the same way, not absolute capacity.
-# Environment: RUNS, DUR, CONNS, THREADS, BODY, WORKERS (the proxy's --workers; default 0, one
+# PIN=1 (needs 2 CPUs or more) measures the proxy as a sidecar with a CPU of its own, as in a pod
+# where it has its own CPU request: wrk and the upstream nginx run on CPU 0 in every path, the
+# proxy in front (aws-k8s rbac-proxy or nginx) on CPU 1, one event loop or worker each. Without it
+# all share every CPU, and the proxy path, which does the direct path's TLS work plus a second
+# hop, cannot reach the direct path's rate (see the CPU-per-request lines).
+# Environment: PIN, RUNS, DUR, CONNS, THREADS, BODY, WORKERS (the proxy's --workers; default 0, one
 # event loop per CPU).
 . "$(dirname "$0")/../lib/testlib.sh"
 RUNS=${RUNS:-5}
@@ -22,7 +27,12 @@ DUR=${DUR:-10s}
 CONNS=${CONNS:-32}
 THREADS=${THREADS:-2}
 BODY=${BODY:-20000}
-WORKERS=${WORKERS:-0}
+PIN=${PIN:-0}
+[ "$PIN" = 1 ] && [ "$(nproc)" -lt 2 ] && { echo "rbac_proxy: PIN=1 needs 2 CPUs"; exit 0; }
+WORKERS=${WORKERS:-$([ "$PIN" = 1 ] && echo 1 || echo 0)}
+# command prefixes: on CPU 0, on CPU 1 when PIN=1
+ON0=() ON1=()
+[ "$PIN" = 1 ] && ON0=(taskset -c 0) ON1=(taskset -c 1)
 for p in wrk nginx; do
 	command -v $p >/dev/null || { echo "rbac_proxy: $p is missing (apt-get install wrk nginx-light)"; exit 0; }
 done
@@ -87,14 +97,14 @@ cat >"$T_TMP/auth.json" <<'JSON'
  "rules": [{"groups": ["monitoring"], "verbs": ["get"], "nonResourceURLs": ["/metrics"]}]}
 JSON
 bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$KAS_PORT" --kubeconfig-out "$T_TMP/kc" --config "$T_TMP/auth.json"
-bg upstream nginx -p "$T_TMP/ng-up" -c "$T_TMP/ng-up/nginx.conf" -e "$T_TMP/ng-up/error.log"
-bg ngproxy nginx -p "$T_TMP/ng-px" -c "$T_TMP/ng-px/nginx.conf" -e "$T_TMP/ng-px/error.log"
+bg upstream "${ON0[@]}" nginx -p "$T_TMP/ng-up" -c "$T_TMP/ng-up/nginx.conf" -e "$T_TMP/ng-up/error.log"
+bg ngproxy "${ON1[@]}" nginx -p "$T_TMP/ng-px" -c "$T_TMP/ng-px/nginx.conf" -e "$T_TMP/ng-px/error.log"
 wait_http "https://127.0.0.1:$KAS_PORT/healthz" 30 && wait_http "http://127.0.0.1:$UP_HTTP/metrics" 10 &&
 	wait_http "https://127.0.0.1:$NG_PORT/metrics" 10 || {
 	echo "rbac_proxy: the peers did not start: $(tail -3 "$T_TMP"/kas.log "$T_TMP"/ng-*/error.log)"
 	exit 0
 }
-bg proxy "$AWS_K8S" rbac-proxy --secure-listen-address=127.0.0.1:$PX_PORT \
+bg proxy "${ON1[@]}" "$AWS_K8S" rbac-proxy --secure-listen-address=127.0.0.1:$PX_PORT \
 	--upstream=http://127.0.0.1:$UP_HTTP/ --kubeconfig="$T_TMP/kc" --workers="$WORKERS"
 wait_http "https://127.0.0.1:$PX_PORT/healthz" 20 || { echo "rbac_proxy: the proxy did not start: $(tail -3 "$T_TMP/proxy.log")"; exit 0; }
 PX_PID=$(cat "$T_TMP/proxy.pid")
@@ -111,20 +121,48 @@ st() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 mib() { echo "scale=1; $1 / 1024" | bc; }
 echo "proxy idle after start-up and one request: VmRSS $(mib "$(st "$PX_PID" VmRSS)") MiB," \
 	"RssAnon $(mib "$(st "$PX_PID" RssAnon)") MiB"
-echo "$(nproc) CPUs, shared by wrk, the upstream nginx, the path under test and other work on" \
-	"the machine; wrk -t$THREADS -c$CONNS -d$DUR --latency, body $BODY bytes, $RUNS runs per path"
+if [ "$PIN" = 1 ]; then
+	echo "PIN=1: wrk and the upstream nginx on CPU 0, the proxy in front on CPU 1 (other work on the" \
+		"machine is not pinned away)"
+else
+	echo "$(nproc) CPUs, shared by wrk, the upstream nginx, the path under test and other work on" \
+		"the machine"
+fi
+echo "wrk -t$THREADS -c$CONNS -d$DUR --latency, body $BODY bytes, $RUNS runs per path"
 
-# one PATH URL [HEADER]: one wrk run; prints "req/s p50_ms p99_ms" (latencies in ms)
+# ticks PID...: CPU time (user + system, clock ticks) used so far by each PID and its children
+# processes (nginx's workers), summed
+ticks() {
+	local t=0 p
+	for p in "$@" $(pgrep -P "$(echo "$@" | tr ' ' ,)"); do
+		[ -r "/proc/$p/stat" ] || continue
+		t=$((t + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat")))
+	done
+	echo "$t"
+}
+UP_PID=$(cat "$T_TMP/upstream.pid") NG_PID=$(cat "$T_TMP/ngproxy.pid")
+HZ=$(getconf CLK_TCK)
+
+# one PATH URL [HEADER]: one wrk run; prints "req/s p50_ms p99_ms cpu_front_us cpu_up_us" (latencies
+# in ms; CPU microseconds per request used by the path's front process, the proxy or nginx, and by
+# the upstream nginx)
 one() {
-	local out
-	out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DUR" --latency ${3:+-H "$3"} "$2" 2>&1)
+	local out front t0f t0u
+	case $1 in direct) front=$UP_PID ;; nginx) front=$NG_PID ;; proxy) front=$PX_PID ;; esac
+	t0f=$(ticks "$front") t0u=$(ticks "$UP_PID")
+	out=$("${ON0[@]}" wrk -t"$THREADS" -c"$CONNS" -d"$DUR" --latency ${3:+-H "$3"} "$2" 2>&1)
+	local df=$(($(ticks "$front") - t0f)) du=$(($(ticks "$UP_PID") - t0u))
+	[ "$1" = direct ] && df=0
+	local nreq
+	nreq=$(awk '/requests in/ { print $1 }' <<<"$out")
 	if grep -q "Non-2xx\|Socket errors" <<<"$out"; then
 		echo "rbac_proxy: $1: errors: $(grep "Non-2xx\|Socket errors" <<<"$out")" >&2
 	fi
-	awk '
+	awk -v nreq="${nreq:-0}" -v df="$df" -v du="$du" -v hz="$HZ" '
 	function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
 	/Requests\/sec/ { rps = $2 } $1 == "50%" { p50 = ms($2) } $1 == "99%" { p99 = ms($2) }
-	END { printf "%.0f %.3f %.3f\n", rps, p50, p99 }' <<<"$out"
+	END { n = nreq > 0 ? nreq : 1
+	      printf "%.0f %.3f %.3f %.1f %.1f\n", rps, p50, p99, df * 1e6 / hz / n, du * 1e6 / hz / n }' <<<"$out"
 }
 declare -A RES
 rss_load=0
@@ -141,7 +179,8 @@ for i in $(seq "$RUNS"); do
 			[ "$(cat "$T_TMP/rss.load")" -gt "$rss_load" ] && rss_load=$(cat "$T_TMP/rss.load")
 			;;
 		esac
-		printf 'run %d %-7s %8s req/s  p50 %7s ms  p99 %7s ms\n' "$i" "$path" $r
+		printf 'run %d %-7s %8s req/s  p50 %7s ms  p99 %7s ms  CPU/request: front %6s us, upstream %6s us\n' \
+			"$i" "$path" $r
 		RES[$path]+="$r"$'\n'
 	done
 done
@@ -158,6 +197,12 @@ done
 read -r _ dmed <<<"$(stat direct 1)"
 read -r _ pmed <<<"$(stat proxy 1)"
 read -r _ nmed <<<"$(stat nginx 1)"
+echo "CPU per request (medians; front = the proxy or nginx in front, upstream = the nginx that serves the body):"
+for path in direct nginx proxy; do
+	read -r _ fmed <<<"$(stat $path 4)"
+	read -r _ umed <<<"$(stat $path 5)"
+	printf '  %-7s front %6s us + upstream %6s us\n' "$path" "$fmed" "$umed"
+done
 echo "proxy / direct (medians): $(echo "scale=2; $pmed / $dmed" | bc)x   nginx / direct: $(echo "scale=2; $nmed / $dmed" | bc)x   proxy / nginx: $(echo "scale=2; $pmed / $nmed" | bc)x"
 echo "proxy under load ($CONNS connections): VmRSS up to $(mib "$rss_load") MiB; peak of its life" \
 	"VmHWM $(mib "$(st "$PX_PID" VmHWM)") MiB"

@@ -250,6 +250,81 @@ n0=$(grep -c '^tick' "$S3")
 stop_within "$PX3_PID" 10 "api-proxy --relay=splice" && [ "$STOP_RC" = 0 ] && ok "--relay=splice: SIGTERM exit 0" ||
 	fail "--relay=splice: SIGTERM exit 0" "rc=$STOP_RC"
 
+# one connection per request, each failing over: 400 connections in a row (from 4 clients at
+# once) through a proxy whose preferred upstream refuses (--fail-timeout 0s: every connection
+# tries it first), so each one's upstream socket is replaced once (a new epoll tag) and, after
+# the first few, each reuses a closed connection's memory and buffer (the free list). The
+# upstream reads to EOF (the client's half-close), answers the length and sha256 of what it got
+# and closes: both orders of ending, checked byte for byte, with both relays.
+ECHO=$T_TMP/echo.py
+cat >"$ECHO" <<'PY'
+import hashlib, os, socket, sys, threading
+def serve(ls):
+    while True:
+        c, _ = ls.accept()
+        threading.Thread(target=handle, args=(c,), daemon=True).start()
+def handle(c):
+    h, n = hashlib.sha256(), 0
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        h.update(b); n += len(b)
+    c.sendall(b"%d %s\n" % (n, h.hexdigest().encode()) + b"z" * (n % 70000))
+    c.close()
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", 0)); ls.listen(256)
+threading.Thread(target=serve, args=(ls,), daemon=True).start()
+print(ls.getsockname()[1], flush=True)
+bad = []
+def client(port, k, count):
+    for i in range(count):
+        data = os.urandom((k * 7919 + i * 104729) % 200000)
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(data); s.shutdown(socket.SHUT_WR)
+            got = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                got += b
+            s.close()
+        except OSError as e:
+            bad.append("conn %d/%d: %s" % (k, i, e)); continue
+        want = b"%d %s\n" % (len(data), hashlib.sha256(data).hexdigest().encode()) + b"z" * (len(data) % 70000)
+        if got != want:
+            bad.append("conn %d/%d: %d bytes back, %d expected" % (k, i, len(got), len(want)))
+port = int(sys.stdin.readline())
+ts = [threading.Thread(target=client, args=(port, k, 100)) for k in range(4)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(("bad %d %s" % (len(bad), "; ".join(bad[:3]))).strip(), flush=True)
+PY
+DEAD=$(free_port)
+for relay in buffer splice; do
+	coproc ECHOP { python3 "$ECHO"; }
+	read -r -t 20 EP <&"${ECHOP[0]}"
+	PX5=$(free_port) PH5=$(free_port)
+	bg "proxy5$relay" "$AWS_K8S" api-proxy --listen "127.0.0.1:$PX5" --upstream "127.0.0.2:$DEAD,127.0.0.1:$EP" \
+		--node-ip 127.0.0.2 --fail-timeout 0s --relay "$relay" --workers 2 --health-listen "127.0.0.1:$PH5"
+	for ((i = 0; i < 100; i++)); do grep -q '"serving"' "$T_TMP/proxy5$relay.log" && break; sleep 0.1; done
+	echo "$PX5" >&"${ECHOP[1]}"
+	res=
+	read -r -t 120 res <&"${ECHOP[0]}"
+	kill "$ECHOP_PID" 2>/dev/null
+	wait "$ECHOP_PID" 2>/dev/null
+	m=$(curl -s "http://127.0.0.1:$PH5/metrics")
+	acc=$(awk '$1 == "api_proxy_connections_total" { print $2 }' <<<"$m")
+	cf=$(awk '$1 ~ /^api_proxy_upstream_connect_failures_total/ { s += $2 } END { print s + 0 }' <<<"$m")
+	if [ "$res" = "bad 0" ] && [ "${acc:-0}" -ge 400 ] && [ "${cf:-0}" -ge 400 ]; then
+		ok "--relay=$relay: 400 connections in a row, each failing over once ($cf connect failures), every byte back in both orders of ending"
+	else
+		fail "--relay=$relay: 400 failed-over connections come back intact" "$res; accepted $acc, connect failures $cf; $(grep -m3 '^api_proxy' <<<"$m" | tr '\n' ' ')"
+	fi
+	stop_within "$(cat "$T_TMP/proxy5$relay.pid")" 10 "api-proxy --relay=$relay (fail-over loop)" && [ "$STOP_RC" = 0 ] &&
+		ok "--relay=$relay: SIGTERM exit 0 with the free list full" || fail "--relay=$relay: SIGTERM exit 0 with the free list full" "rc=$STOP_RC"
+done
+
 # --max-connections: past it a new connection is closed at accept
 PX4=$(free_port)
 # (an upstream named twice counts once)

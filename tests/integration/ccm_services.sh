@@ -76,6 +76,23 @@ if wait_until 40 host_set; then ok "the Service gets status.loadBalancer.ingress
 else fail "the Service gets a hostname" "$(tail -20 "$T_TMP/ccm1.log")"; fi
 create_calls=$(calls)
 t1=$(date +%s.%N)
+# one pass: the Service queued again by our own patches' echoes (before the informer has the
+# status) costs no AWS call (it cost a second full pass: 5 more calls)
+sleep 3
+[ "$(calls)" = "$create_calls" ] && ok "the create is one pass: no AWS call once the status is set ($create_calls calls)" \
+	|| fail "the create is one pass" "$create_calls calls until the status, $(calls) after: $(tb_json "$FAULTPROXY_URL/_control/calls?log=100" | python3 -c 'import json,sys; print(" ".join(l["action"] for l in json.load(sys.stdin)["log"]))')"
+# the Service queued while the informer does not show the status written (as with our own
+# patch's echo, not there yet; here someone cleared it): the status is written again from what
+# the sync remembers, at no AWS cost (it cost a full pass: 5 calls)
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+kc patch svc web --subresource=status --type=merge -p '{"status":{"loadBalancer":{"ingress":null}}}' >/dev/null
+if wait_until 20 host_set; then
+	sleep 1
+	[ "$(calls)" = 0 ] && ok "a Service queued without the status written gets it again with no AWS call" \
+		|| fail "status written again at no AWS cost" "$(calls): $(tb_json "$FAULTPROXY_URL/_control/calls?log=100" | python3 -c 'import json,sys; print(" ".join(l["action"] for l in json.load(sys.stdin)["log"]))')"
+else
+	fail "the cleared status is written again" "$(tail -5 "$T_TMP/ccm1.log")"
+fi
 host=$(kc get svc web -o jsonpath='{.status.loadBalancer.ingress[0].hostname}')
 [ "$host" = "$(elb_py "$lb" "d['DNSName']")" ] && ok "the hostname is the ELB's DNS name ($lb)" \
 	|| fail "the hostname is the ELB's DNS name" "host=$host lb=$lb $(elb_py "$lb" "d")"
@@ -194,22 +211,86 @@ grep -q "the only value supported currently is '\*'" <<<"$msg" && ok "the Event 
 	[ "$(svc_py bad "s['metadata'].get('finalizers')")" = None ] &&
 	ok "nothing is made for it (no ELB, no group, no finalizer)" || fail "nothing made for the invalid Service" "$(elb_py "$blb" "d")"
 
+# three more ELBs (one port each), for the restart's concurrent re-checks and the drift probe
+for k in 1 2 3; do
+	kc create -f - >/dev/null <<EOF
+{"apiVersion":"v1","kind":"Service","metadata":{"name":"w$k","namespace":"default"},
+ "spec":{"type":"LoadBalancer","selector":{"app":"w$k"},"ports":[{"port":80,"nodePort":3181$k,"protocol":"TCP"}]}}
+EOF
+done
+w_hosts() { [ "$(kc get svc w1 w2 w3 -o jsonpath='{range .items[*]}{.status.loadBalancer.ingress[0].hostname}{"\n"}{end}' | grep -c .)" = 3 ]; }
+wait_until 60 w_hosts || fail "three more ELB Services get their hostnames" "$(tail -5 "$T_TMP/ccm1.log")"
+
 # a restart: the tags last applied are not known any more, so a key dropped while the controller
-# was down stays (it cannot tell ours from someone else's) and new ones are added
+# was down stays (it cannot tell ours from someone else's) and new ones are added; 4 workers
+# re-check the 4 ELBs at once with a cold instance cache: one refill (single-flight), not one
+# DescribeInstances per worker
 ccm_stop_check ccm1
 kc annotate --overwrite svc web service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags=k=v >/dev/null
-ccm_start ccm1 || fail "ccm starts again" "$(tail -5 "$T_TMP/ccm1.log")"
+tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+ccm_start ccm1 --concurrent-service-syncs=4 || fail "ccm starts again" "$(tail -5 "$T_TMP/ccm1.log")"
 want="[('env', 'test'), ('k', 'v'), ('owner', 'ops')] $ckeys"
 if wait_until 30 etags_are "$want"; then ok "after a restart a new key is added and nothing is removed (env, dropped while down, stays)"
 else fail "ELB tags after a restart" "$(elb_tags) want $want"; fi
+n_logged() { tr ' ' '\n' <<<"$(log_of)" | grep -c "^$1\$"; }
+rechecked() { [ "$(n_logged ModifyLoadBalancerAttributes)" -ge 4 ]; }
+wait_until 60 rechecked
+sleep 1
+[ "$(calls DescribeInstances)" = 1 ] && ok "4 workers re-checking 4 ELBs with a cold instance cache: 1 DescribeInstances (one refill, the others wait for it)" \
+	|| fail "single-flight instance refill" "$(calls DescribeInstances) DescribeInstances: $(log_of)"
 
-# delete: nothing left
+# drift: with --min-resync-period=6m the probe runs every 5 s (6m / 72): an instance
+# deregistered behind the controller's back is registered again; once the start's re-checks are
+# done (each keeps what it described as the probe's reference), a probe pass is one
+# DescribeLoadBalancers for the 4 (20 names a call), nothing else
+ccm_stop_check ccm1
+ccm_start ccm1 --min-resync-period=6m || fail "ccm starts with --min-resync-period=6m" "$(tail -5 "$T_TMP/ccm1.log")"
+probe_only() { # the calls of 6 s are probes only
+	tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+	sleep 6
+	local l
+	l=$(log_of)
+	[ -n "$l" ] && [ -z "$(tr ' ' '\n' <<<"$l" | grep -v '^DescribeLoadBalancers$')" ]
+}
+if wait_until 60 probe_only; then
+	tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+	sleep 11
+	n_probe=$(calls)
+	[ "$(n_logged DescribeLoadBalancers)" = "$n_probe" ] && [ "$n_probe" -ge 1 ] && [ "$n_probe" -le 3 ] &&
+		ok "steady state: the probe makes one DescribeLoadBalancers per 5 s pass for the 4 ELBs ($n_probe calls in 11 s)" \
+		|| fail "probe calls" "$n_probe: $(log_of)"
+else
+	fail "the probe settles to DescribeLoadBalancers only" "$(log_of)"
+fi
+w1lb="a$(kc get svc w1 -o jsonpath='{.metadata.uid}' | tr -d - | cut -c1-31)"
+moto_py "elb = client('elb'); elb.deregister_instances_from_load_balancer(LoadBalancerName='$w1lb', Instances=[{'InstanceId': '$i4'}])"
+w1_back() { [ "$(elb_py "$w1lb" "'$i4' in [i['InstanceId'] for i in d['Instances']]")" = True ]; }
+if wait_until 30 w1_back; then ok "drift: an instance deregistered behind the controller's back is registered again (the probe saw the ELB differ)"
+else fail "drift repaired" "$(elb_py "$w1lb" "d['Instances']") $(tail -5 "$T_TMP/ccm1.log")"; fi
+ccm_stop_check ccm1
+ccm_start ccm1 || fail "ccm starts again" "$(tail -5 "$T_TMP/ccm1.log")"
+kc delete svc w1 w2 w3 --wait=false >/dev/null
+w_gone() { ! kc get svc w1 >/dev/null 2>&1 && ! kc get svc w2 >/dev/null 2>&1 && ! kc get svc w3 >/dev/null 2>&1; }
+wait_until 60 w_gone || fail "the three ELB Services are deleted" "$(tail -5 "$T_TMP/ccm1.log")"
+sleep 2
+
+# delete: nothing left. The first finalizer removal fails (the API server answers 500 once): the
+# retry, like the echo of our own status patch, finds the load balancer already deleted by this
+# process and only writes to Kubernetes (it deleted everything again: 4 more calls)
 tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null
+curl -sSk --max-time 10 -X POST -H 'Content-Type: application/json' "$KAS_URL/_control/faults" \
+	--data-binary '{"action":"error","method":"PATCH","path":"/services/web($|\\?)","code":500,"count":1}' >/dev/null ||
+	fail "API server fault rule accepted"
 kc delete svc web --wait=false >/dev/null
 gone() { ! kc get svc web >/dev/null 2>&1; }
 if wait_until 40 gone; then ok "the Service is deleted once its finalizer is removed"
 else fail "the Service is deleted" "$(tail -20 "$T_TMP/ccm1.log")"; fi
+sleep 2
 delete_calls=$(calls)
+delete_log=$(log_of)
+[ "$(tr ' ' '\n' <<<"$delete_log" | grep -c '^DeleteLoadBalancer$')" = 1 ] &&
+	ok "the delete is one pass: the echo of our own status patch deletes nothing again ($delete_calls calls)" \
+	|| fail "the delete is one pass" "$delete_log"
 [ "$(elb_py "$lb" "d")" = NONE ] && ok "the ELB is deleted" || fail "ELB deleted" "$(elb_py "$lb" "d")"
 [ "$(sg_py "k8s-elb-$lb" "len(g)")" = 0 ] && ok "its security group is deleted" || fail "ELB group deleted" "$(sg_py "k8s-elb-$lb" "g")"
 [ "$(node_rule)" = False ] && ok "the node group's rule is revoked" || fail "node rule revoked" "$(node_rule)"

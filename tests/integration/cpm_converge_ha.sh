@@ -76,7 +76,7 @@ for i in 0 1 2; do
 	n=${NODES[$i]}
 	NODE_NAME=$n MY_IP=10.0.0.1$i "$AWS_K8S" cpm --config-dir "$CD" --pki-dir "$PD" --root "$T_TMP/root-$n" \
 		--kubeconfig "$KC" --healthz-bind-address "127.0.0.1:${HZ[$n]}" --approval-interval 200ms \
-		--approval-retries 1500 --pod-ready-interval 200ms --pod-ready-retries 300 >"$T_TMP/cpm-$n.log" 2>&1 &
+		--approval-retries 1500 --pod-ready-interval 200ms --pod-ready-retries 300 --etcd-membership=false >"$T_TMP/cpm-$n.log" 2>&1 &
 	PID[$n]=$!
 	t_cleanup_add "kill ${PID[$n]} 2>/dev/null"
 done

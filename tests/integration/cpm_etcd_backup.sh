@@ -9,7 +9,11 @@
 # (the older file untouched), while a lower --min-free-percent lets it through; the same rule
 # with --min-free-percent 100 on any disk; a peer that accepts and never answers (TLS: in the
 # handshake; plain HTTP: after the request) times out within the bounds given; a missing
-# client certificate fails clearly; defrag; usage errors. Prints the backup's time and size.
+# client certificate fails clearly; deploy/cpm's CronJobs d8-etcd-backup and d8-etcd-defrag, their
+# command lines taken from the rendered manifest and run as the kubelet would
+# (tests/lib/manifest_run.py), the backup's file accepted by `etcdctl snapshot status`; defrag,
+# its threshold (--min-db-size-percent of --quota-backend-bytes) and --cluster; usage errors.
+# Prints the backup's time, size and peak memory.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/cpm_etcd_lib.sh"
 
@@ -152,9 +156,76 @@ out=$(cpm_etcd frobnicate 2>&1)
 out=$(cpm_etcd backup --endpoints "$URL" --out "$T_TMP/nodir/x.db" 2>&1)
 [ $? = 1 ] && grep -q nodir <<<"$out" && ok "a missing folder: exit 1, named" || fail "a missing folder: exit 1" "$out"
 
+# ---- deploy/cpm's CronJob d8-etcd-backup, its command line run as the kubelet would -------------------
+# (kubectl kustomize deploy/cpm/base, tests/lib/manifest_run.py: the host paths it mounts under a
+# folder, etcd's port 2379 moved to this etcd's; the PKI as kubeadm names it)
+DR=$T_TMP/deploy-cpm.yaml MR=$T_TMP/mr
+mkdir -p "$MR/etcd-pki" "$T_TMP/bin"
+ln -sf "$AWS_K8S" "$T_TMP/bin/aws-k8s"
+cp "$EP/ca.crt" "$MR/etcd-pki/ca.crt"
+cp "$EP/client.crt" "$MR/etcd-pki/healthcheck-client.crt"
+cp "$EP/client.key" "$MR/etcd-pki/healthcheck-client.key"
+# cronjob NAME CONTAINER OUTPUT: runs the CronJob's container, exit status in $rc
+cronjob() {
+	python3 "$T_ROOT/tests/lib/manifest_run.py" "$DR" --kind CronJob --name "$1" --container "$2" \
+		--mount-root "$MR" --port-map 2379="$CP" --bin-dir "$T_TMP/bin" \
+		--pass-env 'ASAN_*' --pass-env 'UBSAN_*' --pass-env 'LSAN_*' --exec >"$3" 2>&1
+	rc=$?
+}
+if ! command -v kubectl >/dev/null || ! python3 -c 'import yaml' 2>/dev/null; then
+	skip "deploy/cpm's etcd CronJobs run" "kubectl or python3's yaml module missing"
+elif ! kubectl kustomize "$T_ROOT/deploy/cpm/base" >"$DR" 2>"$DR.err"; then
+	fail "kubectl kustomize deploy/cpm/base" "$(tail -3 "$DR.err")"
+else
+	argv=$(python3 "$T_ROOT/tests/lib/manifest_run.py" "$DR" --kind CronJob --name d8-etcd-backup \
+		--container backup --mount-root "$MR" --port-map 2379="$CP" --bin-dir "$T_TMP/bin" --print-argv 2>&1)
+	echo "# d8-etcd-backup runs: $argv"
+	cronjob d8-etcd-backup backup "$T_TMP/cj-backup.log"
+	f=$MR/etcd-backup/etcd-backup.tar.gz
+	if [ $rc = 0 ] && [ "$(tar -tzf "$f" 2>&1)" = etcd-backup.snapshot ]; then
+		ok "deploy/cpm's d8-etcd-backup command line: exit 0, etcd-backup.tar.gz on the host path (one entry): $(tail -1 "$T_TMP/cj-backup.log")"
+	else fail "deploy/cpm's d8-etcd-backup command line writes etcd-backup.tar.gz" "exit $rc: $(tail -3 "$T_TMP/cj-backup.log")"; fi
+	tar -xzf "$f" -C "$T_TMP" etcd-backup.snapshot 2>/dev/null
+	ectl snapshot status "$T_TMP/etcd-backup.snapshot" >"$T_TMP/cj-status.txt" 2>&1 &&
+		ok "etcdctl snapshot status accepts the CronJob's snapshot: $(cat "$T_TMP/cj-status.txt")" ||
+		fail "etcdctl snapshot status accepts the CronJob's snapshot" "$(cat "$T_TMP/cj-status.txt")"
+	cronjob d8-etcd-backup backup "$T_TMP/cj-backup2.log"
+	n=$(find "$MR/etcd-backup" -mindepth 1 | wc -l)
+	[ $rc = 0 ] && [ "$n" = 1 ] && ok "run again: the one file overwritten, nothing else in the folder (--keep=1)" ||
+		fail "run again: one file kept" "exit $rc, $(ls -A "$MR/etcd-backup")"
+	# its memory, for the CronJob's resources: the same command line under /usr/bin/time
+	if [ -x /usr/bin/time ]; then
+		kb=$(eval "/usr/bin/time -f %M $argv" 2>&1 >/dev/null | tail -1)
+		echo "# figures: d8-etcd-backup's run, ~4 MB db: peak RSS ${kb} KiB (the CronJob asks 24Mi, limit 64Mi)"
+	fi
+	argv=$(python3 "$T_ROOT/tests/lib/manifest_run.py" "$DR" --kind CronJob --name d8-etcd-defrag \
+		--container defrag --mount-root "$MR" --port-map 2379="$CP" --bin-dir "$T_TMP/bin" --print-argv 2>&1)
+	echo "# d8-etcd-defrag runs: $argv"
+	cronjob d8-etcd-defrag defrag "$T_TMP/cj-defrag.log"
+	if [ $rc = 0 ] && grep -qE "^defrag: https://127.0.0.1:$CP: db [0-9]+ bytes, [0-9]+% of the quota 2147483648: under 90%, left" "$T_TMP/cj-defrag.log"; then
+		ok "deploy/cpm's d8-etcd-defrag command line: exit 0, the member (from the member list) far under 90 % of 2 GiB is left: $(cat "$T_TMP/cj-defrag.log")"
+	else fail "deploy/cpm's d8-etcd-defrag command line" "exit $rc: $(cat "$T_TMP/cj-defrag.log")"; fi
+fi
+
 # ---- defrag ---------------------------------------------------------------------------------------------
 ectl --endpoints "$URL" del --prefix k01 >/dev/null
+# the db's size now: a quota just above it puts it over 90 %, one of 4x under
+db=$(ectl --endpoints "$URL" endpoint status -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["dbSize"])')
+out=$(cpm_etcd defrag --endpoints "$URL" --min-db-size-percent 90 --quota-backend-bytes $((db * 4)) 2>&1)
+rc=$?
+db2=$(ectl --endpoints "$URL" endpoint status -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["dbSize"])')
+if [ $rc = 0 ] && grep -q "^defrag: $URL: db $db bytes, 25% of the quota $((db * 4)): under 90%, left" <<<"$out" && [ "$db2" = "$db" ]; then
+	ok "defrag at 90 % of a quota 4x the db ($db bytes): left, exit 0, the db's size unchanged"
+else fail "defrag under the threshold is left" "exit $rc, $db -> $db2: $out"; fi
+out=$(cpm_etcd defrag --endpoints "$URL" --cluster --min-db-size-percent 90 --quota-backend-bytes $((db * 21 / 20)) 2>&1)
+rc=$?
+db2=$(ectl --endpoints "$URL" endpoint status -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["dbSize"])')
+if [ $rc = 0 ] && grep -qE "^defrag: https://127.0.0.1:$CP: db $db -> $db2 bytes" <<<"$out" && [ "$db2" -lt "$db" ]; then
+	ok "defrag --cluster at 90 % of a quota 1.05x the db: defragmented, $db -> $db2 bytes"
+else fail "defrag over the threshold defragments" "exit $rc, $db -> $db2: $out"; fi
 out=$(cpm_etcd defrag --endpoints "$URL" 2>&1)
 rc=$?
 [ $rc = 0 ] && grep -qE "^defrag: $URL: db [0-9]+ -> [0-9]+ bytes" <<<"$out" && ok "defrag: $out" || fail "defrag" "exit $rc: $out"
+out=$(cpm_etcd defrag --endpoints "$URL" --min-db-size-percent 101 2>&1)
+[ $? = 2 ] && grep -q "out of range" <<<"$out" && ok "--min-db-size-percent 101: usage error (exit 2)" || fail "--min-db-size-percent 101: exit 2" "$out"
 t_summary

@@ -10,7 +10,8 @@
 # node plugin with Bidirectional propagation, the preStop hook, the CSIDriver, the default
 # classes, nth's two modes with the upstream chart's RBAC, probe and metrics ports, cpm's DaemonSet
 # (mounts, env, probes, annotations) and its approver with least-privilege RBAC, resources on
-# every aws-k8s container).
+# every aws-k8s container), cpm's etcd backup and defragmentation CronJobs (schedule, host
+# networking, masters, read-only certificates, the command).
 # The test API server checks field names (strict decoding), not values, required fields or
 # references (the Role of a RoleBinding, a PriorityClass, a Secret): the python checks below
 # cover the values this project sets.
@@ -56,6 +57,8 @@ def pod_spec(o):
     s = o.get("spec", {})
     if o.get("kind") == "Pod":  # a static pod (deploy/api-proxy)
         return s
+    if o.get("kind") == "CronJob":  # deploy/cpm's etcd backup and defragmentation
+        s = s.get("jobTemplate", {}).get("spec", {})
     return s.get("template", {}).get("spec") if "template" in s else None
 
 def expand(s, env):
@@ -224,10 +227,10 @@ def checks(paths):
               "node-role.kubernetes.io/control-plane" in s.get("nodeSelector", {}) and
               {"operator": "Exists"} in s.get("tolerations", []) and s.get("hostNetwork") is True)
         check("cpm: /pki, /config from the Secrets d8-pki and d8-control-plane-manager-config; "
-              "the host's /etc/kubernetes, /root/.kube, /var/lib/etcd (read-only)",
+              "the host's /etc/kubernetes, /root/.kube, /var/lib/etcd (written: an orphan's data moved aside)",
               [src(p) for p in ("/pki", "/config", "/etc/kubernetes", "/root/.kube", "/var/lib/etcd")] ==
               ["d8-pki", "d8-control-plane-manager-config", "/etc/kubernetes", "/root/.kube",
-               "/var/lib/etcd"] and mnt["/var/lib/etcd"][0].get("readOnly") is True, str(mnt))
+               "/var/lib/etcd"] and not mnt["/var/lib/etcd"][0].get("readOnly"), str(mnt))
         env = {e["name"]: e for e in c.get("env", [])}
         ref = lambda k: env.get(k, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
         check("cpm: MY_IP=status.hostIP, MY_POD_NAME=metadata.name, KUBERNETES_VERSION",
@@ -261,6 +264,60 @@ def checks(paths):
         check("cpm: the approver's RBAC is nodes get/list/watch/patch, events create/patch, pods and "
               "leases in kube-system only, no more", got == want,
               "extra %s, missing %s" % (sorted(got - want), sorted(want - got)))
+    # deploy/cpm's etcd CronJobs: Deckhouse's backup (schedule, one run at a time, one Job kept,
+    # no retry) and the hourly defragmentation near the quota, on a master with host networking
+    # and the etcd client certificates read-only
+    for name, schedule, verb in (("d8-etcd-backup", "0 0 * * *", "backup"),
+                                 ("d8-etcd-defrag", "27 * * * *", "defrag")):
+        cj = find(objs, "CronJob", name)
+        if not cj:
+            continue
+        s, js = pod_spec(cj), cj["spec"]["jobTemplate"]["spec"]
+        c = s["containers"][0]
+        argv = c.get("command", []) + c.get("args", [])
+        opts = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
+        check(name + ": schedule %r, concurrencyPolicy Forbid, history 1/1, backoffLimit 0, "
+              "restartPolicy Never" % schedule,
+              cj["spec"].get("schedule") == schedule and cj["spec"].get("concurrencyPolicy") == "Forbid"
+              and cj["spec"].get("successfulJobsHistoryLimit") == 1 and
+              cj["spec"].get("failedJobsHistoryLimit") == 1 and js.get("backoffLimit") == 0 and
+              s.get("restartPolicy") == "Never", str(cj["spec"]))
+        tol = {(t.get("key"), t.get("operator"), t.get("effect")) for t in s.get("tolerations", [])}
+        check(name + ": host networking, on a control-plane node, its NoSchedule taint tolerated",
+              s.get("hostNetwork") is True and
+              "node-role.kubernetes.io/control-plane" in s.get("nodeSelector", {}) and
+              (("node-role.kubernetes.io/control-plane", "Exists", "NoSchedule") in tol or
+               (None, "Exists", None) in tol), "%s %s" % (s.get("nodeSelector"), tol))
+        vols = {v["name"]: v for v in s.get("volumes", [])}
+        mnt = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+        pki = mnt.get("/etc/kubernetes/pki/etcd", {})
+        check(name + ": the host's /etc/kubernetes/pki/etcd mounted read-only, and every "
+              "certificate flag under it",
+              pki.get("readOnly") is True and
+              vols.get(pki.get("name"), {}).get("hostPath", {}).get("path") == "/etc/kubernetes/pki/etcd"
+              and all(opts.get(f, "").startswith("/etc/kubernetes/pki/etcd/") for f in ("cacert", "cert", "key"))
+              and all(m.get("readOnly") for p, m in mnt.items() if p != "/var/lib/etcd"), str(mnt))
+        check(name + ": runs as root (the keys are 0600 root), read-only root file system",
+              c.get("securityContext", {}).get("runAsUser") == 0 and
+              c.get("securityContext", {}).get("readOnlyRootFilesystem") is True)
+        check(name + ": runs aws-k8s cpm etcd %s against the node's own member" % verb,
+              runs_aws_k8s(argv) and argv[1:4] == ["cpm", "etcd", verb] and
+              opts.get("endpoints") == "https://127.0.0.1:2379", str(argv))
+        if verb == "backup":
+            out = opts.get("out", "")
+            bk = [m for p, m in mnt.items() if out.startswith(p.rstrip("/") + "/")]
+            check(name + ": --out=/var/lib/etcd/etcd-backup.tar.gz on the host's /var/lib/etcd "
+                  "(written), one file kept, 25 % left free",
+                  out == "/var/lib/etcd/etcd-backup.tar.gz" and len(bk) == 1 and
+                  not bk[0].get("readOnly") and
+                  vols.get(bk[0]["name"], {}).get("hostPath", {}).get("path") == "/var/lib/etcd" and
+                  opts.get("keep") == "1" and opts.get("min-free-percent", "25") == "25",
+                  "%s %s" % (argv, mnt))
+        else:
+            check(name + ": every member (--cluster) at 90 % of --quota-backend-bytes, a long "
+                  "command timeout", "--cluster" in argv and opts.get("min-db-size-percent") == "90"
+                  and int(opts.get("quota-backend-bytes", "0")) > 0 and
+                  opts.get("command-timeout", "5s") not in ("5s", ""), str(argv))
     akp = find(objs, "Pod", "kubernetes-api-proxy")
     if akp:  # deploy/api-proxy: the static pod and the Role nodes read the EndpointSlices with
         s, c = pod_spec(akp), container(akp, "kubernetes-api-proxy")
@@ -416,10 +473,9 @@ rc=$(fc csi-node pre-stop-hook --timeout=5x)
 [ "$rc" = 2 ] && grep -q "invalid duration value '5x'" "$T_TMP/fc.out" &&
 	ok "flags-check: a bad value is refused with the parser's message" ||
 	fail "flags-check: a bad value is refused with the parser's message" "exit $rc: $(cat "$T_TMP/fc.out")"
-rc=$(fc capa --v=2)
-[ "$rc" = 1 ] && grep -q "not built yet" "$T_TMP/fc.out" &&
-	ok "flags-check: a command not built yet exits 1" ||
-	fail "flags-check: a command not built yet exits 1" "exit $rc: $(cat "$T_TMP/fc.out")"
+rc=$(fc capa --leader-elect --awscluster-concurrency=5 --feature-gates=EKS=false --v=2)
+[ "$rc" = 0 ] && ok "flags-check capa: CAPA's manager flags are taken (exit 0)" ||
+	fail "flags-check capa: CAPA's manager flags are taken (exit 0)" "exit $rc: $(cat "$T_TMP/fc.out")"
 rc=$(fc no-such-command)
 [ "$rc" = 2 ] && ok "flags-check: an unknown command exits 2" ||
 	fail "flags-check: an unknown command exits 2" "exit $rc: $(cat "$T_TMP/fc.out")"

@@ -144,7 +144,7 @@ started "aws-k8s ebs-csi-driver all" 1 "$NO_NODE_ID" "$AWS_K8S" ebs-csi-driver a
 started "kube-rbac-proxy --help: the rbac-proxy's flags" 0 "--secure-listen-address" "$BIN/kube-rbac-proxy" --help
 started "kube-rbac-proxy without --secure-listen-address: a usage error naming it" 2 "--secure-listen-address is required" \
 	"$BIN/kube-rbac-proxy" --upstream=http://127.0.0.1:1/
-started "aws-k8s capa (issue 20, still to come): not built yet" 1 "'capa' is not built yet" "$AWS_K8S" capa
+started "aws-k8s capa --help: CAPA's manager flags" 0 "--awscluster-concurrency" "$AWS_K8S" capa --help
 started "node-termination-handler without NODE_NAME: upstream's refusal" 2 "must provide a node-name" \
 	env -u NODE_NAME "$BIN/node-termination-handler"
 # every flag of upstream's, with the variable it reads, in `node-termination-handler --help`

@@ -2,8 +2,9 @@
 # tests: product
 # common/kube/drain.h through `aws-k8s kube-debug cordon|uncordon|taint|label|drain` against the
 # project's test API server, checked with kubectl: cordon and taints idempotent, DaemonSet and
-# mirror pods skipped, the emptyDir and unmanaged-pod rules, a PodDisruptionBudget that blocks
-# and then allows (changed mid-drain), the deadline, SIGTERM mid-drain, 200 pods.
+# mirror pods skipped, the emptyDir and unmanaged-pod rules, the eviction's grace period, a
+# PodDisruptionBudget that blocks and then allows (changed mid-drain), the deadline, SIGTERM
+# mid-drain, 200 pods.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$T_ROOT/tests/kube/lib.sh"
 
@@ -131,8 +132,10 @@ check "a new drain finishes the job" grep -q "result=ok evicted=1 " <<<"$out"
 
 # --- wait until the pod is gone: a finalizer keeps it after the eviction ---
 pod slow n3 ReplicaSet | jq -c '.metadata.finalizers=["example.com/hold"]' | kd create pods - >/dev/null
-bg drain5 "$AWS_K8S" kube-debug --kubeconfig "$KC" drain n3 --duration 60s
+bg drain5 "$AWS_K8S" kube-debug --kubeconfig "$KC" drain n3 --duration 60s --grace-period 7
 check "the eviction is accepted" wait_for "$T_TMP/drain5.log" '^evicted default/slow$' 20
+check "the eviction carried --grace-period (deletionGracePeriodSeconds 7)" \
+	test "$(k get pod slow -o jsonpath='{.metadata.deletionGracePeriodSeconds}')" = 7
 sleep 1.5
 check "the drain waits while the pod is terminating" test -z "$(grep '^drain:' "$T_TMP/drain5.log")"
 k patch pod slow --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null

@@ -16,6 +16,9 @@
 #     a delay, the process stays up), then allows it: the drain completes; a blocked event that
 #     is then canceled uncordons;
 #   - DRY_RUN: a notice changes nothing (no Node write, no eviction);
+#   - CORDON_ONLY with EXCLUDE_FROM_LOAD_BALANCERS and TAINT_EFFECT=PreferNoSchedule: cordoned,
+#     labelled out of the load balancers, tainted with that effect, nothing evicted;
+#     ENABLE_OUT_OF_SERVICE_TAINT: the out-of-service taint after the drain;
 #   - malformed metadata answers (HTML, truncated JSON, 500s, a hang past the client timeout):
 #     each logged once however many polls see it, no crash, no hot loop, and the next good
 #     notice is acted on;
@@ -44,7 +47,7 @@ wait_until() {
 }
 start_kas || { fail "the test API server starts"; t_summary; }
 
-NODES="spot sched rebmon rebdrain asg pdb dry bad term"
+NODES="spot sched rebmon rebdrain asg pdb dry bad term opts oos"
 
 # ---- the Nodes, each with a ReplicaSet pod (NAME-web) and a DaemonSet pod (NAME-ds) -----------
 python3 - "$NODES" >"$T/objects.json" <<'PY'
@@ -68,7 +71,7 @@ print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 PY
 k create -f "$T/objects.json" >/dev/null 2>"$T/objects.err"
 n=$(k get pods -o name 2>/dev/null | wc -l)
-[ "$n" = 18 ] && peer ok "9 Nodes with 18 pods, 2 PodDisruptionBudgets" ||
+[ "$n" = 22 ] && peer ok "11 Nodes with 22 pods, 2 PodDisruptionBudgets" ||
 	{ peer fail "the Nodes and pods" "$n pods; $(tail -3 "$T/objects.err")"; t_summary; }
 
 # ---- one metadata fake per Node, started together (nth_lib.sh) -------------------------------
@@ -402,13 +405,39 @@ flow_dry() {
 	stopped nth-dry "nth (dry)"
 }
 
+flow_opts() {
+	fake opts spot '{"action":"terminate","in":60}'
+	local t v
+	t=$(fake_get opts state | jq -r .spot.time)
+	v=$(v63 "spot-itn-$(sha "&{terminate $t}")")
+	nth opts nth-opts CORDON_ONLY=true EXCLUDE_FROM_LOAD_BALANCERS=true TAINT_EFFECT=PreferNoSchedule
+	check "opts: CORDON_ONLY: logged as cordoned" wait_for "$T/nth-opts.log" '"node cordoned"' 30
+	check "opts: CORDON_ONLY: cordoned, both pods kept, no eviction" \
+		test "$(cordoned opts && echo y)/$(pod_there opts-web && pod_there opts-ds && echo y)/$(evictions opts-web)" = "y/y/0"
+	check "opts: EXCLUDE_FROM_LOAD_BALANCERS: labelled node.kubernetes.io/exclude-from-external-load-balancers" \
+		test "$(label opts node.kubernetes.io/exclude-from-external-load-balancers)" = aws-node-termination-handler
+	check "opts: TAINT_EFFECT=PreferNoSchedule: the spot taint has that effect" \
+		test "$(taints opts)" = "keep=me:NoSchedule aws-node-termination-handler/spot-itn=$v:PreferNoSchedule"
+	stopped nth-opts "nth (opts)"
+}
+
+flow_oos() {
+	fake oos spot '{"action":"terminate","in":60}'
+	nth oos nth-oos ENABLE_OUT_OF_SERVICE_TAINT=true
+	wait_until 30 p_gone oos-web
+	check "oos: drained" wait_for "$T/nth-oos.log" '"node cordoned and drained"' 30
+	check "oos: ENABLE_OUT_OF_SERVICE_TAINT: node.kubernetes.io/out-of-service=nodeshutdown:NoExecute after the drain" \
+		grep -q " node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" <<<" $(taints oos)"
+	stopped nth-oos "nth (oos)"
+}
+
 # ---- the fake's HTML fault answer (the extension this test relies on) ------------------------
 fake bad faults '{"path":"/latest/meta-data/probe","status":200,"content_type":"text/html","body":"<html></html>","count":1}'
 peer check "the metadata fake answers a fault rule's body with its content_type" \
 	grep -qi "^content-type: text/html" <<<"$(curl -si --max-time 5 "${U[bad]}/latest/meta-data/probe")"
 tb_delete "${U[bad]}/_control/faults" >/dev/null
 
-FLOWS="spot reb asg dry sched pdb bad term"
+FLOWS="spot reb asg dry sched pdb bad term opts oos"
 for f in $FLOWS; do
 	(t0=$SECONDS; "flow_$f"; echo "# the $f flow took $((SECONDS - t0)) s") >"$T/flow-$f.out" 2>&1 &
 	echo $! >"$T/flow-$f.pid"

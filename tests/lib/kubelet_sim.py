@@ -3,6 +3,7 @@
 
     kubelet_sim.py --server http://127.0.0.1:PORT --node master-0=ROOT [--node ...]
                    [--ready-delay 0.3] [--record FILE] [--cpm-pod NODE=POD=URL ...]
+                   [--run etcd]
 
 For each --node NAME=ROOT it watches ROOT/etc/kubernetes/manifests (polling every 0.1 s; files
 whose name starts with "." are ignored, as the kubelet does) and keeps one mirror pod per
@@ -18,8 +19,15 @@ goes. A manifest removed deletes its mirror pod.
 NODE when missing, and its Ready condition follows GET URL (its /readyz; 200 = Ready), checked
 every 0.2 s.
 
+--run etcd: the etcd manifests are run for real, as the kubelet would: the container's command
+(etcd and its flags) with every absolute path in a flag's value taken under ROOT (--data-dir,
+the certificates), its output appended to ROOT/.kubelet-sim/etcd.log. A changed manifest stops
+the process (SIGTERM, SIGKILL after 10 s) and starts the new one; a removed one stops it; a
+process that exits is started again 1 s later (restartPolicy Always). Its mirror pod is Ready
+while the process runs and GET <--listen-metrics-urls>/metrics answers 200.
+
 --record FILE: one line per event, appended: "<unix time> <node> <pod> <event> <checksum>",
-event one of created, ready, notready, deleted (checksum "-" when there is none).
+event one of created, ready, notready, deleted, started, exited (checksum "-" when there is none).
 SIGTERM or SIGINT stop it (exit 0).
 """
 import argparse
@@ -27,6 +35,7 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import urllib.error
@@ -81,6 +90,33 @@ def parse_manifest(text):
     return name, labels, ann
 
 
+def parse_command(text):
+    """The first container's command list of a block-style YAML Pod, or of JSON."""
+    s = text.lstrip()
+    if s.startswith("{"):
+        obj = json.loads(s)
+        return ((obj.get("spec") or {}).get("containers") or [{}])[0].get("command") or []
+    cmd, item_indent = None, None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if cmd is None:
+            if stripped in ("command:", "- command:"):
+                cmd = []
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        if stripped.startswith("- ") and (item_indent is None or indent == item_indent):
+            item_indent = indent
+            cmd.append(unquote(stripped[2:]))
+        else:
+            break
+    return cmd or []
+
+
+def under_root(root, value):
+    """Every comma-separated absolute path of a flag's value, under root."""
+    return ",".join(root.rstrip("/") + v if v.startswith("/") else v for v in value.split(","))
+
+
 class Api:
     def __init__(self, server):
         self.server = server.rstrip("/")
@@ -118,6 +154,7 @@ class Sim:
         # (node, file) -> {"hash", "pod", "sum", "created", "ready", "comp", "root"}
         self.known = {}
         self.cpm_ready = {}
+        self.run_kinds = set(args.run)
 
     def record(self, node, pod, event, checksum):
         if not self.record_file:
@@ -125,7 +162,61 @@ class Sim:
         with open(self.record_file, "a") as f:
             f.write("%.3f %s %s %s %s\n" % (time.time(), node, pod, event, checksum or "-"))
 
+    def start_proc(self, node, st):
+        root, cmd = st["root"], st["cmd"]
+        args = [cmd[0]]
+        for a in cmd[1:]:
+            if a.startswith("--") and "=" in a:
+                k, v = a.split("=", 1)
+                args.append(k + "=" + under_root(root, v))
+            else:
+                args.append(a)
+        os.makedirs(os.path.join(root, ".kubelet-sim"), exist_ok=True)
+        log = open(os.path.join(root, ".kubelet-sim", st["comp"] + ".log"), "a")
+        log.write("---- %s %s\n" % (time.strftime("%H:%M:%S"), " ".join(args)))
+        log.flush()
+
+        def child():
+            try:  # die with the sim
+                import ctypes
+                ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
+            except OSError:
+                pass
+        st["proc"] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, preexec_fn=child)
+        log.close()
+        st["started"] = time.time()
+        self.record(node, st["pod"], "started", st["sum"])
+
+    def stop_proc(self, node, st):
+        p = st.get("proc")
+        if not p:
+            return
+        st["proc"] = None
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.record(node, st["pod"], "exited", st["sum"])
+
+    def metrics_ok(self, st):
+        url = None
+        for a in st["cmd"]:
+            if a.startswith("--listen-metrics-urls="):
+                url = a.split("=", 1)[1].split(",")[0]
+        if not url:
+            return True
+        try:
+            with urllib.request.urlopen(url + "/metrics", timeout=1) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
     def delete_pod(self, node, st):
+        self.stop_proc(node, st)
         self.api.call("DELETE", self.api.pod_path(st["pod"]))
         self.record(node, st["pod"], "deleted", st["sum"])
 
@@ -150,7 +241,8 @@ class Sim:
             return None
         self.record(node, pod, "created", ann.get(CHECKSUM))
         return {"hash": h, "pod": pod, "sum": ann.get(CHECKSUM), "created": time.time(),
-                "ready": False, "comp": name}
+                "ready": False, "comp": name,
+                "cmd": parse_command(text) if name in self.run_kinds else None}
 
     def scan(self, node, root):
         mdir = os.path.join(root, "etc/kubernetes/manifests")
@@ -181,6 +273,8 @@ class Sim:
             if new:
                 new["root"] = root
                 self.known[key] = new
+                if new["cmd"]:
+                    self.start_proc(node, new)
         for key in [k for k in self.known if k[0] == node and k not in seen]:
             self.delete_pod(node, self.known.pop(key))
 
@@ -189,6 +283,15 @@ class Sim:
         for (node, _), st in self.known.items():
             held = os.path.exists(os.path.join(st["root"], ".kubelet-sim", "hold-" + st["comp"]))
             want = not held and now - st["created"] >= self.delay
+            if st.get("cmd"):
+                p = st.get("proc")
+                if p is not None and p.poll() is not None:
+                    self.stop_proc(node, st)
+                    st["exited"] = now
+                if st.get("proc") is None and now - st.get("exited", 0) >= 1:
+                    self.start_proc(node, st)
+                p = st.get("proc")
+                want = want and p is not None and p.poll() is None and self.metrics_ok(st)
             if want != st["ready"] and self.api.set_ready(st["pod"], want) == 200:
                 st["ready"] = want
                 self.record(node, st["pod"], "ready" if want else "notready", st["sum"])
@@ -217,7 +320,17 @@ class Sim:
                 self.cpm_ready[pod] = ok
                 self.record(node, pod, "ready" if ok else "notready", "-")
 
+    def stop_all(self):
+        for (node, _), st in self.known.items():
+            self.stop_proc(node, st)
+
     def run(self):
+        try:
+            self.loop()
+        finally:
+            self.stop_all()
+
+    def loop(self):
         last_probe = 0.0
         while True:
             for node, root in self.nodes:
@@ -236,6 +349,8 @@ def main():
     ap.add_argument("--ready-delay", type=float, default=0.3)
     ap.add_argument("--record")
     ap.add_argument("--cpm-pod", action="append", default=[], help="NODE=POD=URL")
+    ap.add_argument("--run", action="append", default=[], choices=["etcd"],
+                    help="run this component's manifest for real")
     args = ap.parse_args()
     if not args.node and not args.cpm_pod:
         ap.error("give at least one --node NAME=ROOT")

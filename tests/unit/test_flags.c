@@ -21,7 +21,7 @@ static const struct flag table[] = {
 	{ "kube-api-qps", FLAG_FLOAT, &f_float, "20", NULL, "QPS." },
 	{ "node-monitor-period", FLAG_DURATION, &f_dur, "5s", NULL, "Period." },
 	{ "cloud-config", FLAG_STRING, &f_str, NULL, "TEST_FLAGS_CLOUD_CONFIG", "Config path." },
-	{ "controllers", FLAG_STRLIST, &f_list, "*", NULL, "Controllers." },
+	{ "controllers", FLAG_STRLIST, &f_list, "*", "TEST_FLAGS_CONTROLLERS", "Controllers." },
 	{ "labels", FLAG_MAP, &f_map, NULL, NULL, "Labels." },
 	{ "ignored", FLAG_STRING, NULL, NULL, NULL, "Accepted, no effect." },
 	LOG_FLAGS,
@@ -86,6 +86,22 @@ TEST(flags_environment_then_command_line)
 	ASSERT_EQ(parse(3, (const char *[]){ "test", "--cloud-config", "/from/flag" }), 0);
 	ASSERT_STREQ(f_str, "/from/flag");
 	unsetenv("TEST_FLAGS_CLOUD_CONFIG");
+	flags_free(table);
+}
+
+/* an environment value replaces a list flag's default (it is not appended to it), and the
+ * command line replaces the environment's value */
+TEST(flags_environment_replaces_list_default)
+{
+	setenv("TEST_FLAGS_CONTROLLERS", "route,service", 1);
+	ASSERT_EQ(parse(1, (const char *[]){ "test" }), 0);
+	ASSERT_EQ(strv_len(f_list), 2);
+	ASSERT_STREQ(f_list[0], "route");
+	ASSERT_STREQ(f_list[1], "service");
+	ASSERT_EQ(parse(2, (const char *[]){ "test", "--controllers=cloud-node" }), 0);
+	ASSERT_EQ(strv_len(f_list), 1);
+	ASSERT_STREQ(f_list[0], "cloud-node");
+	unsetenv("TEST_FLAGS_CONTROLLERS");
 	flags_free(table);
 }
 
