@@ -48,6 +48,9 @@ static void lb_parse(const xmlNode *m, struct elbv2_lb *lb)
 			text(a, "PrivateIPv4Address", lb->private_ips[i], sizeof(lb->private_ips[i]));
 		}
 	}
+	for (xmlNode *g = aws_xml_list(m, "SecurityGroups"); g && lb->n_sgs < 16;
+	     g = aws_xml_next(g))
+		str_copy(lb->sgs[lb->n_sgs++], sizeof(lb->sgs[0]), aws_xml_text(g, NULL) ?: "");
 }
 
 int elbv2_lb_describe(struct aws_client *c, const char *name, struct elbv2_lb *ret,
@@ -111,9 +114,30 @@ int elbv2_lb_set_subnets(struct aws_client *c, const char *arn,
 	return call(c, "SetSubnets", &q, err);
 }
 
+static int add_sgs(struct aws_query *q, const char (*sgs)[32], size_t n)
+{
+	int r = 0;
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = aws_query_addf(q, sgs[i], "SecurityGroups.member.%zu", i + 1);
+	return r;
+}
+
+int elbv2_lb_set_sgs(struct aws_client *c, const char *arn, const char (*sgs)[32], size_t n,
+		     struct aws_error *err)
+{
+	struct aws_query q = AWS_QUERY_INIT;
+	int r;
+	if ((r = aws_query_add(&q, "LoadBalancerArn", arn)) < 0 || (r = add_sgs(&q, sgs, n)) < 0) {
+		aws_query_release(&q);
+		return r;
+	}
+	return call(c, "SetSecurityGroups", &q, err);
+}
+
 int elbv2_lb_create(struct aws_client *c, const char *name, bool internal,
-		    const struct elbv2_subnet_mapping *m, size_t n_m, const struct elbv2_kv *tags,
-		    size_t n_tags, struct elbv2_lb *ret, struct aws_error *err)
+		    const struct elbv2_subnet_mapping *m, size_t n_m, const char (*sgs)[32],
+		    size_t n_sgs, const struct elbv2_kv *tags, size_t n_tags, struct elbv2_lb *ret,
+		    struct aws_error *err)
 {
 	struct aws_query q = AWS_QUERY_INIT;
 	struct aws_reply rep = {0};
@@ -124,7 +148,7 @@ int elbv2_lb_create(struct aws_client *c, const char *name, bool internal,
 	    (r = aws_query_add(&q, "Scheme", internal ? "internal" : "internet-facing")) < 0 ||
 	    (r = add_kv(&q, "Tags", tags, n_tags)) < 0)
 		goto out;
-	if ((r = add_mappings(&q, m, n_m)) < 0)
+	if ((r = add_mappings(&q, m, n_m)) < 0 || (r = add_sgs(&q, sgs, n_sgs)) < 0)
 		goto out;
 	if ((r = aws_call_query(c, AWS_SVC_ELBV2, "CreateLoadBalancer", &q, &rep, err)) == 0) {
 		xmlNode *lb = aws_xml_list(rep.result, "LoadBalancers");
@@ -181,6 +205,30 @@ int elbv2_tg_attributes(struct aws_client *c, const char *arn, const struct elbv
 			size_t n, struct aws_error *err)
 {
 	return attributes(c, "ModifyTargetGroupAttributes", "TargetGroupArn", arn, kv, n, err);
+}
+
+int elbv2_attributes_describe(struct aws_client *c, bool tg, const char *arn,
+			      struct elbv2_attr *ret, size_t max, size_t *n, struct aws_error *err)
+{
+	struct aws_query q = AWS_QUERY_INIT;
+	struct aws_reply rep = {0};
+	int r;
+
+	*n = 0;
+	if ((r = aws_query_add(&q, tg ? "TargetGroupArn" : "LoadBalancerArn", arn)) == 0 &&
+	    (r = aws_call_query(c, AWS_SVC_ELBV2,
+				tg ? "DescribeTargetGroupAttributes"
+				   : "DescribeLoadBalancerAttributes",
+				&q, &rep, err)) == 0)
+		for (xmlNode *a = aws_xml_list(rep.result, "Attributes"); a && *n < max;
+		     a = aws_xml_next(a)) {
+			text(a, "Key", ret[*n].key, sizeof(ret[*n].key));
+			text(a, "Value", ret[*n].value, sizeof(ret[*n].value));
+			(*n)++;
+		}
+	aws_reply_release(&rep);
+	aws_query_release(&q);
+	return r;
 }
 
 int elbv2_add_tags(struct aws_client *c, const char *arn, const struct elbv2_kv *tags, size_t n,

@@ -34,6 +34,8 @@ struct elbv2_lb {
 	char allocations[16][32];
 	char private_ips[16][64];
 	size_t n_subnets;
+	char sgs[16][32]; /* SecurityGroups: none when made without (AWS cannot add them later) */
+	size_t n_sgs;
 };
 
 struct elbv2_hc {
@@ -75,10 +77,14 @@ struct elbv2_subnet_mapping {
 
 int elbv2_lb_describe(struct aws_client *c, const char *name, struct elbv2_lb *ret,
 		      struct aws_error *err);
-/* CreateLoadBalancer Type=network; the created one into ret. */
+/* CreateLoadBalancer Type=network, with security groups when n_sgs; the created one into ret. */
 int elbv2_lb_create(struct aws_client *c, const char *name, bool internal,
-		    const struct elbv2_subnet_mapping *m, size_t n_m, const struct elbv2_kv *tags,
-		    size_t n_tags, struct elbv2_lb *ret, struct aws_error *err);
+		    const struct elbv2_subnet_mapping *m, size_t n_m, const char (*sgs)[32],
+		    size_t n_sgs, const struct elbv2_kv *tags, size_t n_tags, struct elbv2_lb *ret,
+		    struct aws_error *err);
+/* SetSecurityGroups (only on a load balancer made with some). */
+int elbv2_lb_set_sgs(struct aws_client *c, const char *arn, const char (*sgs)[32], size_t n,
+		     struct aws_error *err);
 /* SetSubnets with mappings: for a network load balancer every subnet it has, as it has it,
  * plus the ones added (AWS cannot remove one, nor change one's addresses). */
 int elbv2_lb_set_subnets(struct aws_client *c, const char *arn,
@@ -90,6 +96,15 @@ int elbv2_lb_attributes(struct aws_client *c, const char *arn, const struct elbv
 			size_t n, struct aws_error *err);
 int elbv2_tg_attributes(struct aws_client *c, const char *arn, const struct elbv2_kv *kv,
 			size_t n, struct aws_error *err);
+/* DescribeLoadBalancerAttributes (tg false) / DescribeTargetGroupAttributes (tg true): at most
+ * max pairs into ret. */
+#define ELBV2_MAX_ATTRS 64
+struct elbv2_attr {
+	char key[129];
+	char value[257];
+};
+int elbv2_attributes_describe(struct aws_client *c, bool tg, const char *arn,
+			      struct elbv2_attr *ret, size_t max, size_t *n, struct aws_error *err);
 /* Tags of one resource: a classic ELB by name (classic, Elastic Load Balancing's API) or an
  * ELBv2 resource by ARN; ret holds at most max (keys 128, values 256 characters). */
 #define ELBV2_MAX_TAGS 50 /* per resource, AWS's limit */

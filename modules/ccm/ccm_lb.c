@@ -419,7 +419,7 @@ int ccm_lb_spec_parse(const cJSON *svc, struct ccm_lb_spec *s, char *err, size_t
 			return -EINVAL;
 		}
 	}
-	if (s->type != CCM_LB_CLASSIC && s->n_extra_sgs) {
+	if (s->type == CCM_LB_NONE && s->n_extra_sgs) {
 		snprintf(err, errlen, "annotation %sextra-security-groups is not supported for "
 				      "NLB",
 			 CCM_LB_ANN);

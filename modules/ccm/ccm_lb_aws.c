@@ -260,12 +260,66 @@ static int proxy_protocol(struct aws_client *c, const struct ccm_lb_spec *s,
 	return 0;
 }
 
-int ccm_elb_attributes(struct aws_client *c, const struct ccm_lb_spec *s, struct aws_error *err)
+/* The attributes the ELB has (DescribeLoadBalancerAttributes) are those s sets: *same. */
+static int attrs_same(struct aws_client *c, const struct ccm_lb_spec *s, bool *same,
+		      struct aws_error *err)
 {
 	const struct ccm_lb_attrs *a = &s->attrs;
 	struct aws_query q = AWS_QUERY_INIT;
+	struct aws_reply rep = {0};
+	bool cross = false, drain = false, log = false;
+	long long drain_timeout = -1, idle = -1, interval = -1;
 	int r;
 
+	if ((r = aws_query_add(&q, "LoadBalancerName", s->name)) == 0 &&
+	    (r = aws_call_query(c, AWS_SVC_ELB, "DescribeLoadBalancerAttributes", &q, &rep, err)) ==
+		0) {
+		const xmlNode *x = aws_xml_get(rep.result, "LoadBalancerAttributes");
+		const char *bucket = aws_xml_text(x, "AccessLog/S3BucketName");
+		const char *prefix = aws_xml_text(x, "AccessLog/S3BucketPrefix");
+		aws_xml_bool(x, "CrossZoneLoadBalancing/Enabled", &cross);
+		aws_xml_bool(x, "ConnectionDraining/Enabled", &drain);
+		aws_xml_int(x, "ConnectionDraining/Timeout", &drain_timeout);
+		aws_xml_int(x, "ConnectionSettings/IdleTimeout", &idle);
+		aws_xml_bool(x, "AccessLog/Enabled", &log);
+		aws_xml_int(x, "AccessLog/EmitInterval", &interval);
+		*same = x && cross == a->cross_zone && drain == a->drain &&
+			(!a->drain || drain_timeout == a->drain_timeout) &&
+			idle == a->idle_timeout && log == a->log &&
+			(!a->log || (interval == a->log_interval &&
+				     strcmp(bucket ? bucket : "", a->log_bucket) == 0 &&
+				     strcmp(prefix ? prefix : "", a->log_prefix) == 0));
+	}
+	aws_reply_release(&rep);
+	aws_query_release(&q);
+	return r;
+}
+
+/* Every listener's backend port has the proxy-protocol policy already. */
+static bool proxy_everywhere(const struct ccm_lb_spec *s, const struct ccm_elb *have)
+{
+	for (size_t i = 0; i < s->n_l; i++) {
+		bool on = false;
+		for (size_t k = 0; have && k < have->n_l && !on; k++)
+			on = have->l[k].node_port == s->l[i].node_port && have->proxy_ports[k];
+		if (!on)
+			return false;
+	}
+	return true;
+}
+
+int ccm_elb_attributes(struct aws_client *c, const struct ccm_lb_spec *s,
+		       const struct ccm_elb *have, struct aws_error *err)
+{
+	const struct ccm_lb_attrs *a = &s->attrs;
+	struct aws_query q = AWS_QUERY_INIT;
+	bool same = false;
+	int r;
+
+	if ((r = attrs_same(c, s, &same, err)) < 0)
+		return r;
+	if (same)
+		goto proxy;
 	if ((r = aws_query_add(&q, "LoadBalancerName", s->name)) < 0 ||
 	    (r = aws_query_add_bool(&q, "LoadBalancerAttributes.CrossZoneLoadBalancing.Enabled",
 				    a->cross_zone)) < 0 ||
@@ -288,7 +342,8 @@ int ccm_elb_attributes(struct aws_client *c, const struct ccm_lb_spec *s, struct
 	}
 	if ((r = call(c, AWS_SVC_ELB, "ModifyLoadBalancerAttributes", &q, err)) < 0)
 		return r;
-	return s->proxy_protocol ? proxy_protocol(c, s, err) : 0;
+proxy:
+	return s->proxy_protocol && !proxy_everywhere(s, have) ? proxy_protocol(c, s, err) : 0;
 }
 
 int ccm_elb_delete(struct aws_client *c, const char *name, struct aws_error *err)
@@ -406,8 +461,12 @@ int ccm_sg_ingress(struct aws_client *c, const char *id, const struct ccm_sg_per
 			if (r == 0 && p[i].desc[0] && !revoke)
 				r = aws_query_addf(&q, p[i].desc, "IpPermissions.%zu.IpRanges.1.Description",
 						   k);
-		} else
+		} else {
 			r = aws_query_addf(&q, p[i].group, "IpPermissions.%zu.Groups.1.GroupId", k);
+			if (r == 0 && p[i].desc[0] && !revoke)
+				r = aws_query_addf(&q, p[i].desc,
+						   "IpPermissions.%zu.Groups.1.Description", k);
+		}
 		if (r < 0)
 			goto fail;
 	}
@@ -427,6 +486,22 @@ int ccm_sg_delete(struct aws_client *c, const char *id, struct aws_error *err)
 		return r;
 	r = call(c, AWS_SVC_EC2, "DeleteSecurityGroup", &q, err);
 	return r == -ENOENT ? 0 : r;
+}
+
+int ccm_sg_perms_of(struct aws_client *c, const char *id, struct ccm_sg_perm *perms, size_t max,
+		    size_t *n_perms, struct aws_error *err)
+{
+	struct aws_reply rep = {0};
+	int r;
+
+	*n_perms = 0;
+	if ((r = describe_sgs_by(c, "group-id", &id, 1, &rep, err)) < 0)
+		return r;
+	xmlNode *g = aws_xml_list(rep.result, "securityGroupInfo");
+	if (g)
+		*n_perms = ccm_sg_perms_parse(g, perms, max);
+	aws_reply_release(&rep);
+	return g ? 0 : -ENOENT;
 }
 
 int ccm_sg_referencing(struct aws_client *c, const char *group, char (*ret)[32], size_t max,

@@ -22,8 +22,11 @@ int ccm_elb_apply(struct aws_client *c, const struct ccm_lb_spec *s,
 		  struct aws_error *err);
 int ccm_elb_health_check(struct aws_client *c, const struct ccm_lb_spec *s,
 			 struct aws_error *err);
-/* ModifyLoadBalancerAttributes, and the proxy-protocol policy on every backend port. */
-int ccm_elb_attributes(struct aws_client *c, const struct ccm_lb_spec *s, struct aws_error *err);
+/* ModifyLoadBalancerAttributes when the attributes the ELB has (described first) differ from
+ * s's, and the proxy-protocol policy on every backend port unless have (the ELB as described)
+ * has it on each already: a re-check of an unchanged ELB writes nothing. */
+int ccm_elb_attributes(struct aws_client *c, const struct ccm_lb_spec *s,
+		       const struct ccm_elb *have, struct aws_error *err);
 /* DeleteLoadBalancer (AWS answers success for a missing one). */
 int ccm_elb_delete(struct aws_client *c, const char *name, struct aws_error *err);
 
@@ -36,6 +39,9 @@ int ccm_sg_create(struct aws_client *c, const char *vpc, const char *name, const
 int ccm_sg_ingress(struct aws_client *c, const char *id, const struct ccm_sg_perm *p, size_t n,
 		   bool revoke, struct aws_error *err);
 int ccm_sg_delete(struct aws_client *c, const char *id, struct aws_error *err);
+/* The ingress rules of one group by ID: 0, -ENOENT when there is none. */
+int ccm_sg_perms_of(struct aws_client *c, const char *id, struct ccm_sg_perm *perms, size_t max,
+		    size_t *n_perms, struct aws_error *err);
 /* The groups whose ingress names group as a source: their IDs. */
 int ccm_sg_referencing(struct aws_client *c, const char *group, char (*ret)[32], size_t max,
 		       size_t *n, struct aws_error *err);

@@ -205,6 +205,8 @@ size_t ccm_sg_perms_parse(const xmlNode *group, struct ccm_sg_perm *ret, size_t 
 		}
 		for (xmlNode *g = aws_xml_list(p, "groups"); g && n < max; g = aws_xml_next(g)) {
 			ret[n] = base;
+			str_copy(ret[n].desc, sizeof(ret[n].desc),
+				 aws_xml_text(g, "description") ?: "");
 			str_copy(ret[n++].group, 32, aws_xml_text(g, "groupId") ?: "");
 		}
 	}

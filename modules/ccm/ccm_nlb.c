@@ -22,31 +22,52 @@ static void alnum(const char *s, char *out, size_t max)
 	out[k] = 0;
 }
 
+/* hex of the digest md over parts into hex (2 * EVP_MAX_MD_SIZE + 1) */
+static void digest_hex(const EVP_MD *md, const char *const *parts, size_t n, char *hex)
+{
+	unsigned char out[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	hex[0] = 0;
+	if (ctx && EVP_DigestInit_ex(ctx, md, NULL)) {
+		for (size_t i = 0; i < n; i++)
+			EVP_DigestUpdate(ctx, parts[i], strlen(parts[i]));
+		EVP_DigestFinal_ex(ctx, out, &len);
+	}
+	EVP_MD_CTX_free(ctx);
+	for (unsigned int i = 0; i < len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", out[i]);
+}
+
 void ccm_nlb_tg_name(const char *cluster_id, const char *ns, const char *name, int port,
 		     int node_port, const char *tg_proto, const char *hc_proto,
 		     long long hc_interval, char out[ELBV2_NAME_MAX])
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-	char p[16], np[16], iv[24], hex[2 * EVP_MAX_MD_SIZE + 1] = "", a[9], b[9];
-	const char *parts[] = {cluster_id ? cluster_id : "", ns, name, p, np, tg_proto, "instance",
-			       hc_proto, iv};
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	char p[16], np[16], iv[24], hex[2 * EVP_MAX_MD_SIZE + 1], a[9], b[9];
+	const char *parts[] = {
+	    cluster_id ? cluster_id : "", ns, name, p, np, tg_proto, "instance", hc_proto, iv};
 
 	snprintf(p, sizeof(p), "%d", port);
 	snprintf(np, sizeof(np), "%d", node_port);
 	snprintf(iv, sizeof(iv), "%lld", hc_interval);
-	if (ctx && EVP_DigestInit_ex(ctx, EVP_sha1(), NULL)) {
-		for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
-			EVP_DigestUpdate(ctx, parts[i], strlen(parts[i]));
-		EVP_DigestFinal_ex(ctx, md, &len);
-	}
-	EVP_MD_CTX_free(ctx);
-	for (unsigned int i = 0; i < len; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	digest_hex(EVP_sha1(), parts, sizeof(parts) / sizeof(parts[0]), hex);
 	alnum(ns, a, sizeof(a));
 	alnum(name, b, sizeof(b));
 	snprintf(out, ELBV2_NAME_MAX, "k8s-%s-%s-%.10s", a, b, hex);
+}
+
+void ccm_nlb_sg_name(const char *cluster_id, const char *ns, const char *name, const char *uid,
+		     char out[CCM_NLB_SG_NAME_MAX])
+{
+	char hex[2 * EVP_MAX_MD_SIZE + 1], a[9], b[9];
+	const char *parts[] = {cluster_id ? cluster_id : "", name ? name : "", ns ? ns : "",
+			       uid ? uid : ""};
+
+	digest_hex(EVP_sha256(), parts, sizeof(parts) / sizeof(parts[0]), hex);
+	alnum(ns, a, sizeof(a));
+	alnum(name, b, sizeof(b));
+	snprintf(out, CCM_NLB_SG_NAME_MAX, "k8s-%s-%s-%.10s", a, b, hex);
 }
 
 void ccm_none_tg_name(const char *lb_name, size_t index, char out[ELBV2_NAME_MAX])
@@ -413,18 +434,26 @@ static bool has_rule(const struct ccm_sg_perm *p, size_t n, const struct ccm_sg_
 	return false;
 }
 
-static void add_rule(struct ccm_sg_perm *ret, size_t *n, size_t max, const char *proto,
-		     int from, int to, const char *cidr, const char *kind, const char *lb)
+static void add_rule(struct ccm_sg_perm *ret, size_t *n, size_t max, const char *proto, int from,
+		     int to, const char *cidr, const char *group, const char *kind,
+		     const char *owner)
 {
 	struct ccm_sg_perm x = {.from = from, .to = to};
 	str_copy(x.proto, sizeof(x.proto), proto);
-	str_copy(x.cidr, sizeof(x.cidr), cidr);
-	snprintf(x.desc, sizeof(x.desc), "%s%s", kind, lb);
+	str_copy(x.cidr, sizeof(x.cidr), cidr ? cidr : "");
+	str_copy(x.group, sizeof(x.group), group ? group : "");
+	if (kind)
+		snprintf(x.desc, sizeof(x.desc), "%s%s", kind, owner);
 	if (*n < max && !has_rule(ret, *n, &x))
 		ret[(*n)++] = x;
 }
 
-size_t ccm_nlb_node_rules(const struct ccm_nlb_spec *n, const char *lb_name,
+static const char *port_proto(const struct ccm_nlb_port *p)
+{
+	return strcmp(p->proto, "UDP") == 0 ? "udp" : "tcp";
+}
+
+size_t ccm_nlb_node_rules(const struct ccm_nlb_spec *n, const char *lb_name, const char *mtu_owner,
 			  const char (*clients)[64], size_t n_clients, const char (*health)[64],
 			  size_t n_health, struct ccm_sg_perm *ret, size_t max)
 {
@@ -434,9 +463,8 @@ size_t ccm_nlb_node_rules(const struct ccm_nlb_spec *n, const char *lb_name,
 
 	for (size_t c = 0; c < n_clients; c++)
 		for (size_t i = 0; i < n->n_p; i++)
-			add_rule(ret, &k, max, strcmp(n->p[i].proto, "UDP") == 0 ? "udp" : "tcp",
-				 n->p[i].node_port, n->p[i].node_port, clients[c],
-				 CCM_NLB_RULE_CLIENT, lb_name);
+			add_rule(ret, &k, max, port_proto(&n->p[i]), n->p[i].node_port,
+				 n->p[i].node_port, clients[c], NULL, CCM_NLB_RULE_CLIENT, lb_name);
 	/* a health port whose client rule admits it from anywhere needs no health rule (as
 	 * upstream, which adds none when the clients are 0.0.0.0/0 on the health ports): a 3-port
 	 * NLB in 6 subnets would spend 18 of the group's 60 rules on them */
@@ -447,21 +475,73 @@ size_t ccm_nlb_node_rules(const struct ccm_nlb_spec *n, const char *lb_name,
 			struct ccm_sg_perm any = {.proto = "tcp", .from = port, .to = port,
 						  .cidr = "0.0.0.0/0"};
 			if (!has_rule(ret, n_client_rules, &any))
-				add_rule(ret, &k, max, "tcp", port, port, health[c],
+				add_rule(ret, &k, max, "tcp", port, port, health[c], NULL,
 					 CCM_NLB_RULE_HEALTH, lb_name);
 		}
 	for (size_t c = 0; c < n_clients; c++)
-		add_rule(ret, &k, max, "icmp", 3, 4, clients[c], CCM_NLB_RULE_MTU, lb_name);
+		add_rule(ret, &k, max, "icmp", 3, 4, clients[c], NULL, CCM_NLB_RULE_MTU,
+			 mtu_owner && *mtu_owner ? mtu_owner : "kubernetes");
 	return k;
+}
+
+size_t ccm_nlb_node_rules_from(const struct ccm_nlb_spec *n, const char *lb_name, const char *group,
+			       struct ccm_sg_perm *ret, size_t max)
+{
+	size_t k = 0;
+	long long hc_port = 0;
+
+	for (size_t i = 0; i < n->n_p; i++)
+		add_rule(ret, &k, max, port_proto(&n->p[i]), n->p[i].node_port, n->p[i].node_port,
+			 NULL, group, CCM_NLB_RULE_CLIENT, lb_name);
+	if (str_to_ll(n->hc.port, 1, 65535, &hc_port) == 0) {
+		struct ccm_sg_perm x = {.proto = "tcp", .from = (int)hc_port, .to = (int)hc_port};
+		str_copy(x.group, sizeof(x.group), group);
+		if (!has_rule(ret, k, &x))
+			add_rule(ret, &k, max, "tcp", (int)hc_port, (int)hc_port, NULL, group,
+				 CCM_NLB_RULE_HEALTH, lb_name);
+	}
+	return k;
+}
+
+size_t ccm_nlb_sg_rules(const struct ccm_nlb_spec *n, const char (*clients)[64], size_t n_clients,
+			struct ccm_sg_perm *ret, size_t max)
+{
+	size_t k = 0;
+	for (size_t c = 0; c < n_clients; c++) {
+		for (size_t i = 0; i < n->n_p; i++)
+			add_rule(ret, &k, max, port_proto(&n->p[i]), n->p[i].port, n->p[i].port,
+				 clients[c], NULL, NULL, NULL);
+		add_rule(ret, &k, max, "icmp", 3, 4, clients[c], NULL, NULL, NULL);
+	}
+	return k;
+}
+
+static bool desc_is(const struct ccm_sg_perm *p, const char *kind)
+{
+	return strncmp(p->desc, kind, strlen(kind)) == 0;
 }
 
 bool ccm_nlb_rule_ours(const struct ccm_sg_perm *p, const char *lb_name)
 {
 	const char *const kinds[] = {CCM_NLB_RULE_CLIENT, CCM_NLB_RULE_HEALTH, CCM_NLB_RULE_MTU};
-	for (size_t i = 0; i < 3; i++) {
-		size_t l = strlen(kinds[i]);
-		if (strncmp(p->desc, kinds[i], l) == 0 && strcmp(p->desc + l, lb_name) == 0)
+	for (size_t i = 0; i < 3; i++)
+		if (desc_is(p, kinds[i]) && strcmp(p->desc + strlen(kinds[i]), lb_name) == 0)
 			return true;
-	}
 	return false;
+}
+
+bool ccm_nlb_rule_stale(const struct ccm_sg_perm *p, const char *lb_name,
+			const struct ccm_sg_perm *want, size_t n_want,
+			const struct ccm_sg_perm *have, size_t n_have)
+{
+	if (has_rule(want, n_want, p))
+		return false;
+	if (!desc_is(p, CCM_NLB_RULE_MTU))
+		return ccm_nlb_rule_ours(p, lb_name);
+	for (size_t k = 0; k < n_have; k++)
+		if (desc_is(&have[k], CCM_NLB_RULE_CLIENT) &&
+		    !ccm_nlb_rule_ours(&have[k], lb_name) && p->cidr[0] &&
+		    strcmp(have[k].cidr, p->cidr) == 0)
+			return false;
+	return true;
 }

@@ -80,9 +80,33 @@ enum ccm_nlb_subnets_verdict ccm_nlb_subnets_plan(const struct elbv2_lb *lb,
 bool ccm_nlb_hc_equal(const struct elbv2_hc *a, const struct elbv2_hc *b);
 /* The node rules: each NodePort from each client CIDR (client), the health-check port from
  * each health CIDR (health, skipped where a client rule already admits it), ICMP 3/4 from
- * each client CIDR (mtu); each described "kubernetes.io/rule/nlb/<kind>=<lb name>". */
-size_t ccm_nlb_node_rules(const struct ccm_nlb_spec *n, const char *lb_name,
+ * each client CIDR (mtu); client and health rules described "kubernetes.io/rule/nlb/<kind>=<lb
+ * name>", the mtu rules "kubernetes.io/rule/nlb/mtu=<mtu_owner>" (the cluster: one rule serves
+ * every NLB whose clients come from that CIDR, see ccm_nlb_rule_stale). */
+size_t ccm_nlb_node_rules(const struct ccm_nlb_spec *n, const char *lb_name, const char *mtu_owner,
 			  const char (*clients)[64], size_t n_clients, const char (*health)[64],
 			  size_t n_health, struct ccm_sg_perm *ret, size_t max);
+/* NLBSecurityGroupMode = Managed: the node rules admit the load balancer's group (group): each
+ * NodePort (client) and a health-check port of its own (health), described as above; no mtu
+ * rule (ICMP reaches the load balancer's group, see ccm_nlb_sg_rules). */
+size_t ccm_nlb_node_rules_from(const struct ccm_nlb_spec *n, const char *lb_name, const char *group,
+			       struct ccm_sg_perm *ret, size_t max);
 /* The rule carries one of our descriptions for lb_name. */
 bool ccm_nlb_rule_ours(const struct ccm_sg_perm *p, const char *lb_name);
+/* A rule of a node group (have: all its rules) that the NLB lb_name, which wants want there,
+ * must revoke: its own client or health rule it no longer wants; an mtu rule (whoever's name it
+ * carries: upstream names the NLB that made it first) it does not want and no other NLB's client
+ * rule from the same CIDR needs either. Anything else is left alone. */
+bool ccm_nlb_rule_stale(const struct ccm_sg_perm *p, const char *lb_name,
+			const struct ccm_sg_perm *want, size_t n_want,
+			const struct ccm_sg_perm *have, size_t n_have);
+/* The managed group of an NLB (NLBSecurityGroupMode = Managed), named as the AWS Load Balancer
+ * Controller names one for a Service: k8s-<ns:8>-<name:8>-<sha256(cluster, name, ns, uid):10>,
+ * ns and name without non-alphanumerics. */
+#define CCM_NLB_SG_NAME_MAX 64
+void ccm_nlb_sg_name(const char *cluster_id, const char *ns, const char *name, const char *uid,
+		     char out[CCM_NLB_SG_NAME_MAX]);
+/* The ingress of the managed group: each listener port (tcp, or udp) from each client CIDR,
+ * and ICMP 3/4 (path MTU discovery) from each. */
+size_t ccm_nlb_sg_rules(const struct ccm_nlb_spec *n, const char (*clients)[64], size_t n_clients,
+			struct ccm_sg_perm *ret, size_t max);

@@ -210,8 +210,8 @@ static char *synced_fresh(struct ccm_svc_ctl *ctl, const char *key, uint64_t fp)
 {
 	pthread_mutex_lock(&ctl->lock);
 	struct synced *s = kmap_get(&ctl->synced, key);
-	char *r = s && !s->deleted && s->fp == fp && now_mono_ns() < s->due ? strdup(s->host)
-									  : NULL;
+	char *r =
+	    s && !s->deleted && s->fp == fp && now_mono_ns() < s->due ? strdup(s->host) : NULL;
 	pthread_mutex_unlock(&ctl->lock);
 	return r;
 }
@@ -228,16 +228,16 @@ static int synced_put(struct ccm_svc_ctl *ctl, const char *key, struct synced *s
 }
 
 /* The time of the next full re-check (monotonic). */
-static int64_t synced_set(struct ccm_svc_ctl *ctl, const char *key, uint64_t fp,
-			  const char *tags, const struct ccm_svc_ensure *e)
+static int64_t synced_set(struct ccm_svc_ctl *ctl, const char *key, uint64_t fp, const char *tags,
+			  const struct ccm_svc_ensure *e)
 {
 	struct synced *s = calloc(1, sizeof(*s));
 	char *t = strdup(tags), *h = strdup(e->dns);
 	int64_t due = deep_due(ctl, key);
 	pthread_mutex_lock(&ctl->lock);
 	if (s && t && h) {
-		*s = (struct synced){.fp = fp, .due = due, .tags = t, .host = h,
-				     .type = e->spec.type};
+		*s = (struct synced){
+		    .fp = fp, .due = due, .tags = t, .host = h, .type = e->spec.type};
 		str_copy(s->name, sizeof(s->name), e->spec.name);
 		s->probe = e->digest;
 		if (synced_put(ctl, key, s) < 0)
@@ -417,7 +417,8 @@ static int probe_pass(struct ccm_svc_ctl *ctl, int64_t *requeue_after_ns)
 	pthread_mutex_lock(&ctl->lock);
 	for (size_t k = 0; k < n; k++) {
 		struct synced *s = kmap_get(&ctl->synced, items[k].key);
-		if (!s || s->deleted || s->type != items[k].type || strcmp(s->name, items[k].name) ||
+		if (!s || s->deleted || s->type != items[k].type ||
+		    strcmp(s->name, items[k].name) ||
 		    (items[k].digest && items[k].digest == s->probe)) {
 			items[k].key[0] = 0;
 			continue;
@@ -584,11 +585,12 @@ int ccm_svc_start(struct controller *c)
 	ctl->c = c;
 	queue_all(c, ctl->m, 0);
 	controller_add_after(c, PROBE_KEY, ctl->probe_ns);
-	log_info("started the service controller", KV_I("probe_period_s", ctl->probe_ns / NSEC_PER_SEC),
+	log_info("started the service controller",
+		 KV_I("probe_period_s", ctl->probe_ns / NSEC_PER_SEC),
 		 KV_I("recheck_period_s", ctl->deep_ns / NSEC_PER_SEC));
-	if (ctl->m->cfg->nlb_sg_mode && strcmp(ctl->m->cfg->nlb_sg_mode, "Managed") == 0)
-		log_warn("NLBSecurityGroupMode = Managed is not implemented: network load balancers "
-			 "are made without a security group, as with the mode unset");
+	if (ccm_svc_nlb_sg_managed(ctl->m))
+		log_info("NLBSecurityGroupMode = Managed: network load balancers made from now on "
+			 "get a security group of their own");
 	return 0;
 }
 

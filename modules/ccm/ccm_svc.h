@@ -100,6 +100,19 @@ int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 		       struct aws_error *err);
 int ccm_svc_nlb_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
 		       const char (*all_ids)[32], size_t n_all, struct aws_error *err);
+/* ccm_svc_nlb_sg.c: the client CIDRs of an NLB: the source ranges; by default Deckhouse's
+ * PublicNetworkAllowList, or for an internal load balancer the VPC's subnets. */
+size_t ccm_svc_nlb_clients(const struct ccm *m, const struct ccm_svc_ensure *e, char (*out)[64],
+			   size_t max);
+/* ccm_svc_nlb_sg.c: NLBSecurityGroupMode = Managed. The groups of the NLB into e->sgs (the
+ * security-groups annotation's, else the managed group, made and its ingress kept as the
+ * Service says; then extra-security-groups); ccm_svc_nlb_sg_delete deletes the managed group
+ * (0 when there is none; -EBUSY while AWS still holds it). */
+bool ccm_svc_nlb_sg_managed(const struct ccm *m);
+int ccm_svc_nlb_sgs(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		    struct aws_error *err);
+int ccm_svc_nlb_sg_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, const char *vpc,
+			  struct aws_error *err);
 int ccm_svc_none_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
 			struct aws_error *err);
 int ccm_svc_none_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,

@@ -177,8 +177,8 @@ int ccm_svc_elb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 	if (!created && e->tags_changed &&
 	    (r = ccm_svc_tags_sync(ctl, e, true, e->spec.name, err)) < 0)
 		return r;
-	/* attributes are not described back: set when made and whenever the Service changed */
-	if ((r = ccm_elb_attributes(c, &e->spec, err)) < 0)
+	/* written only where AWS has other values */
+	if ((r = ccm_elb_attributes(c, &e->spec, &e->elb, err)) < 0)
 		return r;
 	if (!m->cfg->disable_sg_ingress && (r = ensure_node_rules(m, e, err)) < 0)
 		return r;

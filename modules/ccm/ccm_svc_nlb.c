@@ -190,13 +190,44 @@ out:
 	return r;
 }
 
+/* The attributes of a load balancer (tg false) or target group that differ from want, written
+ * in one Modify call; none when AWS already has them all (a re-check writes nothing). */
+static int attrs_sync(struct aws_client *c, bool tg, const char *arn, const struct elbv2_kv *want,
+		      size_t n_want, struct aws_error *err)
+{
+	struct elbv2_attr *have;
+	struct elbv2_kv diff[8];
+	size_t n_have = 0, n_diff = 0;
+	int r;
+
+	if (n_want == 0)
+		return 0;
+	if (!(have = calloc(ELBV2_MAX_ATTRS, sizeof(*have))))
+		return -ENOMEM;
+	if ((r = elbv2_attributes_describe(c, tg, arn, have, ELBV2_MAX_ATTRS, &n_have, err)) < 0)
+		goto out;
+	for (size_t i = 0; i < n_want && n_diff < sizeof(diff) / sizeof(diff[0]); i++) {
+		bool same = false;
+		for (size_t k = 0; k < n_have && !same; k++)
+			same = strcmp(have[k].key, want[i].key) == 0 &&
+			       strcmp(have[k].value, want[i].value ? want[i].value : "") == 0;
+		if (!same)
+			diff[n_diff++] = want[i];
+	}
+	r = tg ? elbv2_tg_attributes(c, arn, diff, n_diff, err)
+	       : elbv2_lb_attributes(c, arn, diff, n_diff, err);
+out:
+	free(have);
+	return r;
+}
+
 static int tg_attributes(struct aws_client *c, const struct ccm_svc_ensure *e, const char *arn,
 			 struct aws_error *err)
 {
 	struct elbv2_kv kv[2];
 	for (size_t i = 0; i < e->nlb.n_tg_attrs; i++)
 		kv[i] = (struct elbv2_kv){e->nlb.tg_attrs[i].key, e->nlb.tg_attrs[i].value};
-	return elbv2_tg_attributes(c, arn, kv, e->nlb.n_tg_attrs, err);
+	return attrs_sync(c, true, arn, kv, e->nlb.n_tg_attrs, err);
 }
 
 /* Every port's target group and targets; arns[i] for port i. */
@@ -266,27 +297,6 @@ static int ensure_listeners(struct aws_client *c, struct ccm_svc_ensure *e, cons
 
 /* Node security-group rules ----------------------------------------------------------------- */
 
-/* The client CIDRs: the source ranges; by default Deckhouse's PublicNetworkAllowList, or for
- * an internal load balancer the VPC's subnets. */
-static size_t client_cidrs(const struct ccm *m, const struct ccm_svc_ensure *e,
-			   char (*out)[64], size_t max)
-{
-	const struct ccm_lb_spec *s = &e->spec;
-	bool dflt = s->n_ranges == 1 && strcmp(s->ranges[0], "0.0.0.0/0") == 0;
-	size_t n = 0;
-
-	if (dflt && s->internal) {
-		for (size_t i = 0; i < e->n_subnets && n < max; i++)
-			if (e->subnets[i].cidr[0])
-				str_copy(out[n++], 64, e->subnets[i].cidr);
-	} else if (dflt && m->cfg->public_network_allow_list && *m->cfg->public_network_allow_list) {
-		ccm_lb_split_list(m->cfg->public_network_allow_list, &out[0][0], 64, max, &n);
-	}
-	for (size_t i = 0; n == 0 && i < s->n_ranges && i < max; i++)
-		str_copy(out[i], 64, s->ranges[i]);
-	return n ? n : (s->n_ranges < max ? s->n_ranges : max);
-}
-
 /* Makes the rules on each instance's node group what want says (want NULL: none of ours). */
 static int node_rules(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e,
 		      const struct ccm_lb_inst *inst, size_t n_inst, const struct ccm_sg_perm *want,
@@ -319,15 +329,10 @@ static int node_rules(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e,
 			if (!have)
 				e->add[n_add++] = want[w];
 		}
-		for (size_t k = 0; k < n_perms; k++) {
-			bool wanted = false;
-			if (!ccm_nlb_rule_ours(&e->perms[k], e->spec.name))
-				continue;
-			for (size_t w = 0; w < n_want && !wanted; w++)
-				wanted = ccm_sg_perm_equal(&want[w], &e->perms[k]);
-			if (!wanted)
+		for (size_t k = 0; k < n_perms; k++)
+			if (ccm_nlb_rule_stale(&e->perms[k], e->spec.name, want, n_want, e->perms,
+					       n_perms))
 				e->del[n_del++] = e->perms[k];
-		}
 		if ((r = ccm_sg_ingress(c, id, e->add, n_add, false, err)) < 0 ||
 		    (r = ccm_sg_ingress(c, id, e->del, n_del, true, err)) < 0)
 			return r;
@@ -335,19 +340,27 @@ static int node_rules(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e,
 	return 0;
 }
 
+/* The node rules: from the load balancer's first security group when it has groups
+ * (NLBSecurityGroupMode = Managed), else from the client and health CIDRs. */
 static int ensure_node_rules(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e,
 			     struct aws_error *err)
 {
 	char clients[CCM_LB_MAX_RANGES][64], health[CCM_LB_MAX_SUBNETS][64];
-	size_t n_clients = client_cidrs(ctl->m, e, clients, CCM_LB_MAX_RANGES), n_health = 0;
+	size_t n_clients, n_health = 0;
 
+	if (e->n_sgs) {
+		size_t n_want = ccm_nlb_node_rules_from(&e->nlb, e->spec.name, e->sgs[0], e->want,
+							CCM_LB_MAX_PERMS);
+		return node_rules(ctl, e, e->inst, e->n_inst, e->want, n_want, err);
+	}
+	n_clients = ccm_svc_nlb_clients(ctl->m, e, clients, CCM_LB_MAX_RANGES);
 	for (size_t i = 0; i < e->n_chosen; i++)
 		for (size_t k = 0; k < e->n_subnets; k++)
 			if (strcmp(e->subnets[k].id, e->chosen[i]) == 0 && e->subnets[k].cidr[0])
 				str_copy(health[n_health++], 64, e->subnets[k].cidr);
-	size_t n_want = ccm_nlb_node_rules(&e->nlb, e->spec.name, (const char(*)[64])clients,
-					   n_clients, (const char(*)[64])health, n_health, e->want,
-					   CCM_LB_MAX_PERMS);
+	size_t n_want = ccm_nlb_node_rules(
+	    &e->nlb, e->spec.name, ctl->m->cluster_id, (const char(*)[64])clients, n_clients,
+	    (const char(*)[64])health, n_health, e->want, CCM_LB_MAX_PERMS);
 	return node_rules(ctl, e, e->inst, e->n_inst, e->want, n_want, err);
 }
 
@@ -409,17 +422,17 @@ static int lb_attributes(struct aws_client *c, const struct ccm_lb_spec *s, cons
 	    {"access_logs.s3.bucket", a->log_bucket},
 	    {"access_logs.s3.prefix", a->log_prefix},
 	};
-	return elbv2_lb_attributes(c, arn, kv, a->log ? 4 : 2, err);
+	return attrs_sync(c, false, arn, kv, a->log ? 4 : 2, err);
 }
 
-static int ensure_lb(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
-		     struct elbv2_lb *lb, bool *created, struct aws_error *err)
+/* The load balancer's state (*state: 0 when it exists as it may stay, -ENOENT when it must be
+ * made), after DescribeLoadBalancers into lb: one of another kind is refused, one whose scheme
+ * changed deleted. */
+static int lb_state(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+		    struct elbv2_lb *lb, int *state, struct aws_error *err)
 {
 	struct ccm *m = ctl->m;
 	struct aws_client *c = ccm_cloud_client(m->cloud);
-	struct elbv2_subnet_mapping map[CCM_LB_MAX_SUBNETS];
-	struct elbv2_kv kv[CCM_LB_MAX_TAGS + 2];
-	char ctag[160];
 	int r;
 
 	r = elbv2_lb_describe(c, e->spec.name, lb, err);
@@ -435,13 +448,31 @@ static int ensure_lb(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_e
 			return r;
 		r = -ENOENT;
 	}
-	if (r != -ENOENT)
+	if (r < 0 && r != -ENOENT)
 		return r;
+	*state = r;
+	return 0;
+}
+
+/* Makes the load balancer when state says it is missing, with the groups of e->sgs. */
+static int ensure_lb(struct ccm_svc_ctl *ctl, struct ccm_svc_ensure *e, int state,
+		     struct elbv2_lb *lb, bool *created, struct aws_error *err)
+{
+	struct ccm *m = ctl->m;
+	struct aws_client *c = ccm_cloud_client(m->cloud);
+	struct elbv2_subnet_mapping map[CCM_LB_MAX_SUBNETS];
+	struct elbv2_kv kv[CCM_LB_MAX_TAGS + 2];
+	char ctag[160];
+	int r;
+
+	if (state == 0)
+		return 0;
 	for (size_t i = 0; i < e->n_chosen; i++)
 		map[i] = (struct elbv2_subnet_mapping){
 		    e->chosen[i], e->nlb.n_eips ? e->nlb.eips[i] : NULL,
 		    e->nlb.n_ips ? e->nlb.ips[i] : NULL};
-	if ((r = elbv2_lb_create(c, e->spec.name, e->spec.internal, map, e->n_chosen, kv,
+	if ((r = elbv2_lb_create(c, e->spec.name, e->spec.internal, map, e->n_chosen,
+				 (const char(*)[32])e->sgs, e->n_sgs, kv,
 				 tags_of(m, &e->spec, ctag, kv), lb, err)) < 0)
 		return r;
 	log_info("created the network load balancer", KV_S("service", e->spec.svc),
@@ -514,6 +545,27 @@ static int ensure_subnets(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_
 	return 0;
 }
 
+/* An existing NLB's groups made e->sgs (SetSecurityGroups) when they differ as sets. */
+static int ensure_lb_sgs(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
+			 const struct elbv2_lb *lb, struct aws_error *err)
+{
+	bool same = lb->n_sgs == e->n_sgs;
+	int r;
+
+	for (size_t i = 0; i < e->n_sgs && same; i++)
+		same = ccm_lb_in_ids((const char(*)[32])lb->sgs, lb->n_sgs, e->sgs[i]);
+	if (same)
+		return 0;
+	if ((r = elbv2_lb_set_sgs(ccm_cloud_client(ctl->m->cloud), lb->arn,
+				  (const char(*)[32])e->sgs, e->n_sgs, err)) < 0)
+		return r;
+	ccm_svc_event(ctl->m, svc, KUBE_EVENT_NORMAL, "UpdatedLoadBalancer",
+		      "Set the security groups of the load balancer to %zu group(s)", e->n_sgs);
+	log_info("set the network load balancer's security groups", KV_S("service", e->spec.svc),
+		 KV_I("groups", (long long)e->n_sgs));
+	return 0;
+}
+
 int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc_ensure *e,
 		       struct aws_error *err)
 {
@@ -523,16 +575,32 @@ int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 	struct elbv2_tg *tgs = NULL;
 	size_t n_ls = 0, n_tgs = 0;
 	char(*arns)[ELBV2_ARN_MAX] = calloc(e->nlb.n_p + 1, ELBV2_ARN_MAX);
-	bool created = false;
-	int r;
+	bool created = false, managed = ccm_svc_nlb_sg_managed(ctl->m);
+	int r, state = 0;
 
 	if (!arns)
 		return -ENOMEM;
+	e->n_sgs = 0;
+	if (!managed && e->spec.n_extra_sgs) {
+		snprintf(e->err, sizeof(e->err),
+			 "annotation %sextra-security-groups is not supported for NLB (only with "
+			 "NLBSecurityGroupMode = Managed)",
+			 CCM_LB_ANN);
+		r = -EINVAL;
+		goto out;
+	}
 	if ((r = ccm_svc_place(ctl, e, err)) < 0 ||
 	    (r = ccm_nlb_check_mappings(&e->nlb, e->spec.internal, e->n_chosen, e->err,
 					sizeof(e->err))) < 0 ||
-	    (r = ensure_lb(ctl, svc, e, &lb, &created, err)) < 0 ||
+	    (r = lb_state(ctl, svc, e, &lb, &state, err)) < 0)
+		goto out;
+	/* groups only on an NLB made with them: AWS cannot add groups to one made without */
+	if (managed && (state == -ENOENT || lb.n_sgs) &&
+	    (r = ccm_svc_nlb_sgs(ctl, svc, e, err)) < 0)
+		goto out;
+	if ((r = ensure_lb(ctl, e, state, &lb, &created, err)) < 0 ||
 	    (!created && (r = ensure_subnets(ctl, svc, e, &lb, err)) < 0) ||
+	    (!created && e->n_sgs && (r = ensure_lb_sgs(ctl, svc, e, &lb, err)) < 0) ||
 	    (r = elbv2_listeners_describe(c, lb.arn, &ls, &n_ls, err)) < 0 ||
 	    (r = elbv2_tgs_describe(c, lb.arn, NULL, &tgs, &n_tgs, err)) < 0)
 		goto out;
@@ -562,6 +630,9 @@ int ccm_svc_nlb_ensure(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 		goto out;
 	if (!ctl->m->cfg->disable_sg_ingress && (r = ensure_node_rules(ctl, e, err)) < 0)
 		goto out;
+	/* the security-groups annotation replaced the managed group: it goes once unused */
+	if (e->n_sgs && e->spec.n_sgs && (r = ccm_svc_nlb_sg_delete(ctl, svc, e->vpc, err)) < 0)
+		goto out;
 	str_copy(e->dns, sizeof(e->dns), lb.dns);
 	e->digest = created ? 0 : ccm_svc_v2_digest(&lb); /* for the drift probe (ccm_svc.c) */
 out:
@@ -582,9 +653,11 @@ int ccm_svc_nlb_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 	struct elbv2_tg *tgs = NULL, *one = NULL;
 	struct ccm_lb_inst *inst = NULL;
 	size_t n_ls = 0, n_tgs = 0, n_one = 0, n_inst = 0;
+	bool had_sgs = false, lb_gone;
 	int r;
 
 	r = elbv2_lb_describe(c, e->spec.name, &lb, err);
+	lb_gone = r == -ENOENT;
 	if (r == 0) {
 		if ((r = elbv2_listeners_describe(c, lb.arn, &ls, &n_ls, err)) < 0 ||
 		    (r = elbv2_tgs_describe(c, lb.arn, NULL, &tgs, &n_tgs, err)) < 0)
@@ -597,6 +670,7 @@ int ccm_svc_nlb_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 				goto out;
 		if ((r = elbv2_lb_delete(c, lb.arn, err)) < 0)
 			goto out;
+		had_sgs = lb.n_sgs > 0;
 	} else if (r == -ENOENT && e->spec.type != CCM_LB_NLB) {
 		r = 0; /* no NLB, and none was asked for: nothing of ours */
 		goto out;
@@ -616,7 +690,10 @@ int ccm_svc_nlb_delete(struct ccm_svc_ctl *ctl, const cJSON *svc, struct ccm_svc
 	r = 0;
 	if (n_all && (r = ccm_svc_instances(ctl, all_ids, n_all, &inst, &n_inst, err)) == 0)
 		r = node_rules(ctl, e, inst, n_inst, NULL, 0, err);
-	(void)svc;
+	/* the managed group, after the load balancer (also when the mode was turned off since,
+	 * and on a retry once the load balancer is gone) */
+	if (r == 0 && (had_sgs || ccm_svc_nlb_sg_managed(ctl->m) || lb_gone))
+		r = ccm_svc_nlb_sg_delete(ctl, svc, NULL, err);
 out:
 	free(inst);
 	free(ls);

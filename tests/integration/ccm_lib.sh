@@ -55,6 +55,22 @@ def _create_lb_once(self, name, *a, **kw):
     return _create_lb(self, name, *a, **kw)
 
 elbv2m.ELBv2Backend.create_load_balancer = _create_lb_once
+# AWS finds the rule to revoke by protocol, ports and source, whatever its description; moto
+# also compares the description of a referenced group (so a described rule never goes).
+import moto.ec2.models.security_groups as sgm
+_rule_eq = sgm.SecurityGroupRule.__eq__
+def _rule_eq_any_desc(self, other):
+    if not (self.source_group and other.source_group):
+        return _rule_eq(self, other)
+    def bare(g): return {k: v for k, v in g.items() if k != "Description"}
+    if bare(self.source_group) != bare(other.source_group):
+        return False
+    saved, other.source_group = other.source_group, self.source_group
+    try:
+        return _rule_eq(self, other)
+    finally:
+        other.source_group = saved
+sgm.SecurityGroupRule.__eq__ = _rule_eq_any_desc
 from moto.server import main
 main(sys.argv[1:])
 PY

@@ -9,7 +9,8 @@
 # replacing a zone's subnet and adding eip-allocations are refused with a SubnetChangeRefused
 # Warning Event naming what AWS cannot do, the NLB keeps its subnets, and the rest of the sync
 # goes on (a new Node is still registered); deleting leaves nothing. Also NLBSecurityGroupMode:
-# another value than Managed stops the ccm at start; Managed is logged as not implemented.
+# another value than Managed stops the ccm at start; with Managed the NLB gets a group of its own
+# (the mode itself: ccm_nlb_sg.sh).
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 . "$(dirname "$0")/ccm_lib.sh"
@@ -37,7 +38,7 @@ for n in 1 2; do
 done
 read -r i3 d3 < <(instance n3)
 # NLBSecurityGroupMode: another value than Managed is refused at start as upstream refuses it;
-# Managed is accepted and said not to be implemented (the NLB gets no security group)
+# Managed is accepted (the NLB gets a security group of its own)
 printf 'NLBSecurityGroupMode = managed\n' | cat "$CCM_CONFIG" - >"$T_TMP/bad-config"
 out=$(timeout 20 "$AWS_K8S" ccm --cloud-provider=aws --cloud-config="$T_TMP/bad-config" --kubeconfig="$KC" \
 	--bind-address=127.0.0.1 --secure-port="$(free_port)" 2>&1)
@@ -73,10 +74,10 @@ refused() { [ "$(n_refused "$1")" -ge 1 ]; }
 if wait_until 60 has_host; then ok "an NLB is made in the two subnets the annotation names"
 else fail "NLB made" "$(events) $(tail -5 "$T_TMP/ccm1.log")"; fi
 [ "$(lb_subnets)" = "1 $(sorted_list "$sa" "$sb")" ] && ok "... in exactly those" || fail "NLB subnets" "$(lb_subnets)"
-grep -q "NLBSecurityGroupMode = Managed is not implemented" "$T_TMP/ccm1.log" &&
-	[ "$(moto_py "print(elbv2.describe_load_balancers(Names=['$lb'])['LoadBalancers'][0].get('SecurityGroups', []))")" = "[]" ] &&
-	ok "NLBSecurityGroupMode = Managed: logged as not implemented, the NLB has no security group" ||
-	fail "NLBSecurityGroupMode = Managed said not implemented" "$(grep -i nlbsecurity "$T_TMP/ccm1.log")"
+! grep -q "not implemented" "$T_TMP/ccm1.log" &&
+	[ "$(moto_py "print(len(elbv2.describe_load_balancers(Names=['$lb'])['LoadBalancers'][0].get('SecurityGroups', [])))")" = 1 ] &&
+	ok "NLBSecurityGroupMode = Managed: the NLB is made with a security group" ||
+	fail "NLBSecurityGroupMode = Managed gives the NLB a group" "$(grep -i nlbsecurity "$T_TMP/ccm1.log")"
 
 # --- a subnet in a new zone is added in place ---------------------------------------------------
 tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null

@@ -147,7 +147,11 @@ TEST(ccm_lb_validation)
 	ASSERT_ERR(parse(ANN "type\":\"alb\"", "", s, err, sizeof(err)), EINVAL);
 	ASSERT_ERR(parse(ANN "type\":\"nlb-ip\"", "", s, err, sizeof(err)), ENOTSUP);
 	ASSERT_ERR(parse(ANN "type\":\"external\"", "", s, err, sizeof(err)), ENOTSUP);
-	ASSERT_ERR(parse(ANN "type\":\"nlb\"," ANN "extra-security-groups\":\"sg-1\"", "", s, err,
+	/* extra-security-groups on an NLB: only with NLBSecurityGroupMode = Managed, which the
+	 * NLB's ensure checks (ccm_svc_nlb.c); on none never */
+	ASSERT_OK(parse(ANN "type\":\"nlb\"," ANN "extra-security-groups\":\"sg-1\"", "", s, err,
+			sizeof(err)));
+	ASSERT_ERR(parse(ANN "type\":\"none\"," ANN "extra-security-groups\":\"sg-1\"", "", s, err,
 			 sizeof(err)),
 		   EINVAL);
 	ASSERT_ERR(parse(ANN "security-groups\":\"default\"", "", s, err, sizeof(err)), EINVAL);

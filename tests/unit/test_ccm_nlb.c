@@ -99,8 +99,9 @@ TEST(ccm_nlb_spec_rejections)
 	ASSERT_ERR(parse_nlb("," ANN "private-ipv4-addresses\":\"10.0.0.300\"", "", s, n, err,
 			     sizeof(err)),
 		   EINVAL);
-	ASSERT_ERR(parse_nlb("," ANN "extra-security-groups\":\"sg-1\"", "", s, n, err, sizeof(err)),
-		   EINVAL);
+	ASSERT_OK(
+	    parse_nlb("," ANN "extra-security-groups\":\"sg-1\"", "", s, n, err, sizeof(err)));
+	ASSERT_EQ(s->n_extra_sgs, 1);
 	ASSERT_OK(parse_nlb("," ANN "eip-allocations\":\"eipalloc-1, eipalloc-2\"", "", s, n, err,
 			    sizeof(err)));
 	ASSERT_ERR(ccm_nlb_check_mappings(n, false, 3, err, sizeof(err)), EINVAL);
@@ -126,7 +127,7 @@ TEST(ccm_nlb_node_rules_described)
 	char err[512] = "";
 
 	ASSERT_OK(parse_nlb("", "", s, n, err, sizeof(err)));
-	size_t k = ccm_nlb_node_rules(n, "alb", clients, 2, health, 2, p, 32);
+	size_t k = ccm_nlb_node_rules(n, "alb", "c1", clients, 2, health, 2, p, 32);
 	/* 2 ports x 2 clients, 2 health ports from 172.31 (10/8 already admitted), 2 mtu */
 	ASSERT_EQ(k, 8);
 	ASSERT_STREQ(p[0].desc, "kubernetes.io/rule/nlb/client=alb");
@@ -134,8 +135,11 @@ TEST(ccm_nlb_node_rules_described)
 	ASSERT_STREQ(p[4].cidr, "172.31.0.0/20");
 	ASSERT_STREQ(p[4].desc, "kubernetes.io/rule/nlb/health=alb");
 	ASSERT_STREQ(p[7].proto, "icmp");
-	ASSERT_TRUE(ccm_nlb_rule_ours(&p[7], "alb"));
-	ASSERT_FALSE(ccm_nlb_rule_ours(&p[7], "al"));
+	ASSERT_STREQ(p[7].desc,
+		     "kubernetes.io/rule/nlb/mtu=c1"); /* shared: named for the cluster */
+	ASSERT_TRUE(ccm_nlb_rule_ours(&p[0], "alb"));
+	ASSERT_FALSE(ccm_nlb_rule_ours(&p[0], "al"));
+	ASSERT_FALSE(ccm_nlb_rule_ours(&p[7], "alb"));
 	free(s);
 	free(n);
 }
@@ -247,20 +251,116 @@ TEST(ccm_nlb_node_rules_no_health_when_open)
 	char err[512] = "";
 
 	ASSERT_OK(parse_nlb("", "", s, n, err, sizeof(err)));
-	size_t k = ccm_nlb_node_rules(n, "alb", any, 1, health, 3, p, 32);
+	size_t k = ccm_nlb_node_rules(n, "alb", "c1", any, 1, health, 3, p, 32);
 	ASSERT_EQ(k, 3); /* 2 client rules, 1 mtu */
 	for (size_t i = 0; i < k; i++)
-		ASSERT_CONTAINS(p[i].desc, i < 2 ? "/client=alb" : "/mtu=alb");
+		ASSERT_CONTAINS(p[i].desc, i < 2 ? "/client=alb" : "/mtu=c1");
 	/* a health-check port that no client rule opens keeps its rules */
 	ASSERT_OK(parse_nlb(", " ANN "healthcheck-port\":\"31000\"", "", s, n, err, sizeof(err)));
-	k = ccm_nlb_node_rules(n, "alb", any, 1, health, 3, p, 32);
+	k = ccm_nlb_node_rules(n, "alb", "c1", any, 1, health, 3, p, 32);
 	ASSERT_EQ(k, 6); /* 2 client, 3 health on 31000, 1 mtu */
 	ASSERT_EQ(p[2].from, 31000);
 	ASSERT_STREQ(p[4].cidr, "172.31.32.0/20");
 	ASSERT_CONTAINS(p[4].desc, "/health=alb");
 	/* the health-check port is one of the open NodePorts: none */
 	ASSERT_OK(parse_nlb(", " ANN "healthcheck-port\":\"30443\"", "", s, n, err, sizeof(err)));
-	ASSERT_EQ(ccm_nlb_node_rules(n, "alb", any, 1, health, 3, p, 32), 3);
+	ASSERT_EQ(ccm_nlb_node_rules(n, "alb", "c1", any, 1, health, 3, p, 32), 3);
+	free(s);
+	free(n);
+}
+
+/* The mtu rule (ICMP 3/4 from a client CIDR) is one rule for every NLB whose clients come from
+ * that CIDR: deleting the NLB that made it (its name in the description, as upstream writes it)
+ * keeps it while another NLB's client rule needs it, and revokes it with the last one. */
+TEST(ccm_nlb_mtu_rule_shared)
+{
+	struct ccm_lb_spec *s = calloc(1, sizeof(*s));
+	struct ccm_nlb_spec *n = calloc(1, sizeof(*n));
+	struct ccm_sg_perm a[16], b[16], have[40];
+	const char any[1][64] = {"0.0.0.0/0"}, other[1][64] = {"10.0.0.0/8"};
+	char err[512] = "";
+	size_t n_have = 0;
+
+	ASSERT_OK(parse_nlb("", "", s, n, err, sizeof(err)));
+	size_t n_a = ccm_nlb_node_rules(n, "aaa", "c1", any, 1, NULL, 0, a, 16);
+	n->p[0].node_port = 31080; /* the second Service's NodePorts */
+	n->p[1].node_port = 31443;
+	size_t n_b = ccm_nlb_node_rules(n, "bbb", "c1", any, 1, NULL, 0, b, 16);
+	ASSERT_EQ(n_a, 3);
+	ASSERT_EQ(n_b, 3);
+	/* the group as AWS keeps it: a's rules, b's client rules (b's mtu rule was a's already),
+	 * the mtu rule still carrying a's name as upstream made it */
+	for (size_t i = 0; i < n_a; i++)
+		have[n_have++] = a[i];
+	snprintf(have[2].desc, sizeof(have[2].desc), "kubernetes.io/rule/nlb/mtu=aaa");
+	for (size_t i = 0; i < 2; i++)
+		have[n_have++] = b[i];
+	/* a deleted (nothing wanted): its client rules go, the mtu rule stays for b */
+	ASSERT_TRUE(ccm_nlb_rule_stale(&have[0], "aaa", NULL, 0, have, n_have));
+	ASSERT_TRUE(ccm_nlb_rule_stale(&have[1], "aaa", NULL, 0, have, n_have));
+	ASSERT_FALSE(ccm_nlb_rule_stale(&have[2], "aaa", NULL, 0, have, n_have));
+	ASSERT_FALSE(ccm_nlb_rule_stale(&have[3], "aaa", NULL, 0, have, n_have)); /* b's */
+	/* b re-checked: it wants the mtu rule whoever's name it carries */
+	ASSERT_FALSE(ccm_nlb_rule_stale(&have[2], "bbb", b, n_b, have, n_have));
+	/* b deleted after a: no other client rule from 0.0.0.0/0 is left, the mtu rule goes */
+	have[0] = have[2];
+	have[1] = have[3];
+	have[2] = have[4];
+	n_have = 3;
+	ASSERT_TRUE(ccm_nlb_rule_stale(&have[0], "bbb", NULL, 0, have, n_have));
+	/* another NLB's client rule from another CIDR does not keep it */
+	size_t n_o = ccm_nlb_node_rules(n, "ccc", "c1", other, 1, NULL, 0, b, 16);
+	ASSERT_EQ(n_o, 3);
+	have[1] = b[0];
+	n_have = 2;
+	ASSERT_TRUE(ccm_nlb_rule_stale(&have[0], "bbb", NULL, 0, have, n_have));
+	/* a rule that is none of ours stays */
+	struct ccm_sg_perm foreign = {.proto = "tcp", .from = 22, .to = 22, .cidr = "0.0.0.0/0"};
+	ASSERT_FALSE(ccm_nlb_rule_stale(&foreign, "bbb", NULL, 0, have, n_have));
+	free(s);
+	free(n);
+}
+
+/* NLBSecurityGroupMode = Managed: the group's name (as the AWS Load Balancer Controller names
+ * one: Python's hashlib.sha256 over cluster, name, namespace, uid), its ingress, and node rules
+ * that admit the group instead of client CIDRs */
+TEST(ccm_nlb_managed_sg)
+{
+	struct ccm_lb_spec *s = calloc(1, sizeof(*s));
+	struct ccm_nlb_spec *n = calloc(1, sizeof(*n));
+	struct ccm_sg_perm p[16];
+	const char clients[2][64] = {"10.0.0.0/8", "192.168.0.0/16"};
+	char name[CCM_NLB_SG_NAME_MAX], err[512] = "";
+
+	ccm_nlb_sg_name("c1", "prod", "web-1", "01234567-89ab-cdef-0123-456789abcdef", name);
+	ASSERT_STREQ(name, "k8s-prod-web1-9741a173a0");
+	ccm_nlb_sg_name("", "kube-system", "my.long-service-name", "u", name);
+	ASSERT_STREQ(name, "k8s-kubesyst-mylongse-308fcfc8e5");
+
+	ASSERT_OK(parse_nlb("", "", s, n, err, sizeof(err)));
+	size_t k = ccm_nlb_sg_rules(n, clients, 2, p, 16);
+	ASSERT_EQ(k, 6); /* (80, 443, icmp) x 2 */
+	ASSERT_EQ(p[0].from, 80);
+	ASSERT_EQ(p[1].from, 443);
+	ASSERT_STREQ(p[2].proto, "icmp");
+	ASSERT_STREQ(p[5].cidr, "192.168.0.0/16");
+
+	k = ccm_nlb_node_rules_from(n, "alb", "sg-1", p, 16);
+	ASSERT_EQ(k, 2); /* the NodePorts; the health check is on the traffic port */
+	ASSERT_STREQ(p[0].group, "sg-1");
+	ASSERT_STREQ(p[0].cidr, "");
+	ASSERT_EQ(p[1].from, 30443);
+	ASSERT_TRUE(ccm_nlb_rule_ours(&p[1], "alb"));
+	ASSERT_OK(parse_nlb(", " ANN "healthcheck-port\":\"10256\"", "", s, n, err, sizeof(err)));
+	k = ccm_nlb_node_rules_from(n, "alb", "sg-1", p, 16);
+	ASSERT_EQ(k, 3);
+	ASSERT_EQ(p[2].from, 10256);
+	ASSERT_STREQ(p[2].desc, "kubernetes.io/rule/nlb/health=alb");
+	/* a rule from the group that the NLB no longer wants is stale; one from another group is
+	 * not ours */
+	struct ccm_sg_perm old = p[2];
+	ASSERT_TRUE(ccm_nlb_rule_stale(&old, "alb", p, 2, p, 3));
+	ASSERT_FALSE(ccm_nlb_rule_stale(&old, "blb", p, 2, p, 3));
 	free(s);
 	free(n);
 }
