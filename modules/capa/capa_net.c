@@ -411,25 +411,23 @@ out:
 
 int capa_net_reconcile(struct capa_scope *s)
 {
-	int r;
+	/* CAPA's order; each step sets its condition, and a failed step stops the pass */
+	static const struct {
+		int (*fn)(struct capa_scope *);
+		const char *cond;
+		const char *reason;
+	} steps[] = {
+		{ vpc_reconcile, CAPA_COND_VPC, "VpcReconciliationFailed" },
+		{ subnets_reconcile, CAPA_COND_SUBNETS, "SubnetsReconciliationFailed" },
+		{ igw_reconcile, CAPA_COND_IGW, "InternetGatewayFailed" },
+		{ capa_nat_reconcile, CAPA_COND_NAT, "NatGatewaysReconciliationFailed" },
+		{ capa_rt_reconcile, CAPA_COND_RT, "RouteTableReconciliationFailed" },
+	};
+	int r = 0;
 
-	r = vpc_reconcile(s);
-	capa_scope_condition(s, CAPA_COND_VPC, r >= 0, "VpcReconciliationFailed");
-	if (r < 0)
-		return r;
-	r = subnets_reconcile(s);
-	capa_scope_condition(s, CAPA_COND_SUBNETS, r >= 0, "SubnetsReconciliationFailed");
-	if (r < 0)
-		return r;
-	r = igw_reconcile(s);
-	capa_scope_condition(s, CAPA_COND_IGW, r >= 0, "InternetGatewayFailed");
-	if (r < 0)
-		return r;
-	r = capa_nat_reconcile(s);
-	capa_scope_condition(s, CAPA_COND_NAT, r >= 0, "NatGatewaysReconciliationFailed");
-	if (r < 0)
-		return r;
-	r = capa_rt_reconcile(s);
-	capa_scope_condition(s, CAPA_COND_RT, r >= 0, "RouteTableReconciliationFailed");
+	for (size_t i = 0; i < ARRAY_SIZE(steps) && r >= 0; i++) {
+		r = steps[i].fn(s);
+		capa_scope_condition(s, steps[i].cond, r >= 0, steps[i].reason);
+	}
 	return r;
 }
