@@ -14,15 +14,6 @@ C=c1
 NS=default
 export KUBECACHEDIR=$T_TMP/kcache
 kc() { kubectl --kubeconfig "$KC" "$@"; }
-wait_until() {
-	local end=$((SECONDS + $1 + 1))
-	shift
-	while :; do
-		"$@" >/dev/null 2>&1 && return 0
-		[ "$SECONDS" -lt "$end" ] || return 1
-		sleep 0.3
-	done
-}
 # the calls the proxy recorded since its last reset, one "service:action" a line, in order
 calls_log() {
 	tb_json "$FAULTPROXY_URL/_control/calls?log=100000" |

@@ -17,15 +17,6 @@ C=c1
 NS=default
 export KUBECACHEDIR=$T_TMP/kcache
 kc() { kubectl --kubeconfig "$KC" "$@"; }
-wait_until() {
-	local end=$((SECONDS + $1 + 1))
-	shift
-	while :; do
-		"$@" >/dev/null 2>&1 && return 0
-		[ "$SECONDS" -lt "$end" ] || return 1
-		sleep 0.3
-	done
-}
 calls_reset() { tb_post "$FAULTPROXY_URL/_control/calls/reset" '{}' >/dev/null; }
 am_py() { kc get awsmachine "$1" -n "$NS" -o json | python3 -c "import json,sys; o=json.load(sys.stdin); print($2)"; }
 am_gone() { ! kc get awsmachine "$1" -n "$NS" >/dev/null 2>&1; }

@@ -133,16 +133,6 @@ i = ec2.run_instances(ImageId='ami-12345678', InstanceType='m5.large', MinCount=
 print(i['InstanceId'], i['PrivateDnsName'])"
 }
 
-wait_until() {
-	local end=$((SECONDS + $1 + 1)) # SECONDS counts whole seconds: at least $1 s
-	shift
-	# a deadline, not a number of tries: CMD itself may take a second (kubectl, boto3)
-	while :; do
-		"$@" >/dev/null 2>&1 && return 0
-		[ "$SECONDS" -lt "$end" ] || return 1
-		sleep 0.2
-	done
-}
 
 calls() {
 	tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c '

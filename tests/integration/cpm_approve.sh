@@ -22,15 +22,6 @@ P=control-plane-manager.deckhouse.io
 O=control-plane-manger.deckhouse.io
 SA=system:serviceaccount:kube-system:d8-control-plane-manager-approver
 expect() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "got '$3', want '$2'"; fi; }
-wait_until() {
-	local end=$((SECONDS + $1 + 1))
-	shift
-	while :; do
-		"$@" >/dev/null 2>&1 && return 0
-		[ "$SECONDS" -lt "$end" ] || return 1
-		sleep 0.2
-	done
-}
 
 # ---- --help and usage errors ------------------------------------------------------------------
 out=$("$AWS_K8S" cpm approve --help 2>&1)

@@ -34,17 +34,6 @@
 T=$T_TMP
 export KUBECACHEDIR=$T/kcache
 k() { kubectl --kubeconfig "$KC" "$@"; }
-# wait_until SECONDS CMD...: polls CMD (quietly) until it succeeds, for at most SECONDS (CMD may
-# be eval '...' to compute its arguments again each time)
-wait_until() {
-	local end=$((SECONDS + $1 + 1))
-	shift
-	while :; do
-		"$@" >/dev/null 2>&1 && return 0
-		[ "$SECONDS" -lt "$end" ] || return 1
-		sleep 0.4
-	done
-}
 start_kas || { fail "the test API server starts"; t_summary; }
 
 NODES="spot sched rebmon rebdrain asg pdb dry bad term opts oos"

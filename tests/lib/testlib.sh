@@ -75,6 +75,20 @@ wait_http() {
 
 # bg NAME CMD...: starts CMD in the background, logs to $T_TMP/NAME.log, records its
 # pid in $T_TMP/NAME.pid and kills it at exit.
+# wait_until SECONDS CMD...: runs CMD (quietly) until it succeeds, for at most SECONDS; a
+# deadline, not a number of tries, since CMD itself may take a second (kubectl, boto3). SECONDS
+# counts whole seconds, so the wait is at least SECONDS. CMD may be eval '...' to compute its
+# arguments again each time.
+wait_until() {
+	local end=$((SECONDS + $1 + 1))
+	shift
+	while :; do
+		"$@" >/dev/null 2>&1 && return 0
+		[ "$SECONDS" -lt "$end" ] || return 1
+		sleep 0.2
+	done
+}
+
 bg() {
 	local name=$1
 	shift
