@@ -262,9 +262,12 @@ struct ap_upstream *ap_pool_pick(struct ap_pool *p, const uint64_t *tried, size_
 {
 	struct ap_upstream *best = NULL;
 	uint64_t best_rank = UINT64_MAX;
-	int64_t now = now_mono_ns();
 
 	pthread_mutex_lock(&p->mu);
+	/* Read under the lock: a failure marked by another worker just before (down_until =
+	 * its now + fail-timeout) is then never seen from the past, so --fail-timeout=0s means
+	 * an upstream is never skipped. */
+	int64_t now = now_mono_ns();
 	for (size_t k = 0; k < p->n; k++) {
 		struct ap_upstream *u = p->ups[(p->rr + k) % p->n];
 		if (tried_has(tried, ntried, u->id))
