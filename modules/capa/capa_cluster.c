@@ -170,13 +170,20 @@ static int reconcile_normal(struct capa_scope *s, int64_t *requeue)
 	return 0;
 }
 
-static int reconcile_delete(struct capa_scope *s)
+/* 1 (requeue in 20 s) while AWSMachines of the cluster are left, as CAPA. */
+static int reconcile_delete(struct capa_scope *s, int64_t *requeue)
 {
 	int r;
 
-	/* CAPA's order: load balancers, security groups, then the network */
-	if ((r = capa_lb_delete(s)) < 0 || (r = capa_sg_delete(s)) < 0 ||
-	    (r = capa_net_delete(s)) < 0)
+	if ((r = capa_gc_machines_left(s)) > 0) {
+		log_info("Cluster still has dependencies - requeue needed", KV_S("cluster", s->name));
+		*requeue = 20 * NSEC_PER_SEC;
+		return 1;
+	}
+	/* CAPA's order: the API load balancer, the ccm's load balancers and groups, security
+	 * groups, then the network */
+	if (r < 0 || (r = capa_lb_delete(s)) < 0 || (r = capa_gc_delete(s)) < 0 ||
+	    (r = capa_sg_delete(s)) < 0 || (r = capa_net_delete(s)) < 0)
 		return r;
 	return 0;
 }
@@ -233,10 +240,14 @@ static int reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 		}
 		log_info("reconciling AWSCluster delete", KV_S("awscluster", key),
 			 KV_S("cluster", s.name));
-		if ((r = reconcile_delete(&s)) < 0) {
+		if ((r = reconcile_delete(&s, requeue_after_ns)) < 0) {
 			log_error("cannot delete the cluster's infrastructure",
 				  KV_S("awscluster", key), KV_S("error", s.err), KV_E(r));
 			write_part(&s, stored, "status", "status");
+			goto out;
+		}
+		if (r > 0) {
+			r = 0;
 			goto out;
 		}
 		r = capa_finalizer_remove(x, &capa_awsclusters, stored, CAPA_CLUSTER_FINALIZER);
