@@ -8,6 +8,12 @@
 # machine in 1a is registered (ELBAttached True), a worker is not, a control-plane machine in 1c
 # is refused (ELBAttached False, ELBAttachFailed); a re-reconcile makes no Register call; the
 # delete of the control-plane AWSMachine deregisters its instance before terminating it.
+# Part 2, loadBalancerType nlb, made by the cluster controller with its network: the NLB, its
+# target group, listener, health check, attribute, tags, status and endpoint, the lb group's
+# rule; a re-reconcile makes two ELBv2 reads and no write; a restart does not make a second
+# target group; a control-plane machine is registered as a target and deregistered by its
+# delete; the cluster's delete leaves nothing. Part 3, loadBalancerType disabled: no load
+# balancer, the endpoint from the spec.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 
@@ -344,5 +350,38 @@ eq("no load balancer, target group or security group of it is left",
     len(ec2.describe_security_groups(Filters=[{"Name": "tag-key", "Values": ["sigs.k8s.io/cluster-api-provider-aws/cluster/c2"]}])["SecurityGroups"])),
    (0, 0, 0))
 '
+
+
+# ---- loadBalancerType disabled: no load balancer, the endpoint the spec gives (namespace ns3) ----
+kc create namespace ns3 >/dev/null 2>&1
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","metadata":{"name":"c3","namespace":"ns3"},
+ "spec":{"infrastructureRef":{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster","name":"c3"}}}
+EOF
+C3UID=$(kc get cluster.cluster.x-k8s.io c3 -n ns3 -o jsonpath='{.metadata.uid}')
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster",
+ "metadata":{"name":"c3","namespace":"ns3","labels":{"cluster.x-k8s.io/cluster-name":"c3"},
+  "ownerReferences":[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c3","uid":"$C3UID"}]},
+ "spec":{"region":"us-east-1","network":{"vpc":{"cidrBlock":"10.3.0.0/16"}},
+  "controlPlaneLoadBalancer":{"loadBalancerType":"disabled"},
+  "controlPlaneEndpoint":{"host":"api.c3.example.com","port":6443}}}
+EOF
+c3() { kc get awscluster c3 -n ns3 -o json | python3 -c "import json,sys; o=json.load(sys.stdin); print($1)"; }
+c3_ready() { [ "$(c3 'o.get("status",{}).get("ready")' 2>/dev/null)" = True ]; }
+if wait_until 150 c3_ready; then
+	ok "an AWSCluster with loadBalancerType disabled becomes ready"
+else
+	fail "the disabled-LB cluster becomes ready" "$(grep -E '^E' "$T_TMP/capa3.log" | tail -3)"
+fi
+check "its controlPlaneEndpoint is the one its spec gives" \
+	test "$(c3 'o["spec"]["controlPlaneEndpoint"]')" = "{'host': 'api.c3.example.com', 'port': 6443}"
+check "it has no apiServerElb in its status" test "$(c3 'o["status"].get("networkStatus",{}).get("apiServerElb")')" = None
+n_lb3=$(moto_py 'print(len([l for l in client("elbv2").describe_load_balancers()["LoadBalancers"] if "c3" in l["LoadBalancerName"]]) +
+      len([l for l in client("elb").describe_load_balancers()["LoadBalancerDescriptions"] if "c3" in l["LoadBalancerName"]]))')
+check "and no load balancer of it exists in moto" test "$n_lb3" = 0
+kc delete awscluster c3 -n ns3 --wait=false >/dev/null
+c3_gone() { ! kc get awscluster c3 -n ns3 >/dev/null 2>&1; }
+wait_until 150 c3_gone && ok "the disabled-LB cluster is deleted" || fail "the disabled-LB cluster is deleted" "$(grep -E '^E' "$T_TMP/capa3.log" | tail -3)"
 
 t_summary
