@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/aws/client.h"
+#include "common/aws/xml.h"
 #include "modules/capa/capa.h"
 
 #define CAPA_MAX_ZONES 16
@@ -78,6 +79,23 @@ void capa_lb_name(const struct capa_scope *s, char out[64]);
  * spec.controlPlaneEndpoint and status.networkStatus.apiServerElb. */
 int capa_lb_reconcile(struct capa_scope *s);
 int capa_lb_delete(struct capa_scope *s);
+/* spec.controlPlaneLoadBalancer.loadBalancerType ("classic" when not set). */
+const char *capa_lb_type(const struct capa_scope *s);
+/* The NLB (capa_lb_nlb.c): the load balancer, its target group and listener; its delete. */
+int capa_lb_nlb_reconcile(struct capa_scope *s);
+int capa_lb_nlb_delete(struct capa_scope *s);
+/* Of a new API load balancer: Scheme, one subnet per zone, the apiserver-lb group, tags. */
+int capa_lb_create_query(struct capa_scope *s, const char *name, bool internal,
+			 struct aws_query *q);
+/* spec.controlPlaneEndpoint from the load balancer's DNS name (port 6443). */
+int capa_lb_endpoint(struct capa_scope *s, const char *dns);
+/* status.networkStatus.apiServerElb of a found load balancer (d: its description; subnets:
+ * the list of its subnets, subnet_field: the ID in each item, NULL for the item's text), then
+ * spec.controlPlaneEndpoint (capa_lb_util.c). */
+struct capa_lb_desc {
+	const char *name, *arn, *dns, *type, *subnets, *subnet_field;
+};
+int capa_lb_publish(struct capa_scope *s, const struct capa_lb_desc *l, const xmlNode *d);
 /* A call to any Query service in the scope's region, its error in s->err (and its code in
  * s->code). */
 int capa_scope_call(struct capa_scope *s, enum aws_service svc, const char *action,

@@ -8,6 +8,12 @@
 # machine in 1a is registered (ELBAttached True), a worker is not, a control-plane machine in 1c
 # is refused (ELBAttached False, ELBAttachFailed); a re-reconcile makes no Register call; the
 # delete of the control-plane AWSMachine deregisters its instance before terminating it.
+# Part 2, loadBalancerType nlb, made by the cluster controller with its network: the NLB, its
+# target group, listener, health check, attribute, tags, status and endpoint, the lb group's
+# rule; a re-reconcile makes two ELBv2 reads and no write; a restart does not make a second
+# target group; a control-plane machine is registered as a target and deregistered by its
+# delete; the cluster's delete leaves nothing. Part 3, loadBalancerType disabled: no load
+# balancer, the endpoint from the spec.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 
@@ -187,5 +193,195 @@ t = [i for i, a in enumerate(log) if a == "ec2:TerminateInstances"]
 sys.exit(0 if len(d) == 1 and t and d[0] < t[0] else 1)' &&
 	ok "one DeregisterInstancesFromLoadBalancer, before TerminateInstances" ||
 	fail "deregister before terminate" "$(calls 500 | head -c 600)"
+
+
+# ---- part 2: an NLB API load balancer, made by the cluster controller (namespace ns2) ----
+stop_within "$(cat "$T_TMP/capa.pid")" 20 "capa stops on SIGTERM"
+start_capa() {
+	bg "capa$1" "$AWS_K8S" capa --kubeconfig="$KC" --health-addr="127.0.0.1:$HPORT" --sync-period=10m \
+		--awsmachine-concurrency=2 --v=2
+	wait_http "http://127.0.0.1:$HPORT/healthz" 20
+}
+start_capa 2 || fail "capa starts again" "$(tail -5 "$T_TMP/capa2.log")"
+NS=ns2
+C=c2
+kc create namespace "$NS" >/dev/null 2>&1
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","metadata":{"name":"$C","namespace":"$NS"},
+ "spec":{"infrastructureRef":{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster","name":"$C"}}}
+EOF
+CUID=$(kc get cluster.cluster.x-k8s.io "$C" -n "$NS" -o jsonpath='{.metadata.uid}')
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster",
+ "metadata":{"name":"$C","namespace":"$NS","labels":{"cluster.x-k8s.io/cluster-name":"$C"},
+  "ownerReferences":[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"$C","uid":"$CUID"}]},
+ "spec":{"region":"us-east-1","controlPlaneLoadBalancer":{"loadBalancerType":"nlb","crossZoneLoadBalancing":true}}}
+EOF
+awsc() { kc get awscluster "$C" -n "$NS" -o json; }
+ready() { [ "$(awsc | python3 -c 'import json,sys; print(json.load(sys.stdin).get("status",{}).get("ready"))')" = True ]; }
+if wait_until 150 ready; then
+	ok "an AWSCluster with loadBalancerType nlb becomes ready"
+else
+	fail "the NLB cluster becomes ready" "$(grep -E '^E' "$T_TMP/capa2.log" | tail -3)"
+fi
+awsc >"$T_TMP/awsc2.json"
+moto_py_checks '
+import re
+o = json.load(open(sys.argv[1]))
+elbv2 = client("elbv2")
+lbs = [l for l in elbv2.describe_load_balancers()["LoadBalancers"] if l["LoadBalancerName"] == "ns2-c2-apiserver"]
+eq("one load balancer named <namespace>-<c>-apiserver", len(lbs), 1)
+lb = lbs[0]; arn = lb["LoadBalancerArn"]
+eq("a network load balancer, internet-facing", (lb["Type"], lb["Scheme"]), ("network", "internet-facing"))
+pub = sorted(s["id"] for s in o["spec"]["network"]["subnets"] if s["isPublic"])
+eq("in the three public subnets, one per zone", sorted(a["SubnetId"] for a in lb["AvailabilityZones"]), pub)
+sgs = o["status"]["networkStatus"]["securityGroups"]
+eq("with the apiserver-lb group", lb.get("SecurityGroups"), [sgs["apiserver-lb"]["id"]])
+t = {x["Key"]: x["Value"] for x in elbv2.describe_tags(ResourceArns=[arn])["TagDescriptions"][0]["Tags"]}
+eq("CAPA tags (owned, role apiserver, Name)", (t.get("sigs.k8s.io/cluster-api-provider-aws/cluster/c2"),
+   t.get("sigs.k8s.io/cluster-api-provider-aws/role"), t.get("Name")), ("owned", "apiserver", "ns2-c2-apiserver"))
+tgs = elbv2.describe_target_groups(LoadBalancerArn=arn)["TargetGroups"]
+eq("one target group", len(tgs), 1)
+tg = tgs[0]
+true_("named apiserver-target-<5 characters>", re.fullmatch("apiserver-target-[0-9a-z]{5}", tg["TargetGroupName"]), tg["TargetGroupName"])
+eq("target group TCP 6443, instance targets, in the VPC", (tg["Protocol"], tg["Port"], tg["TargetType"], tg["VpcId"]),
+   ("TCP", 6443, "instance", o["spec"]["network"]["vpc"]["id"]))
+eq("health check TCP 6443, 5 s, 4 s, healthy 2, unhealthy 6",
+   (tg["HealthCheckProtocol"], tg["HealthCheckPort"], tg["HealthCheckIntervalSeconds"], tg["HealthCheckTimeoutSeconds"],
+    tg["HealthyThresholdCount"], tg["UnhealthyThresholdCount"]), ("TCP", "6443", 5, 4, 2, 6))
+ls = elbv2.describe_listeners(LoadBalancerArn=arn)["Listeners"]
+eq("one listener TCP 6443 forwarding to the target group",
+   [(l["Protocol"], l["Port"], [a.get("TargetGroupArn") for a in l["DefaultActions"]]) for l in ls],
+   [("TCP", 6443, [tg["TargetGroupArn"]])])
+attrs = {a["Key"]: a["Value"] for a in elbv2.describe_load_balancer_attributes(LoadBalancerArn=arn)["Attributes"]}
+eq("attribute load_balancing.cross_zone.enabled from crossZoneLoadBalancing", attrs.get("load_balancing.cross_zone.enabled"), "true")
+e = o["status"]["networkStatus"].get("apiServerElb", {})
+eq("status apiServerElb: name, loadBalancerType nlb, arn, dnsName", (e.get("name"), e.get("loadBalancerType"), e.get("arn"), e.get("dnsName")),
+   ("ns2-c2-apiserver", "nlb", arn, lb["DNSName"]))
+eq("spec.controlPlaneEndpoint is the DNS name, port 6443", o["spec"].get("controlPlaneEndpoint"), {"host": lb["DNSName"], "port": 6443})
+g = ec2.describe_security_groups(GroupIds=[sgs["lb"]["id"]])["SecurityGroups"][0]
+rules = [(p["IpProtocol"], p.get("FromPort"), p.get("ToPort"), r["CidrIp"]) for p in g["IpPermissions"] for r in p.get("IpRanges", [])]
+eq("the lb group lets TCP 6443 in from the VPC CIDR (NLB)", rules, [("tcp", 6443, 6443, "10.0.0.0/16")])
+' "$T_TMP/awsc2.json"
+
+# a re-reconcile of the unchanged cluster
+settled() { [ "$(count elbv2:DescribeListeners)" -ge 1 ]; }
+reconcile_again() {
+	calls_reset
+	kc annotate awscluster "$C" -n "$NS" --overwrite test/poke="$1" >/dev/null
+	wait_until 30 settled
+	sleep 2
+	calls 1000 >"$T_TMP/again$1.json"
+}
+reconcile_again 1
+if python3 - "$T_TMP/again1.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+log = ["%s:%s" % (e["api"], e["action"]) for e in c["log"]]
+mut = [a for a in log if ":Describe" not in a]
+v2 = [a for a in log if a.startswith("elbv2:")]
+print("figure: nlb, a re-reconcile of the unchanged cluster: %d calls (%s), %d mutating" %
+      (len(log), ", ".join("%s %d" % (k, log.count(k)) for k in sorted(set(log))), len(mut)))
+sys.exit(0 if not mut and len(v2) == 2 else 1)
+PY
+then
+	ok "a re-reconcile of the unchanged NLB cluster: no mutating call, two ELBv2 reads"
+else
+	fail "re-reconcile of the NLB cluster" "$(head -c 400 "$T_TMP/again1.json")"
+fi
+
+# a restart does not duplicate the target group
+stop_within "$(cat "$T_TMP/capa2.pid")" 20 "capa stops on SIGTERM"
+start_capa 3 || fail "capa starts again" "$(tail -5 "$T_TMP/capa3.log")"
+reconcile_again 2
+n_tg=$(moto_py 'print(len([t for t in client("elbv2").describe_target_groups()["TargetGroups"] if t["TargetGroupName"].startswith("apiserver-target-")]))')
+check "after a restart and a reconcile: still one apiserver-target group in the account" test "$n_tg" = 1
+n_mut=$(python3 -c 'import json,sys; print(len([e for e in json.load(open(sys.argv[1]))["log"] if not e["action"].startswith("Describe")]))' "$T_TMP/again2.json")
+check "and no mutating call" test "$n_mut" = 0
+
+# a control-plane machine is registered in the target group; its delete deregisters it
+kc create secret generic "$C-bootstrap" -n "$NS" --from-file=value="$T_TMP/boot.txt" >/dev/null
+machine "$C-cp-0" us-east-1a cp
+attached() { [ "$(am_cond "$C-cp-0" ELBAttached)" = True ]; }
+if wait_until 60 attached; then
+	ok "the NLB cluster's control-plane AWSMachine gets ELBAttached True"
+else
+	fail "ELBAttached True (nlb)" "$(kc get awsmachine "$C-cp-0" -n "$NS" -o jsonpath='{.status}'; grep -E '^E' "$T_TMP/capa3.log" | tail -3)"
+fi
+targets() {
+	moto_py '
+elbv2 = client("elbv2")
+lb = elbv2.describe_load_balancers(Names=["ns2-c2-apiserver"])["LoadBalancers"][0]
+tg = elbv2.describe_target_groups(LoadBalancerArn=lb["LoadBalancerArn"])["TargetGroups"][0]
+print(" ".join(sorted(d["Target"]["Id"] for d in elbv2.describe_target_health(TargetGroupArn=tg["TargetGroupArn"])["TargetHealthDescriptions"]
+      if d["TargetHealth"]["State"] not in ("draining", "unused"))))'
+}
+CP2=$(am_id "$C-cp-0")
+check "moto's target group has the control-plane instance" test "$(targets)" = "$CP2"
+calls_reset
+kc delete awsmachine "$C-cp-0" -n "$NS" --wait=false >/dev/null
+if wait_until 60 am_gone "$C-cp-0"; then
+	ok "the NLB cluster's control-plane AWSMachine goes"
+else
+	fail "the AWSMachine goes (nlb)" "$(grep -E '^E' "$T_TMP/capa3.log" | tail -3)"
+fi
+check "its instance is no longer a target" test "$(targets)" = ""
+calls 500 | python3 -c '
+import json,sys
+log = [e["api"] + ":" + e["action"] for e in json.load(sys.stdin)["log"]]
+d = [i for i, a in enumerate(log) if a == "elbv2:DeregisterTargets"]
+t = [i for i, a in enumerate(log) if a == "ec2:TerminateInstances"]
+sys.exit(0 if len(d) == 1 and t and d[0] < t[0] else 1)' &&
+	ok "one DeregisterTargets, before TerminateInstances" ||
+	fail "DeregisterTargets before terminate" "$(calls 500 | head -c 600)"
+
+# the cluster's delete: listener, target group, load balancer
+kc delete awscluster "$C" -n "$NS" --wait=false >/dev/null
+gone() { ! kc get awscluster "$C" -n "$NS" >/dev/null 2>&1; }
+if wait_until 150 gone; then
+	ok "the NLB cluster is deleted"
+else
+	fail "the NLB cluster is deleted" "$(grep -E '^E' "$T_TMP/capa3.log" | tail -3)"
+fi
+moto_py_checks '
+elbv2 = client("elbv2")
+eq("no load balancer, target group or security group of it is left",
+   (len(elbv2.describe_load_balancers()["LoadBalancers"]), len(elbv2.describe_target_groups()["TargetGroups"]),
+    len(ec2.describe_security_groups(Filters=[{"Name": "tag-key", "Values": ["sigs.k8s.io/cluster-api-provider-aws/cluster/c2"]}])["SecurityGroups"])),
+   (0, 0, 0))
+'
+
+
+# ---- loadBalancerType disabled: no load balancer, the endpoint the spec gives (namespace ns3) ----
+kc create namespace ns3 >/dev/null 2>&1
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","metadata":{"name":"c3","namespace":"ns3"},
+ "spec":{"infrastructureRef":{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster","name":"c3"}}}
+EOF
+C3UID=$(kc get cluster.cluster.x-k8s.io c3 -n ns3 -o jsonpath='{.metadata.uid}')
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster",
+ "metadata":{"name":"c3","namespace":"ns3","labels":{"cluster.x-k8s.io/cluster-name":"c3"},
+  "ownerReferences":[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"c3","uid":"$C3UID"}]},
+ "spec":{"region":"us-east-1","network":{"vpc":{"cidrBlock":"10.3.0.0/16"}},
+  "controlPlaneLoadBalancer":{"loadBalancerType":"disabled"},
+  "controlPlaneEndpoint":{"host":"api.c3.example.com","port":6443}}}
+EOF
+c3() { kc get awscluster c3 -n ns3 -o json | python3 -c "import json,sys; o=json.load(sys.stdin); print($1)"; }
+c3_ready() { [ "$(c3 'o.get("status",{}).get("ready")' 2>/dev/null)" = True ]; }
+if wait_until 150 c3_ready; then
+	ok "an AWSCluster with loadBalancerType disabled becomes ready"
+else
+	fail "the disabled-LB cluster becomes ready" "$(grep -E '^E' "$T_TMP/capa3.log" | tail -3)"
+fi
+check "its controlPlaneEndpoint is the one its spec gives" \
+	test "$(c3 'o["spec"]["controlPlaneEndpoint"]')" = "{'host': 'api.c3.example.com', 'port': 6443}"
+check "it has no apiServerElb in its status" test "$(c3 'o["status"].get("networkStatus",{}).get("apiServerElb")')" = None
+n_lb3=$(moto_py 'print(len([l for l in client("elbv2").describe_load_balancers()["LoadBalancers"] if "c3" in l["LoadBalancerName"]]) +
+      len([l for l in client("elb").describe_load_balancers()["LoadBalancerDescriptions"] if "c3" in l["LoadBalancerName"]]))')
+check "and no load balancer of it exists in moto" test "$n_lb3" = 0
+kc delete awscluster c3 -n ns3 --wait=false >/dev/null
+c3_gone() { ! kc get awscluster c3 -n ns3 >/dev/null 2>&1; }
+wait_until 150 c3_gone && ok "the disabled-LB cluster is deleted" || fail "the disabled-LB cluster is deleted" "$(grep -E '^E' "$T_TMP/capa3.log" | tail -3)"
 
 t_summary
