@@ -126,7 +126,9 @@ static int write_part(struct capa_scope *s, const cJSON *stored, const char *par
 	return r;
 }
 
-/* failureDomains: one per zone of a private subnet, control-plane capable (CAPA). */
+/* failureDomains: one per zone of a private subnet, control-plane capable (CAPA); the zones of
+ * the public subnets when there is no private one (a WithoutNAT layout, a public-only
+ * bring-your-own VPC), where CAPA would give none. */
 static void failure_domains(struct capa_scope *s)
 {
 	cJSON *st = capa_scope_status(s), *fd = cJSON_CreateObject();
@@ -136,12 +138,13 @@ static void failure_domains(struct capa_scope *s)
 		cJSON_Delete(fd);
 		return;
 	}
+	for (int want_pub = 0; want_pub < 2 && !fd->child; want_pub++)
 	cJSON_ArrayForEach(sn, json_find(s->obj, "spec.network.subnets"))
 	{
 		bool pub = false;
 		const char *az = json_str(sn, "availabilityZone");
 		json_get_bool(sn, "isPublic", &pub);
-		if (!az || pub || cJSON_GetObjectItemCaseSensitive(fd, az))
+		if (!az || pub != want_pub || cJSON_GetObjectItemCaseSensitive(fd, az))
 			continue;
 		cJSON *d = cJSON_AddObjectToObject(fd, az);
 		if (d)
