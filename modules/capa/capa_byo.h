@@ -44,9 +44,10 @@ int capa_layout_of(const cJSON *awscluster);
  * them: the CIDR split into blocks of ceil(log2(2*zones)) more bits, block i the public
  * subnet of zone i, block zones+i its private one. -EINVAL for a bad or too small CIDR. */
 int capa_layout_subnets(const char *vpc_cidr, int zones, char pub[][20], char priv[][20]);
-/* Fills the spec of s from its layout annotation (the first step of the network): subnets
- * (when the spec has neither subnets nor a vpc.id) and, for WithNAT, spec.bastion.enabled
- * (when not set). What the spec says wins. An unknown layout: -EINVAL with s->err. */
+/* Checks the layout annotation of s (before the network steps) and, for WithNAT, sets
+ * spec.bastion.enabled when the spec does not say. The subnets are filled by
+ * capa_preset_subnets, only for a managed VPC whose spec lists none: what the spec says wins.
+ * An unknown layout: -EINVAL with s->err. */
 int capa_preset_apply(struct capa_scope *s);
 /* The default subnets of a managed VPC when the AWSCluster names a layout: net.subnets is
  * replaced by the layout's over the n zones (WithoutNAT: the public ones only). 1 when it did,

@@ -132,19 +132,21 @@ static int write_part(struct capa_scope *s, const cJSON *stored, const char *par
 static void failure_domains(struct capa_scope *s)
 {
 	cJSON *st = capa_scope_status(s), *fd = cJSON_CreateObject();
-	const cJSON *sn;
+	const cJSON *sn, *subnets = json_find(s->obj, "spec.network.subnets");
+	bool public_only = true;
 
 	if (!st || !fd) {
 		cJSON_Delete(fd);
 		return;
 	}
-	for (int want_pub = 0; want_pub < 2 && !fd->child; want_pub++)
-	cJSON_ArrayForEach(sn, json_find(s->obj, "spec.network.subnets"))
+	cJSON_ArrayForEach(sn, subnets)
+		public_only &= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sn, "isPublic"));
+	cJSON_ArrayForEach(sn, subnets)
 	{
 		bool pub = false;
 		const char *az = json_str(sn, "availabilityZone");
 		json_get_bool(sn, "isPublic", &pub);
-		if (!az || pub != want_pub || cJSON_GetObjectItemCaseSensitive(fd, az))
+		if (!az || pub != public_only || cJSON_GetObjectItemCaseSensitive(fd, az))
 			continue;
 		cJSON *d = cJSON_AddObjectToObject(fd, az);
 		if (d)
