@@ -126,22 +126,27 @@ static int write_part(struct capa_scope *s, const cJSON *stored, const char *par
 	return r;
 }
 
-/* failureDomains: one per zone of a private subnet, control-plane capable (CAPA). */
+/* failureDomains: one per zone of a private subnet, control-plane capable (CAPA); the zones of
+ * the public subnets when there is no private one (a WithoutNAT layout, a public-only
+ * bring-your-own VPC), where CAPA would give none. */
 static void failure_domains(struct capa_scope *s)
 {
 	cJSON *st = capa_scope_status(s), *fd = cJSON_CreateObject();
-	const cJSON *sn;
+	const cJSON *sn, *subnets = json_find(s->obj, "spec.network.subnets");
+	bool public_only = true;
 
 	if (!st || !fd) {
 		cJSON_Delete(fd);
 		return;
 	}
-	cJSON_ArrayForEach(sn, json_find(s->obj, "spec.network.subnets"))
+	cJSON_ArrayForEach(sn, subnets)
+		public_only &= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sn, "isPublic"));
+	cJSON_ArrayForEach(sn, subnets)
 	{
 		bool pub = false;
 		const char *az = json_str(sn, "availabilityZone");
 		json_get_bool(sn, "isPublic", &pub);
-		if (!az || pub || cJSON_GetObjectItemCaseSensitive(fd, az))
+		if (!az || pub != public_only || cJSON_GetObjectItemCaseSensitive(fd, az))
 			continue;
 		cJSON *d = cJSON_AddObjectToObject(fd, az);
 		if (d)

@@ -38,6 +38,7 @@ struct capa_scope {
 	size_t n_nat_ips;
 	char err[512];		 /* what failed, for the condition message and the log */
 	char code[128];		 /* the AWS error code of the last failed call */
+	bool unmanaged;		 /* spec.network.vpc.id is not the cluster's (capa_net_byo.c) */
 };
 
 /* The network (capa_net.c): VPC, subnets, IGW, NAT gateways, route tables, in CAPA's order,
