@@ -93,16 +93,17 @@ start_capa() { # NAME FLAGS...
 }
 if start_capa capa; then ok "capa starts"; else fail "capa starts" "$(tail -5 "$T_TMP/capa.log")"; fi
 
-cluster() { # NAME SUBNETS-JSON
+cluster() { # NAME SUBNETS-JSON [SPEC-JSON: instead of the user's VPC with those subnets]
 	kc apply -f - >/dev/null <<EOF
 {"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","metadata":{"name":"$1","namespace":"$NS"},"spec":{}}
 EOF
-	local uid
+	local uid spec=${3:-}
+	[ -n "$spec" ] || spec='{"region":"us-east-1","network":{"vpc":{"id":"'$VPC'"},"subnets":'$2'}}'
 	uid=$(kc get cluster.cluster.x-k8s.io "$1" -n "$NS" -o jsonpath='{.metadata.uid}')
 	kc apply -f - >/dev/null <<EOF
 {"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster",
  "metadata":{"name":"$1","namespace":"$NS","ownerReferences":[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"$1","uid":"$uid"}]},
- "spec":{"region":"us-east-1","network":{"vpc":{"id":"$VPC"},"subnets":$2}}}
+ "spec":$spec}
 EOF
 }
 ready() { [ "$(awsc_py "$1" 'o.get("status", {}).get("ready")')" = True ]; }
@@ -189,6 +190,21 @@ made=$(calls_log | grep -v ':Describe' | tr '\n' ' ')
 kc delete awscluster c2 -n "$NS" --wait=false >/dev/null
 if wait_until 60 gone c2; then ok "c2 is deleted"; else fail "c2 is deleted" "$(grep -E '^E' "$T_TMP/capa.log" | tail -3)"; fi
 
+# ---- c4: no vpc.id, but a VPC of someone else carries the Name c4-vpc: refused, as CAPA ----
+OTHER=$(ec2 create-vpc --cidr-block 10.9.0.0/16 --tag-specifications 'ResourceType=vpc,Tags=[{Key=Name,Value=c4-vpc}]' --query Vpc.VpcId)
+cluster c4 '[]' '{"region":"us-east-1"}'
+c4_cond() { awsc_py c4 '[(c["status"], c.get("message")) for c in o.get("status", {}).get("conditions", []) if c["type"] == "VpcReady"]'; }
+c4_failed() { [[ "$(c4_cond)" == *"$OTHER"* ]]; }
+wait_until 60 c4_failed
+case $(c4_cond) in
+*"$OTHER is named c4-vpc but is not owned by cluster c4"*) ok "a VPC found by the Name <c>-vpc without the owned tag is refused (VpcReady False), not taken as unmanaged" ;;
+*) fail "a same-named VPC of someone else is refused" "$(c4_cond)" ;;
+esac
+kc delete awscluster c4 -n "$NS" --wait=false >/dev/null
+wait_until 60 gone c4 || fail "c4 is deleted" "$(grep -E '^E' "$T_TMP/capa.log" | tail -3)"
+n=$(ec2 describe-vpcs --vpc-ids "$OTHER" --query 'length(Vpcs)')
+[ "$n" = 1 ] && ok "and that VPC is left alone by the delete" || fail "the same-named VPC is left alone" "$n"
+
 # ---- delete c1: the user's network stays ----
 calls_reset
 kc delete awscluster c1 -n "$NS" --wait=false >/dev/null
@@ -199,6 +215,11 @@ snapshot >"$T_TMP/after.json"
 if cmp -s "$T_TMP/before.json" "$T_TMP/after.json"; then
 	ok "the user's VPC, IGW, subnets (with their tags) and route tables are all still there, unchanged"
 else fail "the user's network is intact" "$(diff "$T_TMP/before.json" "$T_TMP/after.json" | head -c 600)"; fi
+moto_py_checks '
+subs = ec2.describe_subnets(SubnetIds=sys.argv[1:4])["Subnets"]
+eq("the cloud-provider tag kubernetes.io/cluster/c1=shared stays on the subnets (as CAPA leaves it)",
+   [dict((t["Key"], t["Value"]) for t in s["Tags"]).get("kubernetes.io/cluster/c1") for s in subs], ["shared"] * 3)
+' "$PUB_A" "$PUB_B" "$PRIV_A"
 moto_py_checks '
 OWN = "sigs.k8s.io/cluster-api-provider-aws/cluster/c1"
 F = [{"Name": "tag-key", "Values": [OWN]}]

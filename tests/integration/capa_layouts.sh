@@ -150,6 +150,14 @@ eq("an unknown layout: not ready, spec.network not filled",
    (o.get("status", {}).get("ready"), o["spec"].get("network", {}).get("subnets")), (None, None))
 ' "$T_TMP"
 
+# a second reconcile of a preset cluster writes nothing (the preset is not applied again)
+kc annotate awscluster wn -n "$NS" test/poke=1 >/dev/null
+rv0=$(awsc_py wn 'o["metadata"]["resourceVersion"]')
+sleep 3
+rv1=$(awsc_py wn 'o["metadata"]["resourceVersion"]')
+[ "$rv0" = "$rv1" ] && ok "a second reconcile of the WithNAT cluster writes nothing (resourceVersion $rv0)" ||
+	fail "no write on a second reconcile" "$rv0 -> $rv1: $(awsc_py wn 'o["spec"]')"
+
 for c in wo wn ex bad; do kc delete awscluster $c -n "$NS" --wait=false >/dev/null; done
 for c in wo wn ex bad; do
 	wait_until 120 gone $c || fail "the $c cluster is deleted" "$(grep -E '^E' "$T_TMP/capa.log" | tail -3)"
