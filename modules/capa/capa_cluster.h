@@ -38,6 +38,7 @@ struct capa_scope {
 	size_t n_nat_ips;
 	char err[512];		 /* what failed, for the condition message and the log */
 	char code[128];		 /* the AWS error code of the last failed call */
+	bool unmanaged;		 /* spec.network.vpc.id is not the cluster's (capa_net_byo.c) */
 };
 
 /* The network (capa_net.c): VPC, subnets, IGW, NAT gateways, route tables, in CAPA's order,
@@ -105,3 +106,13 @@ int capa_scope_call(struct capa_scope *s, enum aws_service svc, const char *acti
  * first cut again into `zones` public subnets, the others the private ones. -EINVAL for a bad
  * or too small CIDR. Each out string holds "a.b.c.d/n". */
 int capa_default_subnets(const char *vpc_cidr, int zones, char pub[][20], char priv[][20]);
+
+/* What the ccm made for the cluster's Services (capa_gc.c): its load balancers (classic and v2,
+ * tagged kubernetes.io/cluster/<c>=owned, in the VPC) polled until gone, then its security
+ * groups after the rules naming them; skipped when the AWSCluster has the annotation
+ * CAPA_GC_ANNOTATION: "false". 0 when nothing is left; < 0 with s->err (retry). */
+#define CAPA_GC_ANNOTATION "aws.cluster.x-k8s.io/external-resource-gc"
+int capa_gc_delete(struct capa_scope *s);
+/* How many AWSMachines labelled cluster.x-k8s.io/cluster-name=<c> are left in the AWSCluster's
+ * namespace (0 or 1: one is enough to wait), or -errno with s->err. */
+int capa_gc_machines_left(struct capa_scope *s);
