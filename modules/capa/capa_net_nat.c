@@ -104,6 +104,19 @@ out:
 	return r;
 }
 
+/* Gateways not yet available: CAPA waits for them before the route tables point at them. */
+struct nat_pending {
+	char ids[CAPA_MAX_ZONES][32];
+	size_t n;
+};
+
+static void nat_pending_note(struct nat_pending *p, const xmlNode *gw, const char *id)
+{
+	const char *st = aws_xml_text(gw, "state");
+	if (st && strcmp(st, "available") != 0 && p->n < CAPA_MAX_ZONES)
+		capa_strcpy(p->ids[p->n++], sizeof(p->ids[0]), id);
+}
+
 static void nat_ip(struct capa_scope *s, const xmlNode *gw)
 {
 	const char *ip = aws_xml_text(aws_xml_list(gw, "natGatewayAddressSet"), "publicIp");
@@ -111,7 +124,8 @@ static void nat_ip(struct capa_scope *s, const xmlNode *gw)
 		capa_strcpy(s->nat_ips[s->n_nat_ips++], sizeof(s->nat_ips[0]), ip);
 }
 
-static int nat_create(struct capa_scope *s, const char *subnet, const char *alloc, char id[32])
+static int nat_create(struct capa_scope *s, const char *subnet, const char *alloc, char id[32],
+		      struct nat_pending *pend)
 {
 	struct aws_query q = AWS_QUERY_INIT;
 	struct aws_reply rep = {0};
@@ -135,6 +149,7 @@ static int nat_create(struct capa_scope *s, const char *subnet, const char *allo
 	const xmlNode *gw = aws_xml_get(rep.result, "natGateway");
 	capa_strcpy(id, 32, aws_xml_text(gw, "natGatewayId"));
 	nat_ip(s, gw);
+	nat_pending_note(pend, gw, id);
 	log_info("created NAT gateway", KV_S("cluster", s->name), KV_S("nat", id),
 		 KV_S("subnet", subnet), KV_S("allocation", alloc));
 out:
@@ -145,7 +160,8 @@ out:
 }
 
 /* The existing gateway of a public subnet (its ID in id), or "" when it needs one. */
-static void nat_find(struct capa_scope *s, const xmlNode *first, const char *sid, char id[32])
+static void nat_find(struct capa_scope *s, const xmlNode *first, const char *sid, char id[32],
+		     struct nat_pending *pend)
 {
 	id[0] = 0;
 	for (const xmlNode *gw = first; gw; gw = aws_xml_next(gw)) {
@@ -153,6 +169,7 @@ static void nat_find(struct capa_scope *s, const xmlNode *first, const char *sid
 		if (gs && strcmp(gs, sid) == 0) {
 			capa_strcpy(id, 32, aws_xml_text(gw, "natGatewayId"));
 			nat_ip(s, gw);
+			nat_pending_note(pend, gw, id);
 			return;
 		}
 	}
@@ -163,6 +180,7 @@ int capa_nat_reconcile(struct capa_scope *s)
 	struct aws_query q = AWS_QUERY_INIT;
 	struct aws_reply rep = {0};
 	struct eips e = {0};
+	struct nat_pending pend = {0};
 	cJSON *pub, *need[CAPA_MAX_ZONES];
 	char alloc[CAPA_MAX_ZONES][32];
 	size_t n_need = 0;
@@ -185,7 +203,7 @@ int capa_nat_reconcile(struct capa_scope *s)
 		char id[32];
 		if (!is_public(pub) || !az || !sid || !subnet_in(s, az, false))
 			continue;
-		nat_find(s, first, sid, id);
+		nat_find(s, first, sid, id, &pend);
 		if (id[0])
 			r = capa_net_set(s, pub, "natGatewayId", id);
 		else if (n_need < CAPA_MAX_ZONES)
@@ -199,9 +217,17 @@ int capa_nat_reconcile(struct capa_scope *s)
 			goto out;
 	for (size_t i = 0; i < n_need; i++) {
 		char id[32] = "";
-		if ((r = nat_create(s, json_str(need[i], "id"), alloc[i], id)) < 0 ||
+		if ((r = nat_create(s, json_str(need[i], "id"), alloc[i], id, &pend)) < 0 ||
 		    (r = capa_net_set(s, need[i], "natGatewayId", id)) < 0)
 			goto out;
+	}
+	/* as CAPA (which waits up to 2 minutes in the reconcile): no route to a gateway that is
+	 * not available yet; the pass ends here and the queue retries (1 s, doubling), each retry
+	 * one filtered DescribeNatGateways */
+	if (pend.n) {
+		str_printf(s->err, sizeof(s->err), "%zu NAT gateway(s) not available yet (%s%s)",
+			   pend.n, pend.ids[0], pend.n > 1 ? ", ..." : "");
+		r = -EAGAIN;
 	}
 out:
 	aws_reply_release(&e.rep);

@@ -284,6 +284,36 @@ PY
 [ "$unfiltered" = 0 ] && ok "the zones are not asked again once the subnets are recorded in the spec" ||
 	fail "the zones are not asked again" "$unfiltered DescribeAvailabilityZones"
 
+# ---- a NAT gateway that is not available yet: no route is touched, and the pass is retried ----
+# moto's gateways are available at once: the fault proxy answers DescribeNatGateways with the
+# cluster's own gateways in state pending (three times), as EC2 does for a minute or two.
+PENDING=$(moto_py '
+F = [{"Name": "tag-key", "Values": ["sigs.k8s.io/cluster-api-provider-aws/cluster/c1"]}]
+items = "".join("<item><natGatewayId>%s</natGatewayId><subnetId>%s</subnetId><vpcId>%s</vpcId><state>pending</state>"
+    "<natGatewayAddressSet><item><allocationId>%s</allocationId><publicIp>%s</publicIp></item></natGatewayAddressSet></item>"
+    % (n["NatGatewayId"], n["SubnetId"], n["VpcId"], n["NatGatewayAddresses"][0]["AllocationId"], n["NatGatewayAddresses"][0]["PublicIp"])
+    for n in ec2.describe_nat_gateways(Filters=F)["NatGateways"] if n["State"] == "available")
+body = "<DescribeNatGatewaysResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r</requestId><natGatewaySet>%s</natGatewaySet></DescribeNatGatewaysResponse>" % items
+print(json.dumps({"service": "ec2", "action": "DescribeNatGateways", "effect": "body", "body": body, "count": 3}))
+')
+calls_reset
+clear_faults
+fault "$PENDING"
+kc annotate --overwrite awscluster "$C" -n "$NS" test/poke=2 >/dev/null
+nat_false() { [ "$(awsc_py '[c["status"] for c in o["status"]["conditions"] if c["type"] == "NatGatewaysReady"][0]')" = False ]; }
+nat_true() { [ "$(awsc_py '[c["status"] for c in o["status"]["conditions"] if c["type"] == "NatGatewaysReady"][0]')" = True ]; }
+if wait_until 30 nat_false; then ok "a pending NAT gateway: NatGatewaysReady False until it is available"
+else fail "a pending NAT gateway sets NatGatewaysReady False" "$(grep -E 'NAT' "$T_TMP/capa.log" | tail -3)"; fi
+if wait_until 60 nat_true; then ok "once the gateways are available the pass goes on (NatGatewaysReady True again)"
+else fail "NatGatewaysReady True after the gateways are available" "$(tail -3 "$T_TMP/capa.log")"; fi
+calls_log >"$T_TMP/pending.calls"
+n_nat=$(grep -c ':DescribeNatGateways$' "$T_TMP/pending.calls" || true)
+n_mut=$(grep -cv ':Describe' "$T_TMP/pending.calls" || true)
+if [ "$n_nat" -ge 4 ] && [ "$n_mut" = 0 ] && grep -q "not available yet" "$T_TMP/capa.log"; then
+	ok "while pending: no route, gateway or address is made ($n_nat DescribeNatGateways, 3 of them pending, no mutating call), and the log says why"
+else fail "while pending nothing is made" "$n_nat DescribeNatGateways, $n_mut mutating: $(grep -v ':Describe' "$T_TMP/pending.calls" | tr '\n' ' ')"; fi
+clear_faults
+
 # ---- delete: reverse order, nothing left ----
 calls_reset
 kc delete awscluster "$C" -n "$NS" --wait=false >/dev/null
