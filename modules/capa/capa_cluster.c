@@ -157,7 +157,7 @@ static int reconcile_normal(struct capa_scope *s, int64_t *requeue)
 	int r;
 
 	if ((r = capa_net_reconcile(s)) < 0 || (r = capa_sg_reconcile(s)) < 0 ||
-	    (r = capa_lb_reconcile(s)) < 0) {
+	    (r = capa_bastion_reconcile(s)) < 0 || (r = capa_lb_reconcile(s)) < 0) {
 		*requeue = 0;
 		return r;
 	}
@@ -174,8 +174,9 @@ static int reconcile_delete(struct capa_scope *s)
 {
 	int r;
 
-	/* CAPA's order: load balancers, security groups, then the network */
-	if ((r = capa_lb_delete(s)) < 0 || (r = capa_sg_delete(s)) < 0 ||
+	/* CAPA's order: load balancers, the bastion, security groups, then the network */
+	if ((r = capa_lb_delete(s)) < 0 || (r = capa_bastion_delete(s)) < 0 ||
+	    (r = capa_sg_delete(s)) < 0 ||
 	    (r = capa_net_delete(s)) < 0)
 		return r;
 	return 0;

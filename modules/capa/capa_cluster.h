@@ -21,6 +21,7 @@
 #define CAPA_COND_RT "RouteTablesReady"
 #define CAPA_COND_SG "ClusterSecurityGroupsReady"
 #define CAPA_COND_LB "LoadBalancerReady"
+#define CAPA_COND_BASTION "BastionHostReady"
 
 /* One reconcile of one AWSCluster. */
 struct capa_scope {
@@ -87,3 +88,10 @@ int capa_scope_call(struct capa_scope *s, enum aws_service svc, const char *acti
  * first cut again into `zones` public subnets, the others the private ones. -EINVAL for a bad
  * or too small CIDR. Each out string holds "a.b.c.d/n". */
 int capa_default_subnets(const char *vpc_cidr, int zones, char pub[][20], char priv[][20]);
+
+/* The bastion host (capa_bastion.c): made, kept or (disabled) terminated; status.bastion and
+ * BastionHostReady. The delete terminates it and waits for it. */
+int capa_bastion_reconcile(struct capa_scope *s);
+int capa_bastion_delete(struct capa_scope *s);
+/* spec.bastion.enabled */
+bool capa_bastion_enabled(const struct capa_scope *s);
