@@ -91,8 +91,9 @@ static int bastion_status(struct capa_scope *s, const struct ec2_instance *i, co
 		cJSON_Delete(tags);
 		return -ENOMEM;
 	}
-	if (!ami && was_ami)
-		ami = was_ami; /* a found instance: DescribeInstances has the image, ec2.h not */
+	/* a found instance: DescribeInstances has the image, ec2.h not */
+	if (!ami)
+		ami = was_ami ? was_ami : json_str(s->obj, "spec.bastion.ami");
 	cJSON_AddStringToObject(b, "id", i->id);
 	cJSON_AddStringToObject(b, "instanceState", i->state);
 	if (i->type)
