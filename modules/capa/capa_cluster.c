@@ -126,22 +126,27 @@ static int write_part(struct capa_scope *s, const cJSON *stored, const char *par
 	return r;
 }
 
-/* failureDomains: one per zone of a private subnet, control-plane capable (CAPA). */
+/* failureDomains: one per zone of a private subnet, control-plane capable (CAPA); the zones of
+ * the public subnets when there is no private one (a WithoutNAT layout, a public-only
+ * bring-your-own VPC), where CAPA would give none. */
 static void failure_domains(struct capa_scope *s)
 {
 	cJSON *st = capa_scope_status(s), *fd = cJSON_CreateObject();
-	const cJSON *sn;
+	const cJSON *sn, *subnets = json_find(s->obj, "spec.network.subnets");
+	bool public_only = true;
 
 	if (!st || !fd) {
 		cJSON_Delete(fd);
 		return;
 	}
-	cJSON_ArrayForEach(sn, json_find(s->obj, "spec.network.subnets"))
+	cJSON_ArrayForEach(sn, subnets)
+		public_only &= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sn, "isPublic"));
+	cJSON_ArrayForEach(sn, subnets)
 	{
 		bool pub = false;
 		const char *az = json_str(sn, "availabilityZone");
 		json_get_bool(sn, "isPublic", &pub);
-		if (!az || pub || cJSON_GetObjectItemCaseSensitive(fd, az))
+		if (!az || pub != public_only || cJSON_GetObjectItemCaseSensitive(fd, az))
 			continue;
 		cJSON *d = cJSON_AddObjectToObject(fd, az);
 		if (d)
@@ -170,13 +175,20 @@ static int reconcile_normal(struct capa_scope *s, int64_t *requeue)
 	return 0;
 }
 
-static int reconcile_delete(struct capa_scope *s)
+/* 1 (requeue in 20 s) while AWSMachines of the cluster are left, as CAPA. */
+static int reconcile_delete(struct capa_scope *s, int64_t *requeue)
 {
 	int r;
 
-	/* CAPA's order: load balancers, the bastion, security groups, then the network */
-	if ((r = capa_lb_delete(s)) < 0 || (r = capa_bastion_delete(s)) < 0 ||
-	    (r = capa_sg_delete(s)) < 0 ||
+	if ((r = capa_gc_machines_left(s)) > 0) {
+		log_info("Cluster still has dependencies - requeue needed", KV_S("cluster", s->name));
+		*requeue = 20 * NSEC_PER_SEC;
+		return 1;
+	}
+	/* CAPA's order: the API load balancer, the ccm's load balancers and groups, the bastion,
+	 * security groups, then the network */
+	if (r < 0 || (r = capa_lb_delete(s)) < 0 || (r = capa_gc_delete(s)) < 0 ||
+	    (r = capa_bastion_delete(s)) < 0 || (r = capa_sg_delete(s)) < 0 ||
 	    (r = capa_net_delete(s)) < 0)
 		return r;
 	return 0;
@@ -234,10 +246,14 @@ static int reconcile(void *ud, const char *key, int64_t *requeue_after_ns)
 		}
 		log_info("reconciling AWSCluster delete", KV_S("awscluster", key),
 			 KV_S("cluster", s.name));
-		if ((r = reconcile_delete(&s)) < 0) {
+		if ((r = reconcile_delete(&s, requeue_after_ns)) < 0) {
 			log_error("cannot delete the cluster's infrastructure",
 				  KV_S("awscluster", key), KV_S("error", s.err), KV_E(r));
 			write_part(&s, stored, "status", "status");
+			goto out;
+		}
+		if (r > 0) {
+			r = 0;
 			goto out;
 		}
 		r = capa_finalizer_remove(x, &capa_awsclusters, stored, CAPA_CLUSTER_FINALIZER);

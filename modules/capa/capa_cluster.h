@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/aws/client.h"
+#include "common/aws/xml.h"
 #include "modules/capa/capa.h"
 
 #define CAPA_MAX_ZONES 16
@@ -38,6 +39,7 @@ struct capa_scope {
 	size_t n_nat_ips;
 	char err[512];		 /* what failed, for the condition message and the log */
 	char code[128];		 /* the AWS error code of the last failed call */
+	bool unmanaged;		 /* spec.network.vpc.id is not the cluster's (capa_net_byo.c) */
 };
 
 /* The network (capa_net.c): VPC, subnets, IGW, NAT gateways, route tables, in CAPA's order,
@@ -79,6 +81,23 @@ void capa_lb_name(const struct capa_scope *s, char out[64]);
  * spec.controlPlaneEndpoint and status.networkStatus.apiServerElb. */
 int capa_lb_reconcile(struct capa_scope *s);
 int capa_lb_delete(struct capa_scope *s);
+/* spec.controlPlaneLoadBalancer.loadBalancerType ("classic" when not set). */
+const char *capa_lb_type(const struct capa_scope *s);
+/* The NLB (capa_lb_nlb.c): the load balancer, its target group and listener; its delete. */
+int capa_lb_nlb_reconcile(struct capa_scope *s);
+int capa_lb_nlb_delete(struct capa_scope *s);
+/* Of a new API load balancer: Scheme, one subnet per zone, the apiserver-lb group, tags. */
+int capa_lb_create_query(struct capa_scope *s, const char *name, bool internal,
+			 struct aws_query *q);
+/* spec.controlPlaneEndpoint from the load balancer's DNS name (port 6443). */
+int capa_lb_endpoint(struct capa_scope *s, const char *dns);
+/* status.networkStatus.apiServerElb of a found load balancer (d: its description; subnets:
+ * the list of its subnets, subnet_field: the ID in each item, NULL for the item's text), then
+ * spec.controlPlaneEndpoint (capa_lb_util.c). */
+struct capa_lb_desc {
+	const char *name, *arn, *dns, *type, *subnets, *subnet_field;
+};
+int capa_lb_publish(struct capa_scope *s, const struct capa_lb_desc *l, const xmlNode *d);
 /* A call to any Query service in the scope's region, its error in s->err (and its code in
  * s->code). */
 int capa_scope_call(struct capa_scope *s, enum aws_service svc, const char *action,
@@ -88,6 +107,16 @@ int capa_scope_call(struct capa_scope *s, enum aws_service svc, const char *acti
  * first cut again into `zones` public subnets, the others the private ones. -EINVAL for a bad
  * or too small CIDR. Each out string holds "a.b.c.d/n". */
 int capa_default_subnets(const char *vpc_cidr, int zones, char pub[][20], char priv[][20]);
+
+/* What the ccm made for the cluster's Services (capa_gc.c): its load balancers (classic and v2,
+ * tagged kubernetes.io/cluster/<c>=owned, in the VPC) polled until gone, then its security
+ * groups after the rules naming them; skipped when the AWSCluster has the annotation
+ * CAPA_GC_ANNOTATION: "false". 0 when nothing is left; < 0 with s->err (retry). */
+#define CAPA_GC_ANNOTATION "aws.cluster.x-k8s.io/external-resource-gc"
+int capa_gc_delete(struct capa_scope *s);
+/* How many AWSMachines labelled cluster.x-k8s.io/cluster-name=<c> are left in the AWSCluster's
+ * namespace (0 or 1: one is enough to wait), or -errno with s->err. */
+int capa_gc_machines_left(struct capa_scope *s);
 
 /* The bastion host (capa_bastion.c): made, kept or (disabled) terminated; status.bastion and
  * BastionHostReady. The delete terminates it and waits for it. */

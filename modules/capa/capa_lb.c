@@ -40,12 +40,6 @@ void capa_lb_name(const struct capa_scope *s, char out[64])
 	capa_lb_hashed_name(s->name, out);
 }
 
-static const char *lb_type(const struct capa_scope *s)
-{
-	const char *t = json_str(s->obj, "spec.controlPlaneLoadBalancer.loadBalancerType");
-	return t && *t ? t : "classic";
-}
-
 static int elb(struct capa_scope *s, const char *action, const struct aws_query *q,
 	       struct aws_reply *rep)
 {
@@ -76,43 +70,15 @@ static int lb_create(struct capa_scope *s, const char *name, bool internal, char
 {
 	struct aws_query q = AWS_QUERY_INIT;
 	struct aws_reply rep = {0};
-	struct capa_tags t = {0};
-	const cJSON *sn;
-	char seen[CAPA_MAX_ZONES][64];
-	int n = 0, r;
+	int r;
 
 	aws_query_add(&q, "LoadBalancerName", name);
 	aws_query_add(&q, "Listeners.member.1.Protocol", "TCP");
 	aws_query_add_int(&q, "Listeners.member.1.LoadBalancerPort", API_PORT);
 	aws_query_add(&q, "Listeners.member.1.InstanceProtocol", "TCP");
 	aws_query_add_int(&q, "Listeners.member.1.InstancePort", API_PORT);
-	aws_query_add(&q, "Scheme", internal ? "internal" : "internet-facing");
-	/* one subnet per zone: public ones for an internet-facing LB, private for an internal */
-	cJSON_ArrayForEach(sn, json_find(s->obj, "spec.network.subnets"))
-	{
-		bool pub = false, dup = false;
-		const char *az = json_str(sn, "availabilityZone"), *id = json_str(sn, "id");
-		json_get_bool(sn, "isPublic", &pub);
-		if (!az || !id || pub == internal || n >= CAPA_MAX_ZONES)
-			continue;
-		for (int i = 0; i < n; i++)
-			dup |= strcmp(seen[i], az) == 0;
-		if (dup)
-			continue;
-		capa_strcpy(seen[n++], sizeof(seen[0]), az);
-		aws_query_addf(&q, id, "Subnets.member.%d", n);
-	}
-	aws_query_add(&q, "SecurityGroups.member.1", s->sg_apilb);
-	if ((r = capa_net_tags(s, &t, "apiserver", name)) < 0 ||
-	    (r = aws_query_add_tags(&q, "Tags.member", (const char *const *)t.key,
-				    (const char *const *)t.value, t.n)) < 0)
+	if ((r = capa_lb_create_query(s, name, internal, &q)) < 0)
 		goto out;
-	if (n == 0) {
-		str_printf(s->err, sizeof(s->err), "no %s subnet for the load balancer",
-			   internal ? "private" : "public");
-		r = -ENOENT;
-		goto out;
-	}
 	if ((r = elb(s, "CreateLoadBalancer", &q, &rep)) < 0)
 		goto out;
 	capa_strcpy(dns, 256, aws_xml_text(rep.result, "DNSName"));
@@ -138,36 +104,9 @@ static int lb_create(struct capa_scope *s, const char *name, bool internal, char
 	aws_query_add_int(&q, "HealthCheck.UnhealthyThreshold", 6);
 	r = elb(s, "ConfigureHealthCheck", &q, &rep);
 out:
-	capa_tags_release(&t);
 	aws_reply_release(&rep);
 	aws_query_release(&q);
 	return r;
-}
-
-/* status.networkStatus.apiServerElb from a DescribeLoadBalancers item. */
-static int lb_status(struct capa_scope *s, const char *name, const xmlNode *d, const char *dns)
-{
-	cJSON *st = capa_scope_status(s), *ns, *e = cJSON_CreateObject(), *a;
-
-	if (!st || !e) {
-		cJSON_Delete(e);
-		return -ENOMEM;
-	}
-	cJSON_AddStringToObject(e, "name", name);
-	cJSON_AddStringToObject(e, "dnsName", dns);
-	cJSON_AddStringToObject(e, "scheme",
-				d && aws_xml_text(d, "Scheme") ? aws_xml_text(d, "Scheme")
-							       : "internet-facing");
-	cJSON_AddStringToObject(e, "loadBalancerType", "classic");
-	if ((a = cJSON_AddArrayToObject(e, "subnetIds")))
-		for (const xmlNode *it = aws_xml_list(d, "Subnets"); it; it = aws_xml_next(it))
-			cJSON_AddItemToArray(a, cJSON_CreateString(aws_xml_text(it, NULL)));
-	if ((a = cJSON_AddArrayToObject(e, "securityGroupIds")))
-		for (const xmlNode *it = aws_xml_list(d, "SecurityGroups"); it; it = aws_xml_next(it))
-			cJSON_AddItemToArray(a, cJSON_CreateString(aws_xml_text(it, NULL)));
-	if (!(ns = cJSON_GetObjectItemCaseSensitive(st, "networkStatus")))
-		ns = cJSON_AddObjectToObject(st, "networkStatus");
-	return ns ? json_put(ns, "apiServerElb", e) : -ENOMEM;
 }
 
 int capa_lb_reconcile(struct capa_scope *s)
@@ -179,12 +118,14 @@ int capa_lb_reconcile(struct capa_scope *s)
 	char name[64], dns[256] = "";
 	int r;
 
-	if (strcmp(lb_type(s), "disabled") == 0)
+	if (strcmp(capa_lb_type(s), "disabled") == 0)
 		return 0;
-	if (strcmp(lb_type(s), "classic") != 0 && strcmp(lb_type(s), "elb") != 0) {
+	if (strcmp(capa_lb_type(s), "nlb") == 0)
+		return capa_lb_nlb_reconcile(s);
+	if (strcmp(capa_lb_type(s), "classic") != 0 && strcmp(capa_lb_type(s), "elb") != 0) {
 		str_printf(s->err, sizeof(s->err),
-			   "loadBalancerType %s is not supported by this build (classic only)",
-			   lb_type(s));
+			   "loadBalancerType %s is not supported by this build (classic, nlb, disabled)",
+			   capa_lb_type(s));
 		r = -EOPNOTSUPP;
 		goto out;
 	}
@@ -214,15 +155,9 @@ int capa_lb_reconcile(struct capa_scope *s)
 	}
 	/* CAPA waits for the name to resolve (dnsResolutionCheck); moto's names never do, and
 	 * the host is a name clients resolve themselves: not checked here */
-	if ((r = lb_status(s, name, d, dns)) < 0)
-		goto out;
-	if (!endpoint || strcmp(endpoint, dns) != 0) {
-		cJSON *spec = cJSON_GetObjectItemCaseSensitive(s->obj, "spec");
-		if ((r = json_set_str(spec, "controlPlaneEndpoint.host", dns)) < 0 ||
-		    (r = json_set_number(spec, "controlPlaneEndpoint.port", API_PORT)) < 0)
-			goto out;
-		s->spec_changed = true;
-	}
+	r = capa_lb_publish(s, &(struct capa_lb_desc){.name = name, .dns = dns, .type = "classic",
+						     .subnets = "Subnets"},
+			    d);
 out:
 	capa_scope_condition(s, CAPA_COND_LB, r >= 0,
 			     r == -EOPNOTSUPP ? "LoadBalancerTypeNotSupported"
@@ -239,8 +174,10 @@ int capa_lb_delete(struct capa_scope *s)
 	char name[64];
 	int r;
 
-	if (strcmp(lb_type(s), "disabled") == 0)
+	if (strcmp(capa_lb_type(s), "disabled") == 0)
 		return 0;
+	if (strcmp(capa_lb_type(s), "nlb") == 0)
+		return capa_lb_nlb_delete(s);
 	capa_lb_name(s, name);
 	if ((r = lb_describe(s, name, &rep)) == -ENOENT)
 		return 0;

@@ -6,6 +6,7 @@
 #include "common/aws/tags.h"
 #include "common/base/buf.h"
 #include "common/base/json.h"
+#include "modules/capa/capa_byo.h"
 #include "modules/capa/capa_machine.h"
 
 const char *capa_tags_get(const struct capa_tags *t, const char *key)
@@ -110,7 +111,9 @@ int capa_pick_subnet(const struct capa_machine_ctx *m, const char *fd, const cha
 		str_printf(err, errlen, "spec.subnet.filters is not supported yet: give spec.subnet.id");
 		return -EOPNOTSUPP;
 	}
-	bool want_public = cJSON_IsTrue(json_find(m->spec, "publicIP"));
+	/* a WithoutNAT layout (capa_preset.c) has public subnets only */
+	bool want_public = cJSON_IsTrue(json_find(m->spec, "publicIP")) ||
+			   capa_preset_public_machines(m->awscluster);
 	const cJSON *subnets = json_find(m->awscluster, "spec.network.subnets"), *s;
 	const char *priv_fd = NULL, *pub_fd = NULL, *pub = NULL, *priv = NULL;
 	cJSON_ArrayForEach(s, subnets)

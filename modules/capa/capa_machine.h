@@ -107,3 +107,13 @@ void capa_instance_status(const char *state, struct capa_instance_status *ret);
 /* The status.addresses array of an instance (InternalIP for each private address of its
  * ENIs, ExternalIP, InternalDNS, ExternalDNS), as CAPA lists them. */
 cJSON *capa_instance_addresses(const struct ec2_instance *i);
+
+/* The API load balancer (capa_machine_lb.c): a running control-plane instance is registered
+ * (classic: RegisterInstancesWithLoadBalancer when the load balancer has a subnet in its zone;
+ * nlb: RegisterTargets in every target group of its listeners), condition ELBAttached; one
+ * that is not running is deregistered. Detach deregisters (before the instance is
+ * terminated). No call for a worker, a disabled load balancer or one not in the AWSCluster's
+ * status yet; no write when nothing is to change. < 0 with s->err. */
+struct capa_mscope;
+int capa_machine_lb_attach(struct capa_mscope *s, const struct ec2_instance *i);
+int capa_machine_lb_detach(struct capa_mscope *s, const struct ec2_instance *i);

@@ -64,6 +64,12 @@ int capa_mach_ec2(struct capa_mscope *s, const char *action, const struct aws_qu
 	return call(s, AWS_SVC_EC2, action, q, NULL, rep, attempts);
 }
 
+int capa_mach_elb(struct capa_mscope *s, enum aws_service svc, const char *action,
+		  const struct aws_query *q, struct aws_reply *rep)
+{
+	return call(s, svc, action, q, NULL, rep, 0);
+}
+
 static int sm(struct capa_mscope *s, const char *action, const cJSON *in)
 {
 	struct aws_reply rep = { 0 };

@@ -335,8 +335,9 @@ static int reconcile_delete(struct capa_mscope *s, const cJSON *stored, int64_t 
 	if (r < 0)
 		return r;
 	if (strcmp(i.state, "shutting-down") != 0) {
-		if ((r = capa_mach_terminate(s, i.id)) < 0) {
+		if ((r = capa_machine_lb_detach(s, &i)) < 0 || (r = capa_mach_terminate(s, i.id)) < 0) {
 			ec2_instance_release(&i);
+			write_changed(s, stored, "status");
 			return r;
 		}
 		log_info("terminating the instance", KV_S("awsmachine", s->m.awsmachine),
@@ -401,11 +402,14 @@ static int reconcile_normal(struct capa_mscope *s, const cJSON *stored, const cJ
 		}
 	}
 	record_instance(s, &i, requeue);
+	int lb = capa_machine_lb_attach(s, &i);
 	if (json_find(machine, "status.nodeRef") || strcmp(i.state, "terminated") == 0)
 		delete_secrets(s);
 	/* the spec first: the instance is recorded even when the status write fails */
 	if ((r = write_changed(s, stored, "spec")) >= 0)
 		r = write_changed(s, stored, "status");
+	if (r >= 0 && lb < 0)
+		r = lb;
 out:
 	ec2_instance_release(&i);
 	return r;

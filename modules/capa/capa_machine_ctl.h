@@ -30,6 +30,9 @@ struct capa_mscope {
  * a retry is a new reconcile, which looks the instance up first). */
 int capa_mach_ec2(struct capa_mscope *s, const char *action, const struct aws_query *q,
 		  struct aws_reply *rep, int attempts);
+/* A call to ELB or ELBv2 through the same buckets (the client's retries). */
+int capa_mach_elb(struct capa_mscope *s, enum aws_service svc, const char *action,
+		  const struct aws_query *q, struct aws_reply *rep);
 /* The machine's instance: by spec.instanceID (or providerID) when set, else by CAPA's tags
  * (any state but terminated). 0 with *ret filled, -ENOENT when there is none. */
 int capa_mach_find_instance(struct capa_mscope *s, struct ec2_instance *ret);

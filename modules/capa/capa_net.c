@@ -13,6 +13,7 @@
 #include "common/base/buf.h"
 #include "common/base/json.h"
 #include "common/base/log.h"
+#include "modules/capa/capa_byo.h"
 #include "modules/capa/capa_cluster.h"
 #include "modules/capa/capa_net.h"
 
@@ -119,11 +120,7 @@ static int vpc_reconcile(struct capa_scope *s)
 	const xmlNode *it = aws_xml_list(rep.result, "vpcSet");
 	if (it) {
 		if (!capa_net_owned(s, it)) {
-			str_printf(s->err, sizeof(s->err),
-				 "VPC %s is not owned by cluster %s: unmanaged (bring-your-own) "
-				 "VPCs are not supported by this build",
-				 aws_xml_text(it, "vpcId"), s->name);
-			r = -EPERM;
+			r = capa_byo_vpc(s, it, id); /* unmanaged: read, never changed */
 			goto out;
 		}
 		capa_strcpy(vpc, sizeof(vpc), aws_xml_text(it, "vpcId"));
@@ -219,6 +216,10 @@ static int subnets_desired(struct capa_scope *s, cJSON **ret)
 		limit = 3;
 	if ((r = zones_pick(s, (int)limit, zones, &n)) < 0)
 		return r;
+	if ((r = capa_preset_subnets(s, net, zones, n)) != 0) { /* a layout's (capa_preset.c) */
+		*ret = cJSON_GetObjectItemCaseSensitive(net, "subnets");
+		return r < 0 ? r : 0;
+	}
 	if ((r = capa_default_subnets(json_str(net, "vpc.cidrBlock"), n, pub, priv)) < 0) {
 		str_printf(s->err, sizeof(s->err), "cannot split VPC CIDR %s into %d zones",
 			 json_str(net, "vpc.cidrBlock"), n);
@@ -414,19 +415,22 @@ int capa_net_reconcile(struct capa_scope *s)
 	/* CAPA's order; each step sets its condition, and a failed step stops the pass */
 	static const struct {
 		int (*fn)(struct capa_scope *);
+		int (*byo)(struct capa_scope *); /* for an unmanaged VPC (capa_net_byo.c) */
 		const char *cond;
 		const char *reason;
 	} steps[] = {
-		{ vpc_reconcile, CAPA_COND_VPC, "VpcReconciliationFailed" },
-		{ subnets_reconcile, CAPA_COND_SUBNETS, "SubnetsReconciliationFailed" },
-		{ igw_reconcile, CAPA_COND_IGW, "InternetGatewayFailed" },
-		{ capa_nat_reconcile, CAPA_COND_NAT, "NatGatewaysReconciliationFailed" },
-		{ capa_rt_reconcile, CAPA_COND_RT, "RouteTableReconciliationFailed" },
+		{ vpc_reconcile, vpc_reconcile, CAPA_COND_VPC, "VpcReconciliationFailed" },
+		{ subnets_reconcile, capa_byo_subnets, CAPA_COND_SUBNETS, "SubnetsReconciliationFailed" },
+		{ igw_reconcile, capa_byo_skip, CAPA_COND_IGW, "InternetGatewayFailed" },
+		{ capa_nat_reconcile, capa_byo_skip, CAPA_COND_NAT, "NatGatewaysReconciliationFailed" },
+		{ capa_rt_reconcile, capa_byo_skip, CAPA_COND_RT, "RouteTableReconciliationFailed" },
 	};
-	int r = 0;
+	int r = capa_preset_apply(s); /* a layout named by the annotation fills the spec */
 
+	if (r < 0)
+		capa_scope_condition(s, CAPA_COND_VPC, false, "InvalidLayout");
 	for (size_t i = 0; i < ARRAY_SIZE(steps) && r >= 0; i++) {
-		r = steps[i].fn(s);
+		r = (s->unmanaged ? steps[i].byo : steps[i].fn)(s);
 		capa_scope_condition(s, steps[i].cond, r >= 0, steps[i].reason);
 	}
 	return r;

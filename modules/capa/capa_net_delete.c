@@ -15,6 +15,7 @@
 #include "common/base/json.h"
 #include "common/base/log.h"
 #include "common/base/timeutil.h"
+#include "modules/capa/capa_byo.h"
 #include "modules/capa/capa_cluster.h"
 #include "modules/capa/capa_net.h"
 
@@ -180,6 +181,8 @@ int capa_net_delete(struct capa_scope *s)
 {
 	int r;
 
+	if ((r = capa_byo_unmanaged(s)) != 0)
+		return r < 0 ? r : 0; /* the user's network: nothing of it is deleted */
 	if ((r = rt_delete(s)) < 0 || (r = nat_delete(s)) < 0 || (r = eip_delete(s)) < 0 ||
 	    (r = igw_delete(s)) < 0 ||
 	    (r = each_delete(s, "DescribeSubnets", "subnetSet", "subnetId", "DeleteSubnet",

@@ -114,6 +114,12 @@ static void sg_desired(struct capa_scope *s, struct sg *all)
 	want(node, "Kubelet API", "tcp", 10250, 10250, NULL, cp->id);
 	want(node, "Kubelet API", "tcp", 10250, 10250, NULL, node->id);
 	want_cni(node, all);
+	if (strcmp(capa_lb_type(s), "nlb") == 0) /* the NLB passes traffic to the nodes' lb group */
+		want(&all[SG_LB], "Kubernetes API", "tcp", api, api,
+		     cJSON_IsTrue(json_find(s->obj, "spec.controlPlaneLoadBalancer.preserveClientIP"))
+			 ? "0.0.0.0/0"
+			 : json_str(s->obj, "spec.network.vpc.cidrBlock"),
+		     NULL);
 	if (capa_bastion_enabled(s) && all[SG_BASTION].id[0])
 		want_bastion(s, all);
 	if (scheme && strcmp(scheme, "internal") == 0) {

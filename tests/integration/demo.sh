@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests: product
 # `make demo` (tests/demo/run) cannot rot: it runs with the binary under test and exits 0 in
-# under 2 minutes; the roles it starts run the rendered manifests' command lines (the
+# under 2.5 minutes; the roles it starts run the rendered manifests' command lines (the
 # arguments of `kubectl kustomize deploy/example`, only a port, the cloud config's mounted path
 # and the node's --device-dir changed); the ccm initializes the Nodes and routes their pod
 # CIDRs; the volume's whole life runs (controller and node as root with loop devices,
@@ -38,7 +38,8 @@ t0=$SECONDS
 rc=$?
 took=$((SECONDS - t0))
 if [ $rc = 0 ]; then ok "the demo exits 0 ($took s)"; else fail "the demo exits 0" "exit $rc: $(grep -a FAILED "$T_TMP/full.out" | head -n 3)"; fi
-check "the demo takes under 2 minutes ($took s)" test "$took" -lt 120
+# 2 minutes, plus 30 s for the capa part (tests/demo/capa.sh: about 15 s idle, 30 s at load 10)
+check "the demo takes under 2.5 minutes ($took s)" test "$took" -lt 150
 echo "note - demo output:"
 sed 's/^/note -   /' "$T_TMP/full.out"
 

@@ -338,6 +338,60 @@ def checks(paths):
               rb and role and rb["metadata"].get("namespace") == "default" and
               {"kind": "Group", "name": "system:nodes", "apiGroup": "rbac.authorization.k8s.io"} in rb["subjects"] and
               any("endpointslices" in r["resources"] and {"list", "watch"} <= set(r["verbs"]) for r in role["rules"]))
+    capa = find(objs, "Deployment", "capa-controller-manager")
+    if capa:  # deploy/capa: CAPA's manager Deployment, its credentials and its exact RBAC
+        s, c = pod_spec(capa), container(capa, "manager")
+        argv = c.get("command", []) + c.get("args", [])
+        opts = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
+        check("capa: aws-k8s capa in capa-system, one replica, leader election",
+              capa["metadata"].get("namespace") == "capa-system" and runs_aws_k8s(argv) and
+              argv[1:2] == ["capa"] and capa["spec"]["replicas"] == 1 and "--leader-elect" in argv,
+              str(argv))
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        mnt = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+        vols = {v["name"]: v for v in s.get("volumes", [])}
+        cred = env.get("AWS_SHARED_CREDENTIALS_FILE", "")
+        check("capa: AWS_SHARED_CREDENTIALS_FILE in the Secret capa-manager-bootstrap-credentials",
+              cred.rsplit("/", 1)[0] in mnt and vols.get(mnt[cred.rsplit("/", 1)[0]], {}).get(
+                  "secret", {}).get("secretName") == "capa-manager-bootstrap-credentials",
+              "%s %s" % (cred, mnt))
+        hp = opts.get("health-addr", ":9440").rsplit(":", 1)[-1]
+        ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+        pr = [c.get(k, {}).get("httpGet", {}) for k in ("livenessProbe", "readinessProbe")]
+        check("capa: the probes ask /healthz and /readyz on --health-addr (port healthz)",
+              str(ports.get("healthz")) == hp and [(p.get("port"), p.get("path")) for p in pr] ==
+              [("healthz", "/healthz"), ("healthz", "/readyz")], "%s %s" % (ports, pr))
+        px = [x for x in s["containers"] if x["name"] == "kube-rbac-proxy"]
+        pargs = dict(a[2:].split("=", 1) for a in (px[0].get("args", []) if px else []) if "=" in a)
+        check("capa: the metrics (CAPA's diagnostics, port 8443) through the sidecar, the "
+              "diagnostics endpoint on 127.0.0.1 only",
+              px and opts.get("diagnostics-address", "").startswith("127.0.0.1:") and
+              opts.get("insecure-diagnostics") == "true" and
+              pargs.get("upstream") == "http://%s/" % opts["diagnostics-address"] and
+              pargs.get("secure-listen-address", "").endswith(":8443") and
+              any(p["name"] == "metrics" and p["containerPort"] == 8443 for p in px[0].get("ports", [])),
+              "%s %s" % (opts, pargs))
+        sa = s["serviceAccountName"]
+        got = set()
+        for b in objs:
+            if b["kind"] in ("ClusterRoleBinding", "RoleBinding") and any(
+                    x["kind"] == "ServiceAccount" and x["name"] == sa and
+                    x.get("namespace") == "capa-system" for x in b["subjects"]):
+                role = find(objs, b["roleRef"]["kind"], b["roleRef"]["name"]) or {}
+                ns = b["metadata"].get("namespace", "*")
+                got |= {(ns, g, r, v) for rule in role.get("rules", []) for g in rule.get("apiGroups", [])
+                        for r in rule.get("resources", []) for v in rule["verbs"]}
+        infra = "infrastructure.cluster.x-k8s.io"
+        want = {("*", infra, r, v) for r in ("awsclusters", "awsmachines") for v in ("list", "watch", "patch")} | {
+            ("*", infra, r + "/status", "patch") for r in ("awsclusters", "awsmachines")} | {
+            ("*", "cluster.x-k8s.io", "clusters", "get"), ("*", "cluster.x-k8s.io", "machines", "list"),
+            ("*", "cluster.x-k8s.io", "machines", "watch"), ("*", "", "secrets", "get"),
+            ("*", "authentication.k8s.io", "tokenreviews", "create"),
+            ("*", "authorization.k8s.io", "subjectaccessreviews", "create")} | {
+            ("capa-system", "coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
+        check("capa: its RBAC is what the binary calls (AWSClusters, AWSMachines, Clusters, Machines, "
+              "Secrets get, Leases in capa-system, the sidecar's reviews), no more", got == want,
+              "extra %s, missing %s" % (sorted(got - want), sorted(want - got)))
     # aws-k8s rbac-proxy sidecars (deploy/rbac-proxy): the workload's metrics on 127.0.0.1 only,
     # the proxy's configuration names that upstream and a SAR on this very workload, the pod's
     # ServiceAccount may create TokenReviews and SubjectAccessReviews, the probes reach it
@@ -496,6 +550,12 @@ fi
 k() { kubectl --kubeconfig "$KC" "$@"; }
 peer check "the VolumeSnapshotClass CRD (external-snapshotter) is created" \
 	k apply -f "$T_ROOT/tests/data/deploy/volumesnapshotclasses-crd.yaml"
+# the Namespaces the renderings create (deploy/capa: capa-system): a dry run does not store
+# them, so the objects in them would be refused, as a real server refuses them
+for ns in $(cat "$R"/*.yaml | python3 -c 'import sys, yaml
+print(" ".join(sorted({o["metadata"]["name"] for o in yaml.safe_load_all(sys.stdin) if o and o["kind"] == "Namespace"})))'); do
+	peer check "the Namespace $ns of the renderings is created" k create namespace "$ns"
+done
 for f in "$R"/*.yaml; do
 	d=$(basename "$f" .yaml)
 	check "deploy/${d//_//}: kubectl apply --dry-run=server --validate=strict accepts every object" \
