@@ -380,6 +380,20 @@ check "it has no apiServerElb in its status" test "$(c3 'o["status"].get("networ
 n_lb3=$(moto_py 'print(len([l for l in client("elbv2").describe_load_balancers()["LoadBalancers"] if "c3" in l["LoadBalancerName"]]) +
       len([l for l in client("elb").describe_load_balancers()["LoadBalancerDescriptions"] if "c3" in l["LoadBalancerName"]]))')
 check "and no load balancer of it exists in moto" test "$n_lb3" = 0
+calls_reset
+kc annotate awscluster c3 -n ns3 test/poke=1 >/dev/null
+c3_settled() { [ "$(count ec2:DescribeSecurityGroups)" -ge 1 ]; }
+wait_until 30 c3_settled
+sleep 2
+calls 1000 >"$T_TMP/again3.json"
+python3 - "$T_TMP/again3.json" <<'PY'
+import json, sys
+log = ["%s:%s" % (e["api"], e["action"]) for e in json.load(open(sys.argv[1]))["log"]]
+print("figure: disabled, a re-reconcile of the unchanged cluster: %d calls (%s)" %
+      (len(log), ", ".join("%s %d" % (k, log.count(k)) for k in sorted(set(log)))))
+PY
+n_lbcalls=$(python3 -c 'import json,sys; print(len([e for e in json.load(open(sys.argv[1]))["log"] if e["api"] in ("elb", "elbv2")]))' "$T_TMP/again3.json")
+check "a re-reconcile of the disabled-LB cluster makes no load-balancer call" test "$n_lbcalls" = 0
 kc delete awscluster c3 -n ns3 --wait=false >/dev/null
 c3_gone() { ! kc get awscluster c3 -n ns3 >/dev/null 2>&1; }
 wait_until 150 c3_gone && ok "the disabled-LB cluster is deleted" || fail "the disabled-LB cluster is deleted" "$(grep -E '^E' "$T_TMP/capa3.log" | tail -3)"

@@ -161,6 +161,27 @@ c = json.load(open(sys.argv[1]))
 print("figure: AWS calls to create three machines: %d (%s)" % (c["total"],
       ", ".join("%s %d" % (k, v) for k, v in sorted(c["counts"].items()))))' "$T_TMP/create-calls.json"
 
+
+# ---- steady state: the resyncs (--sync-period=3s) of three running machines only read ----
+rvs() { for m in cp-0 md-0 md-1; do am_py "$C-$m" 'o["metadata"]["resourceVersion"]'; done | tr '\n' ' '; }
+calls_reset
+RV0=$(rvs)
+n_calls() { tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c "import json,sys; print(json.load(sys.stdin)['counts'].get('$1', 0))"; }
+# two resync passes over the three machines
+wait_until 30 test "$(n_calls ec2:DescribeInstances)" -ge 6
+tb_json "$FAULTPROXY_URL/_control/calls?log=0" >"$T_TMP/steady-calls.json"
+writes=$(python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))["counts"]
+print(" ".join("%s=%d" % (k, v) for k, v in sorted(c.items())
+               if not k.split(":")[1].startswith(("Describe", "Get", "List"))))' "$T_TMP/steady-calls.json")
+n_di=$(n_calls ec2:DescribeInstances)
+if [ "$n_di" -ge 6 ] && [ -z "$writes" ]; then
+	ok "two resyncs of three running machines: no mutating AWS call ($n_di DescribeInstances)"
+else
+	fail "the resyncs of running machines only read" "$n_di DescribeInstances; writes: $writes"
+fi
+check "and no write of the AWSMachines (resourceVersions unchanged)" test "$(rvs)" = "$RV0"
 for m in cp-0 md-0 md-1; do kc get awsmachine "$C-$m" -n "$NS" -o json >"$T_TMP/am-$m.json"; done
 moto_py_checks '
 import base64, gzip, email, re
@@ -408,6 +429,8 @@ else
 	fail "md-3 ready" "$(tail -5 "$T_TMP/capa2.log")"
 fi
 check "a lost RunInstances reply: exactly one instance" test "$(count_named "$C-md-3")" = 1
+check "the RunInstances reply was indeed cut" \
+	test "$(tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c "import json,sys; print(json.load(sys.stdin)['calls']['ec2:RunInstances'].get('effects', {}).get('truncate', 0))")" = 1
 clear_faults
 
 # ---- throttling on RunInstances and DescribeInstances: later, no duplicate ----
@@ -419,6 +442,9 @@ else
 	fail "md-4 ready under throttling" "$(tail -5 "$T_TMP/capa2.log")"
 fi
 check "throttling: exactly one instance" test "$(count_named "$C-md-4")" = 1
+effects() { tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c "import json,sys; print(json.load(sys.stdin)['calls'].get('$1', {}).get('effects', {}).get('$2', 0))"; }
+check "the two RunInstances and three DescribeInstances throttles were served (RequestLimitExceeded)" \
+	test "$(effects ec2:RunInstances throttle)/$(effects ec2:DescribeInstances throttle)" = 2/3
 clear_faults
 
 stop_within "$CAPA_PID" 20 "capa stops on SIGTERM" && check "capa exits 0 on SIGTERM" test "$STOP_RC" = 0
