@@ -162,7 +162,7 @@ static int reconcile_normal(struct capa_scope *s, int64_t *requeue)
 	int r;
 
 	if ((r = capa_net_reconcile(s)) < 0 || (r = capa_sg_reconcile(s)) < 0 ||
-	    (r = capa_lb_reconcile(s)) < 0) {
+	    (r = capa_bastion_reconcile(s)) < 0 || (r = capa_lb_reconcile(s)) < 0) {
 		*requeue = 0;
 		return r;
 	}
@@ -185,10 +185,11 @@ static int reconcile_delete(struct capa_scope *s, int64_t *requeue)
 		*requeue = 20 * NSEC_PER_SEC;
 		return 1;
 	}
-	/* CAPA's order: the API load balancer, the ccm's load balancers and groups, security
-	 * groups, then the network */
+	/* CAPA's order: the API load balancer, the ccm's load balancers and groups, the bastion,
+	 * security groups, then the network */
 	if (r < 0 || (r = capa_lb_delete(s)) < 0 || (r = capa_gc_delete(s)) < 0 ||
-	    (r = capa_sg_delete(s)) < 0 || (r = capa_net_delete(s)) < 0)
+	    (r = capa_bastion_delete(s)) < 0 || (r = capa_sg_delete(s)) < 0 ||
+	    (r = capa_net_delete(s)) < 0)
 		return r;
 	return 0;
 }

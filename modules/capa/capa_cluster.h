@@ -22,6 +22,7 @@
 #define CAPA_COND_RT "RouteTablesReady"
 #define CAPA_COND_SG "ClusterSecurityGroupsReady"
 #define CAPA_COND_LB "LoadBalancerReady"
+#define CAPA_COND_BASTION "BastionHostReady"
 
 /* One reconcile of one AWSCluster. */
 struct capa_scope {
@@ -116,3 +117,10 @@ int capa_gc_delete(struct capa_scope *s);
 /* How many AWSMachines labelled cluster.x-k8s.io/cluster-name=<c> are left in the AWSCluster's
  * namespace (0 or 1: one is enough to wait), or -errno with s->err. */
 int capa_gc_machines_left(struct capa_scope *s);
+
+/* The bastion host (capa_bastion.c): made, kept or (disabled) terminated; status.bastion and
+ * BastionHostReady. The delete terminates it and waits for it. */
+int capa_bastion_reconcile(struct capa_scope *s);
+int capa_bastion_delete(struct capa_scope *s);
+/* spec.bastion.enabled */
+bool capa_bastion_enabled(const struct capa_scope *s);

@@ -310,9 +310,10 @@ int capa_run_instances_query(const struct capa_machine_ctx *m, const struct capa
 		str_printf(err, errlen, "spec.instanceType is required");
 		return -EINVAL;
 	}
+	if (!ami || !*ami)
+		ami = a->ami;
 	if (!ami || !*ami) {
-		str_printf(err, errlen, "spec.ami.id is required (the AMI lookup by Kubernetes version "
-					"is not built)");
+		str_printf(err, errlen, "spec.ami.id is required when no AMI was looked up");
 		return -EINVAL;
 	}
 	if (capa_client_token(m->uid, token, sizeof(token)) < 0) {

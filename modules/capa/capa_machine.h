@@ -71,14 +71,15 @@ int capa_client_token(const char *uid, char *out, size_t n);
  * BlockDeviceMapping for spec.rootVolume on root_device, InstanceMarketOptions for
  * spec.spotMarketOptions, MetadataOptions always (IMDSv2 required unless the spec says
  * otherwise), TagSpecifications for instance, volume and network-interface. -EINVAL with a
- * reason for a spec CAPA refuses (no instanceType, rootVolume.size < 8, no ami.id: the AMI
- * lookup is not built). */
+ * reason for a spec CAPA refuses (no instanceType, rootVolume.size < 8, neither ami.id nor an
+ * AMI from the lookup). */
 struct capa_run_args {
 	const char *subnet_id;
 	const char *const *sg_ids;
 	size_t n_sgs;
 	const char *user_data_b64;
 	const char *root_device; /* the AMI's RootDeviceName; needed only with spec.rootVolume */
+	const char *ami;	 /* the lookup's image when spec.ami.id is absent (capa_ami.c) */
 };
 int capa_run_instances_query(const struct capa_machine_ctx *m, const struct capa_run_args *a,
 			     struct aws_query *q, char *err, size_t errlen);

@@ -26,6 +26,7 @@
 #include "common/base/timeutil.h"
 #include "common/kube/informer.h"
 #include "common/kube/store.h"
+#include "modules/capa/capa_ami.h"
 #include "modules/capa/capa_bootstrap.h"
 #include "modules/capa/capa_machine_ctl.h"
 
@@ -292,15 +293,19 @@ static int create_instance(struct capa_mscope *s, const cJSON *machine, struct e
 	const char *fd = json_str(machine, "spec.failureDomain");
 	const char *sgs[CAPA_MAX_SGS];
 	struct capa_run_args a = { .sg_ids = sgs };
-	char root[64] = "";
+	char root[64] = "", ami[CAPA_AMI_ID_MAX] = "";
 	_cleanup_free_ char *ud = NULL;
 	int r;
 
 	if ((r = capa_pick_subnet(&s->m, fd, &a.subnet_id, s->err, sizeof(s->err))) < 0 ||
 	    (r = capa_machine_sgs(&s->m, sgs, &a.n_sgs, s->err, sizeof(s->err))) < 0)
 		return r;
+	/* the image first: a machine without one makes no secret and no instance */
+	if ((r = capa_mach_ami(s, machine, ami, sizeof(ami))) < 0)
+		return r;
+	a.ami = ami;
 	if (json_find(s->m.spec, "rootVolume") &&
-	    (r = capa_mach_root_device(s, json_str(s->m.spec, "ami.id"), root, sizeof(root))) < 0)
+	    (r = capa_mach_root_device(s, ami, root, sizeof(root))) < 0)
 		return r;
 	a.root_device = root;
 	condition(s, "InstanceReady", "False", "Info", "InstanceProvisionStarted", NULL);

@@ -15,8 +15,9 @@
 #include "modules/capa/capa_cluster.h"
 #include "modules/capa/capa_net.h"
 
-enum { SG_APILB, SG_LB, SG_CP, SG_NODE, SG_N };
-static const char *const sg_roles[SG_N] = {"apiserver-lb", "lb", "controlplane", "node"};
+enum { SG_APILB, SG_LB, SG_CP, SG_NODE, SG_BASTION, SG_N };
+static const char *const sg_roles[SG_N] = {"apiserver-lb", "lb", "controlplane", "node",
+					   "bastion"};
 
 #define SG_MAX_RULES 32
 
@@ -75,6 +76,26 @@ static void want_cni(struct sg *g, struct sg *all)
 	}
 }
 
+/* The bastion's: TCP 22 from spec.bastion.allowedCIDRBlocks (default 0.0.0.0/0; none with
+ * disableIngressRules), and TCP 22 from the bastion on the control plane and the nodes. */
+static void want_bastion(struct capa_scope *s, struct sg *all)
+{
+	const cJSON *cidrs = json_find(s->obj, "spec.bastion.allowedCIDRBlocks"), *c;
+	struct sg *b = &all[SG_BASTION];
+
+	want(&all[SG_CP], "SSH", "tcp", 22, 22, NULL, b->id);
+	want(&all[SG_NODE], "SSH", "tcp", 22, 22, NULL, b->id);
+	if (cJSON_IsTrue(json_find(s->obj, "spec.bastion.disableIngressRules")))
+		return;
+	if (cJSON_GetArraySize(cidrs) == 0)
+		want(b, "SSH", "tcp", 22, 22, "0.0.0.0/0", NULL);
+	cJSON_ArrayForEach(c, cidrs)
+	{
+		if (cJSON_IsString(c))
+			want(b, "SSH", "tcp", 22, 22, c->valuestring, NULL);
+	}
+}
+
 /* CAPA's ingress rules per role (getSecurityGroupIngressRules), for a classic API LB. */
 static void sg_desired(struct capa_scope *s, struct sg *all)
 {
@@ -99,6 +120,8 @@ static void sg_desired(struct capa_scope *s, struct sg *all)
 			 ? "0.0.0.0/0"
 			 : json_str(s->obj, "spec.network.vpc.cidrBlock"),
 		     NULL);
+	if (capa_bastion_enabled(s) && all[SG_BASTION].id[0])
+		want_bastion(s, all);
 	if (scheme && strcmp(scheme, "internal") == 0) {
 		want(apilb, "Kubernetes API", "tcp", api, api,
 		     json_str(s->obj, "spec.network.vpc.cidrBlock"), NULL);
@@ -231,6 +254,8 @@ static int sg_status(struct capa_scope *s, struct sg *all)
 		return -ENOMEM;
 	}
 	for (int i = 0; i < SG_N; i++) {
+		if (!all[i].id[0])
+			continue; /* the bastion's, when there is none */
 		cJSON *g = cJSON_AddObjectToObject(groups, sg_roles[i]);
 		cJSON *rules = g ? cJSON_AddArrayToObject(g, "ingressRule") : NULL;
 		if (!rules)
@@ -288,7 +313,8 @@ int capa_sg_reconcile(struct capa_scope *s)
 				sg_parse(&all[i], it);
 			}
 		}
-		if (!all[i].id[0])
+		/* the bastion's group only once the bastion is enabled (kept, emptied, after) */
+		if (!all[i].id[0] && (i != SG_BASTION || capa_bastion_enabled(s)))
 			r = sg_create(s, i, &all[i]);
 	}
 	if (r < 0)

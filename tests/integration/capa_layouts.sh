@@ -53,7 +53,9 @@ gone() { ! kc get awscluster "$1" -n "$NS" >/dev/null 2>&1; }
 
 # the four clusters at once (the manager reconciles them side by side)
 cluster wo WithoutNAT '{"region":"us-east-1"}'
-cluster wn WithNAT '{"region":"us-east-1"}'
+# WithNAT enables the bastion: moto has no Canonical Ubuntu 24.04 image to find, so it is given one
+BASTION_AMI=$(moto_py 'print(ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"])')
+cluster wn WithNAT "{\"region\":\"us-east-1\",\"bastion\":{\"ami\":\"$BASTION_AMI\"}}"
 cluster ex WithNAT '{"region":"us-east-1","bastion":{"enabled":false},"network":{"vpc":{"cidrBlock":"10.5.0.0/16"},"subnets":[
  {"availabilityZone":"us-east-1a","cidrBlock":"10.5.0.0/24","isPublic":true},{"availabilityZone":"us-east-1a","cidrBlock":"10.5.1.0/24","isPublic":false}]}}'
 cluster bad Standard '{"region":"us-east-1"}'
@@ -129,7 +131,9 @@ r = default_routes(rts)
 eq("WithNAT: public subnets route to the IGW, private ones to a NAT gateway",
    sorted((s in pub, (t == igw[0]) if s in pub else (t in natids)) for s, t in r.items()),
    [(False, True)] * 3 + [(True, True)] * 3)
-eq("WithNAT: spec.bastion.enabled is set", o["spec"].get("bastion"), {"enabled": True})
+eq("WithNAT: spec.bastion.enabled is set", o["spec"].get("bastion", {}).get("enabled"), True)
+eq("WithNAT: the bastion host runs", (o["status"].get("bastion", {}).get("instanceState"),
+   [c["status"] for c in o["status"]["conditions"] if c["type"] == "BastionHostReady"]), ("running", ["True"]))
 
 # explicit spec wins
 o = obj("ex")
