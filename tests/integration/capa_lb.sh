@@ -392,7 +392,15 @@ log = ["%s:%s" % (e["api"], e["action"]) for e in json.load(open(sys.argv[1]))["
 print("figure: disabled, a re-reconcile of the unchanged cluster: %d calls (%s)" %
       (len(log), ", ".join("%s %d" % (k, log.count(k)) for k in sorted(set(log)))))
 PY
-n_lbcalls=$(python3 -c 'import json,sys; print(len([e for e in json.load(open(sys.argv[1]))["log"] if e["api"] in ("elb", "elbv2")]))' "$T_TMP/again3.json")
+# A control-plane machine's reconcile may fall in the window (one DescribeInstances, then its
+# load-balancer check); the cluster's own pass makes one DescribeInstances (the bastion lookup).
+# So the cluster controller made a load-balancer call only if there are more of them than
+# DescribeInstances beyond the cluster's own.
+n_lbcalls=$(python3 -c 'import json,sys
+log = json.load(open(sys.argv[1]))["log"]
+lb = len([e for e in log if e["api"] in ("elb", "elbv2")])
+di = len([e for e in log if e["action"] == "DescribeInstances"])
+print(max(0, lb - max(0, di - 1)))' "$T_TMP/again3.json")
 check "a re-reconcile of the disabled-LB cluster makes no load-balancer call" test "$n_lbcalls" = 0
 kc delete awscluster c3 -n ns3 --wait=false >/dev/null
 c3_gone() { ! kc get awscluster c3 -n ns3 >/dev/null 2>&1; }
