@@ -391,4 +391,33 @@ n = (len(ec2.describe_vpcs(Filters=F)["Vpcs"]) + len(ec2.describe_subnets(Filter
      len(elb.describe_load_balancers()["LoadBalancerDescriptions"]))
 eq("and nothing of it is left", n, 0)
 '
+
+# ---- throttling on CreateSubnet: CAPA's token buckets (shared with the machine controller) ----
+# three Throttling replies use up the client's three attempts, so the reconcile fails, the
+# ec2/other bucket is emptied and a later reconcile creates the subnet once
+C=c3
+clear_faults
+calls_reset
+fault '{"service":"ec2","action":"CreateSubnet","effect":"throttle","code":"Throttling","count":3}'
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","metadata":{"name":"$C","namespace":"$NS"},"spec":{}}
+EOF
+CUID=$(kc get cluster.cluster.x-k8s.io "$C" -n "$NS" -o jsonpath='{.metadata.uid}')
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster",
+ "metadata":{"name":"$C","namespace":"$NS","ownerReferences":[{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","name":"$C","uid":"$CUID"}]},
+ "spec":{"region":"us-east-1"}}
+EOF
+if wait_until 120 ready; then ok "throttled CreateSubnet: the AWSCluster becomes ready later"
+else fail "ready under throttling" "$(grep -E '^E' "$T_TMP/capa4.log" | tail -3)"; fi
+throttles=$(tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c "import json,sys; print(json.load(sys.stdin)['calls'].get('ec2:CreateSubnet', {}).get('effects', {}).get('throttle', 0))")
+check "the three CreateSubnet throttles were served (Throttling)" test "$throttles" = 3
+if grep -q 'bucket="ec2/other".*action="CreateSubnet"' "$T_TMP/capa4.log"; then
+	ok "the throttled call emptied CAPA's ec2/other token bucket (logged)"
+else fail "the throttled call emptied the ec2/other bucket" "$(grep -iE 'throttl|CreateSubnet' "$T_TMP/capa4.log" | tail -4)"; fi
+moto_py_checks '
+F = [{"Name": "tag-key", "Values": ["sigs.k8s.io/cluster-api-provider-aws/cluster/c3"]}]
+eq("throttling: six subnets, no duplicate", len(ec2.describe_subnets(Filters=F)["Subnets"]), 6)
+'
+clear_faults
 t_summary
