@@ -116,3 +116,7 @@ int capa_gc_delete(struct capa_scope *s);
 /* How many AWSMachines labelled cluster.x-k8s.io/cluster-name=<c> are left in the AWSCluster's
  * namespace (0 or 1: one is enough to wait), or -errno with s->err. */
 int capa_gc_machines_left(struct capa_scope *s);
+
+/* After a failed step: the Ready condition False with the reason and severity of the most
+ * severe failed step, status.ready unchanged, as CAPA (capa_summary.c). */
+void capa_cluster_ready_false(struct capa_scope *s);
