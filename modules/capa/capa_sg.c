@@ -210,7 +210,8 @@ static int sg_create(struct capa_scope *s, int role, struct sg *g)
 	    (role == SG_LB && (r = capa_tags_set(&t, k8s, "owned")) < 0) ||
 	    (r = capa_net_create(s, "CreateSecurityGroup", &q, "security-group", &t, &rep)) < 0)
 		goto out;
-	capa_strcpy(g->id, sizeof(g->id), aws_xml_text(rep.result, "groupId"));
+	if ((r = capa_reply_id(s, rep.result, "groupId", "security group", g->id, sizeof(g->id))) < 0)
+		goto out;
 	log_info("created security group", KV_S("cluster", s->name), KV_S("group", g->id),
 		 KV_S("name", g->name));
 out:
