@@ -359,8 +359,15 @@ int capa_sg_delete(struct capa_scope *s)
 		r = capa_net_create(s, "DeleteSecurityGroup", &q, NULL, NULL, &d);
 		aws_reply_release(&d);
 		aws_query_release(&q);
-		if (r >= 0)
+		if (r < 0 && strcmp(s->code, "InvalidGroup.NotFound") == 0) {
+			/* already gone (a retry after a lost reply): done, as CAPA */
+			log_info("security group already deleted", KV_S("cluster", s->name),
+				 KV_S("group", id));
+			s->err[0] = s->code[0] = 0;
+			r = 0;
+		} else if (r >= 0) {
 			log_info("deleted security group", KV_S("cluster", s->name), KV_S("group", id));
+		}
 	}
 out:
 	aws_reply_release(&rep);
