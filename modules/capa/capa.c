@@ -227,11 +227,13 @@ int capa_main(int argc, char **argv)
 	x.machine_workers = (int)f.machine_conc;
 	x.feature_gates = f.feature_gates;
 	x.cancel = cancel_root();
+	capa_limiter_init(&x.lim, now_mono_ns());
 	r = run(&x) < 0 ? 1 : 0;
 	capa_machine_controller_stop(&x);
 	capa_cluster_controller_stop(&x);
 	kube_client_free(x.kc);
 	aws_client_free(x.aws);
+	capa_limiter_release(&x.lim);
 out:
 	flags_free(capa_flag_table);
 	free(kube_flag_le_resource_name);

@@ -31,6 +31,7 @@
 #include "common/base/buf.h"
 #include "common/kube/controller.h"
 #include "common/kube/rest.h"
+#include "modules/capa/capa_throttle.h"
 
 #define CAPA_MAX_CONTROLLERS 8
 #define CAPA_MAX_CLUSTER_WATCHES 4
@@ -78,6 +79,9 @@ struct capa_ctx {
 	size_t n_ctls;
 	struct controllers run;
 	void *cluster_state; /* the cluster controller's own */
+	/* CAPA's token buckets (capa_throttle.h), one set shared by both controllers: every
+	 * AWS call goes through capa_aws_do */
+	struct capa_limiter lim;
 };
 
 /* Adds a row to the table (copied); *ret (when not NULL) is its stable address. -ENOSPC when
@@ -101,6 +105,10 @@ void capa_machine_controller_stop(struct capa_ctx *x);
 int capa_ec2(struct capa_ctx *x, const char *region, const char *action,
 	     const struct aws_query *q, struct aws_reply *ret, struct aws_error *err);
 /* The same for another Query service (ELB, ELBv2). */
+/* aws_do through x->lim: waits for a token of the call's family, and a throttling reply
+ * empties that family's bucket. */
+int capa_aws_do(struct capa_ctx *x, const struct aws_request *rq, struct aws_reply *ret,
+		struct aws_error *err);
 int capa_call(struct capa_ctx *x, enum aws_service svc, const char *region, const char *action,
 	      const struct aws_query *q, struct aws_reply *ret, struct aws_error *err);
 

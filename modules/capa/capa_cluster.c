@@ -164,6 +164,7 @@ static int reconcile_normal(struct capa_scope *s, int64_t *requeue)
 	if ((r = capa_net_reconcile(s)) < 0 || (r = capa_sg_reconcile(s)) < 0 ||
 	    (r = capa_bastion_reconcile(s)) < 0 || (r = capa_lb_reconcile(s)) < 0) {
 		*requeue = 0;
+		capa_cluster_ready_false(s);
 		return r;
 	}
 	failure_domains(s);

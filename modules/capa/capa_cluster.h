@@ -124,3 +124,13 @@ int capa_bastion_reconcile(struct capa_scope *s);
 int capa_bastion_delete(struct capa_scope *s);
 /* spec.bastion.enabled */
 bool capa_bastion_enabled(const struct capa_scope *s);
+
+/* After a failed step: the Ready condition False with the reason and severity of the most
+ * severe failed step, status.ready unchanged, as CAPA (capa_summary.c). */
+void capa_cluster_ready_false(struct capa_scope *s);
+
+/* The ID at path (e.g. "vpc/vpcId") of a create reply copied into out (n bytes): -EBADMSG with
+ * "<what> reply without a <field>" in s->err when it is missing, empty or too long
+ * (capa_reply.c). */
+int capa_reply_id(struct capa_scope *s, const xmlNode *result, const char *path,
+		  const char *what, char *out, size_t n);

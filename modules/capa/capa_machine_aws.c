@@ -13,29 +13,11 @@
 #include "modules/capa/capa_bootstrap.h"
 #include "modules/capa/capa_machine_ctl.h"
 
-static enum capa_svc limiter_svc(enum aws_service svc)
-{
-	switch (svc) {
-	case AWS_SVC_ELB:
-		return CAPA_SVC_ELB;
-	case AWS_SVC_ELBV2:
-		return CAPA_SVC_ELBV2;
-	case AWS_SVC_SECRETSMANAGER:
-		return CAPA_SVC_SECRETS;
-	default:
-		return CAPA_SVC_EC2;
-	}
-}
-
 static int call(struct capa_mscope *s, enum aws_service svc, const char *action,
 		const struct aws_query *q, const char *json, struct aws_reply *rep, int attempts)
 {
 	struct capa_machine_state *ms = s->ms;
 	struct aws_error e = { 0 };
-	enum capa_svc ls = limiter_svc(svc);
-	int r = capa_limiter_wait(&ms->lim, ls, action, ms->x->cancel);
-	if (r < 0)
-		return r;
 	struct aws_request rq = { .service = svc,
 				  .action = action,
 				  .query = q,
@@ -43,10 +25,8 @@ static int call(struct capa_mscope *s, enum aws_service svc, const char *action,
 				  .max_attempts = attempts,
 				  .region = s->region && *s->region ? s->region : NULL,
 				  .cancel = ms->x->cancel };
-	r = aws_do(ms->x->aws, &rq, rep, &e);
+	int r = capa_aws_do(ms->x, &rq, rep, &e);
 	if (r < 0) {
-		if (aws_error_code_is_throttle(e.code))
-			capa_limiter_throttled(&ms->lim, ls, action, now_mono_ns());
 		str_printf(s->err, sizeof(s->err), "%s: %s%s%s", action, e.code, e.code[0] ? ": " : "",
 			   e.message);
 		/* the caller tells "not found" apart by the code */

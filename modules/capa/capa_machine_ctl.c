@@ -524,7 +524,6 @@ int capa_machine_controller_start(struct capa_ctx *x)
 	if (!ms)
 		return -ENOMEM;
 	ms->x = x;
-	capa_limiter_init(&ms->lim, now_mono_ns());
 	machine_state = ms;
 	r = capa_controller_add(
 	    x,
@@ -575,7 +574,6 @@ void capa_machine_controller_stop(struct capa_ctx *x)
 		return;
 	kube_informer_free(ms->awsmachines);
 	kube_informer_free(ms->machines);
-	capa_limiter_release(&ms->lim);
 	free(ms);
 	machine_state = NULL;
 }

@@ -13,7 +13,6 @@ struct capa_machine_state {
 	struct capa_ctx *x;
 	struct controller *c;
 	struct kube_informer *awsmachines, *machines;
-	struct capa_limiter lim;
 };
 
 /* One reconcile of one AWSMachine. */

@@ -390,7 +390,9 @@ static int igw_reconcile(struct capa_scope *s)
 		    (r = capa_net_create(s, "CreateInternetGateway", &q, "internet-gateway", &t,
 					 &rep)) < 0)
 			goto out;
-		capa_strcpy(id, sizeof(id), aws_xml_text(rep.result, "internetGateway/internetGatewayId"));
+		if ((r = capa_reply_id(s, rep.result, "internetGateway/internetGatewayId",
+				       "internet gateway", id, sizeof(id))) < 0)
+			goto out;
 		aws_reply_release(&rep);
 		aws_query_release(&q);
 		log_info("created internet gateway", KV_S("cluster", s->name), KV_S("igw", id));

@@ -93,7 +93,8 @@ static int eip_get(struct capa_scope *s, struct eips *e, char alloc[32])
 	if ((r = capa_net_tags(s, &t, "common", name)) < 0 ||
 	    (r = capa_net_create(s, "AllocateAddress", &q, "elastic-ip", &t, &rep)) < 0)
 		goto out;
-	capa_strcpy(alloc, 32, aws_xml_text(rep.result, "allocationId"));
+	if ((r = capa_reply_id(s, rep.result, "allocationId", "Elastic IP", alloc, 32)) < 0)
+		goto out;
 	eip_take(e, alloc);
 	log_info("allocated Elastic IP", KV_S("cluster", s->name), KV_S("allocation", alloc),
 		 KV_S("ip", aws_xml_text(rep.result, "publicIp")));
@@ -147,7 +148,8 @@ static int nat_create(struct capa_scope *s, const char *subnet, const char *allo
 	    (r = capa_net_create(s, "CreateNatGateway", &q, "natgateway", &t, &rep)) < 0)
 		goto out;
 	const xmlNode *gw = aws_xml_get(rep.result, "natGateway");
-	capa_strcpy(id, 32, aws_xml_text(gw, "natGatewayId"));
+	if ((r = capa_reply_id(s, gw, "natGatewayId", "NAT gateway", id, 32)) < 0)
+		goto out;
 	nat_ip(s, gw);
 	nat_pending_note(pend, gw, id);
 	log_info("created NAT gateway", KV_S("cluster", s->name), KV_S("nat", id),
@@ -291,7 +293,8 @@ static int rt_create(struct capa_scope *s, const char *name, char id[32])
 	    (r = capa_tags_set(&t, k8s, "owned")) < 0 ||
 	    (r = capa_net_create(s, "CreateRouteTable", &q, "route-table", &t, &rep)) < 0)
 		goto out;
-	capa_strcpy(id, 32, aws_xml_text(rep.result, "routeTable/routeTableId"));
+	if ((r = capa_reply_id(s, rep.result, "routeTable/routeTableId", "route table", id, 32)) < 0)
+		goto out;
 	log_info("created route table", KV_S("cluster", s->name), KV_S("routeTable", id),
 		 KV_S("name", name));
 out:

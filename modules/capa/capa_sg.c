@@ -233,7 +233,8 @@ static int sg_create(struct capa_scope *s, int role, struct sg *g)
 	    (role == SG_LB && (r = capa_tags_set(&t, k8s, "owned")) < 0) ||
 	    (r = capa_net_create(s, "CreateSecurityGroup", &q, "security-group", &t, &rep)) < 0)
 		goto out;
-	capa_strcpy(g->id, sizeof(g->id), aws_xml_text(rep.result, "groupId"));
+	if ((r = capa_reply_id(s, rep.result, "groupId", "security group", g->id, sizeof(g->id))) < 0)
+		goto out;
 	log_info("created security group", KV_S("cluster", s->name), KV_S("group", g->id),
 		 KV_S("name", g->name));
 out:
@@ -384,8 +385,15 @@ int capa_sg_delete(struct capa_scope *s)
 		r = capa_net_create(s, "DeleteSecurityGroup", &q, NULL, NULL, &d);
 		aws_reply_release(&d);
 		aws_query_release(&q);
-		if (r >= 0)
+		if (r < 0 && strcmp(s->code, "InvalidGroup.NotFound") == 0) {
+			/* already gone (a retry after a lost reply): done, as CAPA */
+			log_info("security group already deleted", KV_S("cluster", s->name),
+				 KV_S("group", id));
+			s->err[0] = s->code[0] = 0;
+			r = 0;
+		} else if (r >= 0) {
 			log_info("deleted security group", KV_S("cluster", s->name), KV_S("group", id));
+		}
 	}
 out:
 	aws_reply_release(&rep);

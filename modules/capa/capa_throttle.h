@@ -13,8 +13,8 @@
  *                   Describe*, Get*, List*                           20/s, burst 100
  *                   anything else                                     5/s, burst 200
  *
- * One struct capa_limiter per region and controller (CAPA keeps one set per region,
- * controller, cluster and namespace; the callers here hold one per cluster). Thread-safe. */
+ * CAPA keeps one set per region, controller, cluster and namespace; aws-k8s capa holds one set
+ * for the process (capa_ctx.lim), which both controllers' calls go through. Thread-safe. */
 #pragma once
 #include <pthread.h>
 #include <stdbool.h>

@@ -7,6 +7,7 @@
 
 #include "common/base/buf.h"
 #include "common/base/json.h"
+#include "common/base/log.h"
 #include "common/base/timeutil.h"
 #include "modules/capa/capa.h"
 
@@ -54,6 +55,38 @@ bool capa_feature(const struct capa_ctx *x, const char *name, bool def)
 
 /* ---- AWS calls ---- */
 
+static enum capa_svc limiter_svc(enum aws_service svc)
+{
+	switch (svc) {
+	case AWS_SVC_ELB:
+		return CAPA_SVC_ELB;
+	case AWS_SVC_ELBV2:
+		return CAPA_SVC_ELBV2;
+	case AWS_SVC_SECRETSMANAGER:
+		return CAPA_SVC_SECRETS;
+	default:
+		return CAPA_SVC_EC2;
+	}
+}
+
+int capa_aws_do(struct capa_ctx *x, const struct aws_request *rq, struct aws_reply *ret,
+		struct aws_error *err)
+{
+	enum capa_svc ls = limiter_svc(rq->service);
+	int r = capa_limiter_wait(&x->lim, ls, rq->action, x->cancel);
+	if (r < 0)
+		return r;
+	r = aws_do(x->aws, rq, ret, err);
+	if (r < 0 && err && aws_error_code_is_throttle(err->code)) {
+		capa_limiter_throttled(&x->lim, ls, rq->action, now_mono_ns());
+		struct capa_bucket *b = capa_limiter_bucket(&x->lim, ls, rq->action);
+		log_v(2, "AWS throttled the call: its token bucket is emptied",
+		      KV_S("bucket", b ? b->name : ""), KV_S("action", rq->action),
+		      KV_S("code", err->code));
+	}
+	return r;
+}
+
 int capa_call(struct capa_ctx *x, enum aws_service svc, const char *region, const char *action,
 	      const struct aws_query *q, struct aws_reply *ret, struct aws_error *err)
 {
@@ -64,7 +97,7 @@ int capa_call(struct capa_ctx *x, enum aws_service svc, const char *region, cons
 	    .region = region && *region ? region : NULL,
 	    .cancel = x->cancel,
 	};
-	return aws_do(x->aws, &rq, ret, err);
+	return capa_aws_do(x, &rq, ret, err);
 }
 
 int capa_ec2(struct capa_ctx *x, const char *region, const char *action,

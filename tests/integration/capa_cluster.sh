@@ -421,4 +421,91 @@ n = (len(ec2.describe_vpcs(Filters=F)["Vpcs"]) + len(ec2.describe_subnets(Filter
      len(elb.describe_load_balancers()["LoadBalancerDescriptions"]))
 eq("and nothing of it is left", n, 0)
 '
+
+# ---- throttling on CreateSubnet: CAPA's token buckets (shared with the machine controller) ----
+# three Throttling replies use up the client's three attempts, so the reconcile fails, the
+# ec2/other bucket is emptied and a later reconcile creates the subnet once; a CreateInternetGateway
+# reply without its ID is a malformed reply (the gateway is found by its tag next time); each
+# failed reconcile sets Ready False with the failed step's reason (a watch records every status)
+C=c3
+clear_faults
+calls_reset
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","metadata":{"name":"$C","namespace":"$NS"},"spec":{}}
+EOF
+CUID=$(kc get cluster.cluster.x-k8s.io "$C" -n "$NS" -o jsonpath='{.metadata.uid}')
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster",
+ "metadata":{"name":"$C","namespace":"$NS"},"spec":{"region":"us-east-1"}}
+EOF
+bg watch3 kubectl --kubeconfig "$KC" get awsclusters -n "$NS" --watch -o json --output-watch-events
+wait_until 30 grep -q "\"$C\"" "$T_TMP/watch3.log"
+# the watched versions of $C, one a line: name|status.ready|Ready's status/reason/severity/message
+watch_lines() {
+	python3 - "$T_TMP/watch3.log" "$C" <<'PY'
+import json, sys
+text, d, i = open(sys.argv[1]).read(), json.JSONDecoder(), 0
+while True:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        break
+    try:
+        ev, i = d.raw_decode(text, i)
+    except ValueError:
+        break
+    o = ev.get("object", ev)
+    if o.get("metadata", {}).get("name") != sys.argv[2]:
+        continue
+    st = o.get("status", {})
+    rd = [c for c in st.get("conditions", []) if c.get("type") == "Ready"]
+    c = rd[0] if rd else {}
+    ready = {True: "true", False: "false"}.get(st.get("ready"), "")
+    print("%s|%s|%s/%s/%s/%s" % (sys.argv[2], ready, c.get("status", ""), c.get("reason", ""),
+                                 c.get("severity", ""), c.get("message", "")))
+PY
+}
+fault '[{"service":"ec2","action":"CreateSubnet","effect":"throttle","code":"Throttling","count":3},
+ {"service":"ec2","action":"CreateInternetGateway","effect":"strip","element":"internetGatewayId","count":1}]'
+kc patch awscluster "$C" -n "$NS" --type=merge -p "{\"metadata\":{\"ownerReferences\":[{\"apiVersion\":\"cluster.x-k8s.io/v1beta1\",\"kind\":\"Cluster\",\"name\":\"$C\",\"uid\":\"$CUID\"}]}}" >/dev/null
+if wait_until 120 ready; then ok "throttled CreateSubnet, malformed CreateInternetGateway: the AWSCluster becomes ready later"
+else fail "ready under throttling" "$(grep -E '^E' "$T_TMP/capa4.log" | tail -3)"; fi
+throttles=$(tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c "import json,sys; print(json.load(sys.stdin)['calls'].get('ec2:CreateSubnet', {}).get('effects', {}).get('throttle', 0))")
+check "the three CreateSubnet throttles were served (Throttling)" test "$throttles" = 3
+if grep -q 'bucket="ec2/other".*action="CreateSubnet"' "$T_TMP/capa4.log"; then
+	ok "the throttled call emptied CAPA's ec2/other token bucket (logged)"
+else fail "the throttled call emptied the ec2/other bucket" "$(grep -iE 'throttl|CreateSubnet' "$T_TMP/capa4.log" | tail -4)"; fi
+check "a CreateInternetGateway reply without its ID is an error (internet gateway reply without a internetGatewayId)" \
+	grep -q 'error="internet gateway reply without a internetGatewayId"' "$T_TMP/capa4.log"
+moto_py_checks '
+F = [{"Name": "tag-key", "Values": ["sigs.k8s.io/cluster-api-provider-aws/cluster/c3"]}]
+eq("throttling: six subnets, no duplicate", len(ec2.describe_subnets(Filters=F)["Subnets"]), 6)
+eq("malformed reply: one internet gateway, no duplicate", len(ec2.describe_internet_gateways(Filters=F)["InternetGateways"]), 1)
+'
+watch_lines >"$T_TMP/watch3.lines"
+check "Ready False while a step failed: SubnetsReconciliationFailed (Warning), status.ready not set" \
+	grep -qE "^$C\|\|False/SubnetsReconciliationFailed/Warning/[0-9]+ of [0-9]+ completed" "$T_TMP/watch3.lines"
+check "Ready False: InternetGatewayFailed (Warning) for the malformed reply" \
+	grep -qE "^$C\|\|False/InternetGatewayFailed/Warning/" "$T_TMP/watch3.lines"
+check "then Ready True with status.ready" grep -qE "^$C\|true\|True/" "$T_TMP/watch3.lines"
+grep -q "^$C|true|True/" "$T_TMP/watch3.lines" || echo "# watch: $(tr '\n' ';' <"$T_TMP/watch3.lines") $(tail -c 300 "$T_TMP/watch3.log")"
+clear_faults
+
+# ---- delete: a security group already gone (InvalidGroup.NotFound) counts as deleted ----
+# the first DeleteSecurityGroup is held while the cluster's groups are deleted behind capa's back
+fault '{"service":"ec2","action":"DeleteSecurityGroup","effect":"delay","seconds":6,"count":1}'
+kc delete awscluster "$C" -n "$NS" --wait=false >/dev/null
+if wait_until 90 held DeleteSecurityGroup; then
+	moto_py_checks '
+F = [{"Name": "tag-key", "Values": ["sigs.k8s.io/cluster-api-provider-aws/cluster/c3"]}]
+gs = [g["GroupId"] for g in ec2.describe_security_groups(Filters=F)["SecurityGroups"]]
+for g in gs:
+    ec2.delete_security_group(GroupId=g)
+eq("the four groups are deleted behind capa", len(gs), 4)
+'
+else fail "the first DeleteSecurityGroup is held" "$(grep -E '^E' "$T_TMP/capa4.log" | tail -3)"; fi
+if wait_until 120 gone; then ok "InvalidGroup.NotFound on DeleteSecurityGroup is ignored: the AWSCluster is deleted"
+else fail "deleted despite InvalidGroup.NotFound" "$(grep -E '^E' "$T_TMP/capa4.log" | tail -3)"; fi
+check "the missing groups are logged as already deleted" grep -q "security group already deleted" "$T_TMP/capa4.log"
+clear_faults
 t_summary
