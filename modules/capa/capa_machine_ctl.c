@@ -195,10 +195,19 @@ static int user_data(struct capa_mscope *s, const char *ns, const char *secret_n
 	_cleanup_free_ void *data = NULL;
 	_cleanup_buf_ struct buf gz = BUF_INIT(0), ud = BUF_INIT(0);
 	size_t len = 0;
+	bool skip_sm = cJSON_IsTrue(json_find(s->m.spec, "cloudInit.insecureSkipSecretsManager"));
+	const char *backend = json_str(s->m.spec, "cloudInit.secureSecretsBackend");
+	/* only the Secrets Manager backend is built: another one is refused, never swapped */
+	if (!skip_sm && backend && *backend && strcmp(backend, "secrets-manager") != 0) {
+		str_printf(s->err, sizeof(s->err),
+			   "cloudInit.secureSecretsBackend \"%.64s\" is not supported (only "
+			   "secrets-manager)",
+			   backend);
+		return -EOPNOTSUPP;
+	}
 	int r = bootstrap_data(s, ns, secret_name, &data, &len);
 	if (r < 0)
 		return r;
-	bool skip_sm = cJSON_IsTrue(json_find(s->m.spec, "cloudInit.insecureSkipSecretsManager"));
 	bool uncompressed = cJSON_IsTrue(json_find(s->m.spec, "uncompressedUserData"));
 	if (skip_sm && uncompressed)
 		return base64_encode(data, len, BASE64_STD, ret);

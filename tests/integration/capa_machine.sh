@@ -447,5 +447,19 @@ check "the two RunInstances and three DescribeInstances throttles were served (R
 	test "$(effects ec2:RunInstances throttle)/$(effects ec2:DescribeInstances throttle)" = 2/3
 clear_faults
 
+# ---- an unsupported secrets backend is refused, never swapped for Secrets Manager ----
+calls_reset
+machine "$C-md-6" us-east-1b md "{\"instanceType\":\"t3.medium\",\"ami\":{\"id\":\"$AMI\"},
+  \"cloudInit\":{\"secureSecretsBackend\":\"ssm-parameter-store\"}}"
+cond_of() { am_py "$1" '[(c.get("status"), c.get("reason"), c.get("message", "")) for c in o.get("status",{}).get("conditions",[]) if c["type"]=="InstanceReady"]'; }
+refused_ssm() { cond_of "$C-md-6" | grep -q "'False', 'InstanceProvisionFailed', .*ssm-parameter-store"; }
+if wait_until 30 refused_ssm; then
+	ok "secureSecretsBackend ssm-parameter-store: InstanceReady False InstanceProvisionFailed naming the value"
+else
+	fail "ssm-parameter-store refused" "$(cond_of "$C-md-6")"
+fi
+check "the refused backend: no RunInstances, no instance, no secret" \
+	test "$(n_calls ec2:RunInstances)/$(count_named "$C-md-6")/$(n_calls secretsmanager:CreateSecret)" = 0/0/0
+
 stop_within "$CAPA_PID" 20 "capa stops on SIGTERM" && check "capa exits 0 on SIGTERM" test "$STOP_RC" = 0
 t_summary
