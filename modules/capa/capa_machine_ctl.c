@@ -383,12 +383,15 @@ static int reconcile_normal(struct capa_mscope *s, const cJSON *stored, const cJ
 		return write_changed(s, stored, "status");
 	}
 	r = capa_mach_find_instance(s, &i);
-	if (r == -ENOENT && json_str(s->m.spec, "instanceID")) {
-		/* the recorded instance is gone: reported, never replaced here */
+	const char *recorded = json_str(s->m.spec, "instanceID");
+	if (!recorded)
+		recorded = json_str(s->m.spec, "providerID");
+	if (r == -ENOENT && recorded) {
+		/* the recorded instance (by instanceID, else providerID, as CAPA's findInstance) is
+		 * gone: reported, never replaced here */
 		condition(s, "InstanceReady", "Unknown", "Warning", "InstanceNotFound", s->err);
 		write_changed(s, stored, "status");
-		str_printf(s->err, sizeof(s->err), "the instance %s is not found",
-			   json_str(s->m.spec, "instanceID"));
+		str_printf(s->err, sizeof(s->err), "the instance %s is not found", recorded);
 		return -ENOENT;
 	}
 	if (r < 0 && r != -ENOENT)
