@@ -382,6 +382,10 @@ static int reconcile_normal(struct capa_mscope *s, const cJSON *stored, const cJ
 		condition(s, "InstanceReady", "False", "Info", "WaitingForBootstrapData", NULL);
 		return write_changed(s, stored, "status");
 	}
+	/* No duplicate: this lookup (by id, else by CAPA's tags) covers a restart once EC2 shows the
+	 * instance; for one EC2 does not show yet (eventual consistency, a lost RunInstances reply),
+	 * the guarantee rests on EC2's ClientToken idempotency (the same token and request return
+	 * the same instance), which moto 5.2.1 does not implement, so the tests cannot prove it. */
 	r = capa_mach_find_instance(s, &i);
 	const char *recorded = json_str(s->m.spec, "instanceID");
 	if (!recorded)
