@@ -9,7 +9,8 @@
 # against moto with the aws CLI), providerID, status; an instance terminated behind the
 # controller's back sets the terminal failure; deleting an AWSMachine terminates its instance
 # and deletes its secrets; a controller SIGKILLed right after RunInstances, and a RunInstances
-# reply lost on the wire, leave exactly one instance.
+# reply lost on the wire, leave exactly one instance. Refused or waiting: an unsupported secrets
+# backend, a stopped instance, a recorded instance that does not exist, a cluster not ready.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 
@@ -446,6 +447,84 @@ effects() { tb_json "$FAULTPROXY_URL/_control/calls?log=0" | python3 -c "import 
 check "the two RunInstances and three DescribeInstances throttles were served (RequestLimitExceeded)" \
 	test "$(effects ec2:RunInstances throttle)/$(effects ec2:DescribeInstances throttle)" = 2/3
 clear_faults
+
+# ---- an unsupported secrets backend is refused, never swapped for Secrets Manager ----
+calls_reset
+machine "$C-md-6" us-east-1b md "{\"instanceType\":\"t3.medium\",\"ami\":{\"id\":\"$AMI\"},
+  \"cloudInit\":{\"secureSecretsBackend\":\"ssm-parameter-store\"}}"
+cond_of() { am_py "$1" '[(c.get("status"), c.get("reason"), c.get("message", "")) for c in o.get("status",{}).get("conditions",[]) if c["type"]=="InstanceReady"]'; }
+refused_ssm() { cond_of "$C-md-6" | grep -q "'False', 'InstanceProvisionFailed', .*ssm-parameter-store"; }
+if wait_until 30 refused_ssm; then
+	ok "secureSecretsBackend ssm-parameter-store: InstanceReady False InstanceProvisionFailed naming the value"
+else
+	fail "ssm-parameter-store refused" "$(cond_of "$C-md-6")"
+fi
+check "the refused backend: no RunInstances, no instance, no secret" \
+	test "$(n_calls ec2:RunInstances)/$(count_named "$C-md-6")/$(n_calls secretsmanager:CreateSecret)" = 0/0/0
+
+# ---- an instance stopped behind the controller's back (aws CLI against moto) ----
+MD4_ID=$(am_py "$C-md-4" 'o["spec"]["instanceID"]')
+peer check "the aws CLI stops md-4's instance in moto" \
+	aws --endpoint-url "$MOTO_URL" ec2 stop-instances --instance-ids "$MD4_ID" --output text
+calls_reset
+stopped() { cond_of "$C-md-4" | grep -q "'False', 'InstanceStopped'" && am_has "$C-md-4" 'o["status"]["ready"] is False'; }
+if wait_until 30 stopped; then
+	ok "a stopped instance: InstanceReady False InstanceStopped, not ready"
+else
+	fail "InstanceStopped" "$(cond_of "$C-md-4")"
+fi
+# one more resync of md-4 after the condition was written
+DI0=$(n_calls ec2:DescribeInstances)
+wait_until 30 test "$(n_calls ec2:DescribeInstances)" -ge $((DI0 + 2))
+check "the stopped machine is neither replaced nor restarted (one instance, no RunInstances, no StartInstances)" \
+	test "$(count_named "$C-md-4")/$(n_calls ec2:RunInstances)/$(n_calls ec2:StartInstances)" = 1/0/0
+
+# ---- a recorded instance that does not exist, and a cluster whose infrastructure is not ready ----
+calls_reset
+BOGUS=i-0123456789abcdef0
+machine "$C-md-7" us-east-1a md "{\"instanceType\":\"t3.medium\",\"ami\":{\"id\":\"$AMI\"},
+  \"instanceID\":\"$BOGUS\",\"providerID\":\"aws:///us-east-1a/$BOGUS\"}"
+machine "$C-md-8" us-east-1a md "{\"instanceType\":\"t3.medium\",\"ami\":{\"id\":\"$AMI\"},
+  \"providerID\":\"aws:///us-east-1a/$BOGUS\"}"
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"cluster.x-k8s.io/v1beta1","kind":"Cluster","metadata":{"name":"c2","namespace":"$NS"},
+ "spec":{"infrastructureRef":{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster","name":"c2"}}}
+EOF
+kc apply -f - >/dev/null <<EOF
+{"apiVersion":"infrastructure.cluster.x-k8s.io/v1beta2","kind":"AWSCluster",
+ "metadata":{"name":"c2","namespace":"$NS","labels":{"cluster.x-k8s.io/cluster-name":"c2"}},
+ "spec":{"region":"us-east-1"}}
+EOF
+kc create secret generic c2-md-bootstrap -n "$NS" --from-file=value="$T_TMP/boot-md.txt" >/dev/null
+C=c2 machine c2-md-0 us-east-1a md "{\"instanceType\":\"t3.medium\",\"ami\":{\"id\":\"$AMI\"}}"
+has_cond() { cond_of "$1" | grep -q "$2"; }
+for m in "$C-md-7" "$C-md-8"; do
+	if wait_until 30 has_cond "$m" "'Unknown', 'InstanceNotFound'"; then
+		ok "$m: a recorded instance that does not exist gives InstanceReady Unknown InstanceNotFound"
+	else
+		fail "$m: InstanceNotFound" "$(cond_of "$m")"
+	fi
+done
+if wait_until 30 has_cond c2-md-0 "'False', 'WaitingForClusterInfrastructure'"; then
+	ok "an AWSCluster that is not ready: InstanceReady False WaitingForClusterInfrastructure"
+else
+	fail "WaitingForClusterInfrastructure" "$(cond_of c2-md-0)"
+fi
+# let the failed reconciles come back (backoff from 1 s) before counting
+DI0=$(n_calls ec2:DescribeInstances)
+wait_until 30 test "$(n_calls ec2:DescribeInstances)" -ge $((DI0 + 4))
+check "InstanceNotFound: no RunInstances, and no instance named after either machine" \
+	test "$(n_calls ec2:RunInstances)/$(count_named "$C-md-7")/$(count_named "$C-md-8")" = 0/0/0
+check "a cluster not ready: no instance for its machine" test "$(count_named c2-md-0)" = 0
+tb_json "$FAULTPROXY_URL/_control/calls?log=0" >"$T_TMP/notready-calls.json"
+writes=$(python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))["counts"]
+print(" ".join("%s=%d" % (k, v) for k, v in sorted(c.items())
+               if not k.split(":")[1].startswith(("Describe", "Get", "List"))))' "$T_TMP/notready-calls.json")
+check "no mutating AWS call while the instance is missing or the cluster not ready ($writes)" test -z "$writes"
+check "and the waiting machine got no finalizer nor recorded secret" \
+	test "$(am_py c2-md-0 '(o["metadata"].get("finalizers"), o["spec"].get("cloudInit"))')" = "(None, None)"
 
 stop_within "$CAPA_PID" 20 "capa stops on SIGTERM" && check "capa exits 0 on SIGTERM" test "$STOP_RC" = 0
 t_summary
