@@ -10,6 +10,7 @@
 # False/InstanceProvisionFailed with the reason, and no instance.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
+. "$(dirname "$0")/../lib/capa_objects.sh"
 
 NS=default
 export KUBECACHEDIR=$T_TMP/kcache
@@ -26,23 +27,7 @@ provision_failed() {
 }
 cond_msg() { am "$1" '[c.get("message", "") for c in o["status"]["conditions"] if c["type"] == "InstanceReady"][0]'; }
 
-if ! moto_start || ! faultproxy_start "$MOTO_URL"; then
-	peer fail "moto and the fault proxy start"
-	t_summary
-fi
-export AWS_ENDPOINT_URL=$FAULTPROXY_URL MOTO_PY_ENDPOINT=$MOTO_URL
-KPORT=$(free_port)
-KC=$T_TMP/kc
-bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$KPORT" --kubeconfig-out "$KC"
-if ! wait_http "https://127.0.0.1:$KPORT/healthz" 30; then
-	peer fail "the test API server starts"
-	t_summary
-fi
-wait_until 10 test -s "$KC"
-peer check "the CRDs are accepted" kc apply -f "$T_ROOT/deploy/capa/base/crd-awscluster.yaml" \
-	-f "$T_ROOT/deploy/capa/base/crd-awsmachine.yaml" -f "$T_ROOT/tests/data/capa/cluster-crd.yaml" \
-	-f "$T_ROOT/tests/data/capa/machine-crd.yaml"
-wait_until 10 kc get awsmachines -A
+capa_testbed_start
 
 # ---- moto: a subnet, the groups, and images under moto's own account ----
 moto_py '

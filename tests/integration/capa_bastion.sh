@@ -12,6 +12,7 @@
 # lookup finds nothing in moto: BastionHostReady says so and no instance is run.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
+. "$(dirname "$0")/../lib/capa_objects.sh"
 
 NS=default
 export KUBECACHEDIR=$T_TMP/kcache
@@ -57,23 +58,7 @@ EOF
 start_capa() { bg "$1" "$AWS_K8S" capa --kubeconfig="$KC" --health-addr="127.0.0.1:$(free_port)" --sync-period=10m --v=2; }
 
 # ---- peers ----
-if ! moto_start || ! faultproxy_start "$MOTO_URL"; then
-	peer fail "moto and the fault proxy start"
-	t_summary
-fi
-export AWS_ENDPOINT_URL=$FAULTPROXY_URL MOTO_PY_ENDPOINT=$MOTO_URL
-KPORT=$(free_port)
-KC=$T_TMP/kc
-bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$KPORT" --kubeconfig-out "$KC"
-if ! wait_http "https://127.0.0.1:$KPORT/healthz" 30; then
-	peer fail "the test API server starts"
-	t_summary
-fi
-wait_until 10 test -s "$KC"
-peer check "the CRDs (AWSCluster, AWSMachine, Cluster, Machine) are accepted" \
-	kc apply -f "$T_ROOT/deploy/capa/base/crd-awscluster.yaml" -f "$T_ROOT/tests/data/capa/cluster-crd.yaml" \
-	-f "$T_ROOT/deploy/capa/base/crd-awsmachine.yaml" -f "$T_ROOT/tests/data/capa/machine-crd.yaml"
-wait_until 10 kc get awsclusters -A
+capa_testbed_start
 AMI=$(moto_py 'print(ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"])')
 
 # ---- an enabled bastion ----

@@ -10,6 +10,7 @@
 # TagUnmanagedNetworkResources=false the subnets are not tagged.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
+. "$(dirname "$0")/../lib/capa_objects.sh"
 
 NS=default
 export KUBECACHEDIR=$T_TMP/kcache
@@ -23,23 +24,7 @@ awsc_py() { kc get awscluster "$1" -n "$NS" -o json | python3 -c "import json,sy
 ec2() { aws --endpoint-url "$MOTO_URL" --region us-east-1 ec2 "$@" --output text; }
 
 # ---- peers ----
-if ! moto_start || ! faultproxy_start "$MOTO_URL"; then
-	peer fail "moto and the fault proxy start"
-	t_summary
-fi
-export AWS_ENDPOINT_URL=$FAULTPROXY_URL MOTO_PY_ENDPOINT=$MOTO_URL
-KPORT=$(free_port)
-KC=$T_TMP/kc
-bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$KPORT" --kubeconfig-out "$KC"
-if ! wait_http "https://127.0.0.1:$KPORT/healthz" 30; then
-	peer fail "the test API server starts"
-	t_summary
-fi
-for _ in $(seq 100); do [ -s "$KC" ] && break; sleep 0.1; done
-peer check "the CRDs (AWSCluster, AWSMachine, Cluster, Machine) are accepted" \
-	kc apply -f "$T_ROOT/deploy/capa/base/crd-awscluster.yaml" -f "$T_ROOT/tests/data/capa/cluster-crd.yaml" \
-	-f "$T_ROOT/deploy/capa/base/crd-awsmachine.yaml" -f "$T_ROOT/tests/data/capa/machine-crd.yaml"
-wait_until 10 kc get awsclusters -A
+capa_testbed_start
 
 # ---- the user's network, made with awscli ----
 VPC=$(ec2 create-vpc --cidr-block 10.1.0.0/16 --query Vpc.VpcId)

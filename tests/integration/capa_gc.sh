@@ -15,6 +15,7 @@
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
 . "$(dirname "$0")/ccm_lib.sh"
+. "$(dirname "$0")/../lib/capa_objects.sh"
 
 NS=default
 # the calls the proxy forwarded since its last reset, "api:action" a line, in order (a call it
@@ -35,10 +36,7 @@ if ! ccm_env_start; then
 	peer fail "moto, the fault proxy and the test API server start"
 	t_summary
 fi
-peer check "the CRDs (AWSCluster, AWSMachine, Cluster, Machine) are accepted" \
-	kc apply -f "$T_ROOT/deploy/capa/base/crd-awscluster.yaml" -f "$T_ROOT/tests/data/capa/cluster-crd.yaml" \
-	-f "$T_ROOT/deploy/capa/base/crd-awsmachine.yaml" -f "$T_ROOT/tests/data/capa/machine-crd.yaml"
-wait_until 10 kc get awsclusters -A
+peer check "the CRDs (AWSCluster, AWSMachine, AWSMachineTemplate, Cluster, Machine) are accepted" capa_crds
 
 HPORT=$(free_port)
 bg capa "$AWS_K8S" capa --kubeconfig="$KC" --health-addr="127.0.0.1:$HPORT" --sync-period=10m --v=2

@@ -8,29 +8,14 @@
 # clear condition and nothing is made. Each cluster is deleted with nothing left.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
+. "$(dirname "$0")/../lib/capa_objects.sh"
 
 NS=default
 export KUBECACHEDIR=$T_TMP/kcache
 kc() { kubectl --kubeconfig "$KC" "$@"; }
 awsc_py() { kc get awscluster "$1" -n "$NS" -o json | python3 -c "import json,sys; o=json.load(sys.stdin); print($2)"; }
 
-if ! moto_start; then
-	peer fail "moto starts"
-	t_summary
-fi
-export MOTO_PY_ENDPOINT=$MOTO_URL
-KPORT=$(free_port)
-KC=$T_TMP/kc
-bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$KPORT" --kubeconfig-out "$KC"
-if ! wait_http "https://127.0.0.1:$KPORT/healthz" 30; then
-	peer fail "the test API server starts"
-	t_summary
-fi
-for _ in $(seq 100); do [ -s "$KC" ] && break; sleep 0.1; done
-peer check "the CRDs are accepted" \
-	kc apply -f "$T_ROOT/deploy/capa/base/crd-awscluster.yaml" -f "$T_ROOT/tests/data/capa/cluster-crd.yaml" \
-	-f "$T_ROOT/deploy/capa/base/crd-awsmachine.yaml" -f "$T_ROOT/tests/data/capa/machine-crd.yaml"
-wait_until 10 kc get awsclusters -A
+capa_testbed_start
 HPORT=$(free_port)
 bg capa "$AWS_K8S" capa --kubeconfig="$KC" --health-addr="127.0.0.1:$HPORT" --sync-period=10m --v=2
 if wait_http "http://127.0.0.1:$HPORT/healthz" 20; then ok "capa starts"; else fail "capa starts" "$(tail -5 "$T_TMP/capa.log")"; fi

@@ -16,6 +16,7 @@
 # balancer, the endpoint from the spec.
 . "$(dirname "$0")/../lib/testlib.sh"
 . "$(dirname "$0")/../lib/moto.sh"
+. "$(dirname "$0")/../lib/capa_objects.sh"
 
 C=c1
 NS=default
@@ -31,25 +32,7 @@ am_cond() { am_py "$1" "{c['type']: c for c in o.get('status',{}).get('condition
 elb_instances() { moto_py 'print(" ".join(sorted(i["InstanceId"] for i in client("elb").describe_load_balancers(LoadBalancerNames=[sys.argv[1]])["LoadBalancerDescriptions"][0]["Instances"])))' "$1"; }
 
 # ---- peers ----
-if ! moto_start || ! faultproxy_start "$MOTO_URL"; then
-	peer fail "moto and the fault proxy start"
-	t_summary
-fi
-export AWS_ENDPOINT_URL=$FAULTPROXY_URL MOTO_PY_ENDPOINT=$MOTO_URL
-KPORT=$(free_port)
-KC=$T_TMP/kc
-bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$KPORT" --kubeconfig-out "$KC"
-if ! wait_http "https://127.0.0.1:$KPORT/healthz" 30; then
-	peer fail "the test API server starts"
-	t_summary
-fi
-for _ in $(seq 100); do [ -s "$KC" ] && break; sleep 0.1; done
-peer check "the CRDs (AWSCluster, AWSMachine, Cluster, Machine) are accepted" \
-	kc apply -f "$T_ROOT/deploy/capa/base/crd-awscluster.yaml" \
-	-f "$T_ROOT/deploy/capa/base/crd-awsmachine.yaml" \
-	-f "$T_ROOT/tests/data/capa/cluster-crd.yaml" -f "$T_ROOT/tests/data/capa/machine-crd.yaml"
-wait_until 10 kc get awsmachines -A
-wait_until 10 kc get machines.cluster.x-k8s.io -A
+capa_testbed_start
 
 # ---- the network and a classic ELB in 1a and 1b, made by the test in moto ----
 moto_py '

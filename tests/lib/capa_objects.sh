@@ -1,8 +1,11 @@
 # shellcheck shell=bash
 # Cluster API objects for aws-k8s capa on the test bed, and what is left of a cluster in moto.
-# Sourced (after testlib.sh and moto.sh) by tests/integration/capa_deploy.sh, tests/demo/capa.sh
+# Sourced (after testlib.sh and moto.sh) by the tests/integration/capa_*.sh scripts, tests/demo/capa.sh
 # and tests/bench/capa.sh; the caller defines kc (kubectl on the test API server).
 #
+#   capa_testbed_start             moto behind the fault proxy (AWS_ENDPOINT_URL and MOTO_PY_ENDPOINT
+#                                  exported), the test API server (KC, KPORT) and capa_crds, as
+#                                  peer checks; the script ends (t_summary) when a peer fails
 #   capa_crds                      the CRDs: deploy/capa/base's, Cluster API's Cluster and Machine
 #   capa_cluster NS NAME ZONES     the Cluster and its AWSCluster (owner reference set, as Cluster
 #                                  API's core sets it; us-east-1; a managed VPC over ZONES zones)
@@ -15,6 +18,22 @@
 #   capa_left CLUSTER              one line "KIND: IDs" per kind of object still tagged for the
 #                                  cluster in moto, plus its classic load balancers and its
 #                                  instances not terminated; prints nothing when all is gone
+
+capa_testbed_start() {
+	if ! moto_start || ! faultproxy_start "$MOTO_URL"; then
+		peer fail "moto and the fault proxy start"
+		t_summary
+	fi
+	export AWS_ENDPOINT_URL=$FAULTPROXY_URL MOTO_PY_ENDPOINT=$MOTO_URL
+	KPORT=$(free_port)
+	KC=$T_TMP/kc
+	bg kas "$T_ROOT/tests/kube-apiserver/run" --port "$KPORT" --kubeconfig-out "$KC"
+	if ! wait_http "https://127.0.0.1:$KPORT/healthz" 30 || ! wait_until 10 test -s "$KC"; then
+		peer fail "the test API server starts"
+		t_summary
+	fi
+	peer check "the CRDs (AWSCluster, AWSMachine, AWSMachineTemplate, Cluster, Machine) are accepted" capa_crds
+}
 
 capa_crds() {
 	kc apply -f "$T_ROOT/deploy/capa/base/crd-awscluster.yaml" \
