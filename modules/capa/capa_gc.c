@@ -262,6 +262,9 @@ static int lb_wait_gone(struct capa_scope *s, const struct gc_lb_api *api, const
 			if (cancel_wait(s->x->cancel, 2 * NSEC_PER_SEC))
 				return -ECANCELED;
 		}
+		/* gone only on the load balancer's own NotFound: another one proves nothing */
+		if (r == -ENOENT && strcmp(s->code, "LoadBalancerNotFound") != 0)
+			return -EREMOTEIO;
 		if (r != -ENOENT)
 			return r;
 	}
